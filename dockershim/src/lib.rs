@@ -1,1 +1,2 @@
-//! placeholder
+//! dockershim: a CRI `runtime.v1` server on the Docker Engine.
+pub mod docker;

@@ -1,0 +1,647 @@
+//! Containers (upstream `docker_container.go`): CRI ContainerConfig -> Docker create body
+//! (entrypoint/cmd semantics, env, mounts with propagation and relabel, devices, resources,
+//! security), and the lifecycle and status RPCs: CreateContainer, StartContainer, StopContainer,
+//! RemoveContainer, ListContainers, ContainerStatus, UpdateContainerResources, ReopenContainerLog
+//! and ExecSync. Containers join their sandbox's network and IPC (and PID when pod-shared).
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, ContainerUpdateBody, DeviceMapping, HostConfig,
+};
+use cri_proto::runtime::v1 as cri;
+use tracing::{debug, info};
+
+use crate::docker::DockerApi;
+use crate::errors::{Result, ShimError};
+use crate::labels;
+use crate::naming::{self, ContainerNameParts};
+use crate::shim::{Shim, docker_time_ns, matches_selector};
+
+/// The most ExecSync captures per stream (like containerd's 16 MiB cap on exec output).
+pub const MAX_EXEC_SYNC_OUTPUT: usize = 16 * 1024 * 1024;
+
+fn propagation_suffix(p: i32) -> Option<&'static str> {
+    match cri::MountPropagation::try_from(p) {
+        Ok(cri::MountPropagation::PropagationHostToContainer) => Some("rslave"),
+        Ok(cri::MountPropagation::PropagationBidirectional) => Some("rshared"),
+        _ => None,
+    }
+}
+
+/// A CRI mount as a Docker bind (`host:container[:opts]`). Host paths that are symlinks are
+/// resolved first, so the link's target is what gets mounted.
+pub fn bind_of(m: &cri::Mount) -> String {
+    let host = std::fs::canonicalize(&m.host_path)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| m.host_path.clone());
+    let mut opts = Vec::new();
+    if m.readonly {
+        opts.push("ro");
+    }
+    if m.selinux_relabel {
+        opts.push("Z");
+    }
+    if let Some(p) = propagation_suffix(m.propagation) {
+        opts.push(p);
+    }
+    if opts.is_empty() {
+        format!("{host}:{}", m.container_path)
+    } else {
+        format!("{host}:{}:{}", m.container_path, opts.join(","))
+    }
+}
+
+fn apply_resources(r: &cri::LinuxContainerResources, hc: &mut HostConfig) {
+    let set = |v: i64| (v != 0).then_some(v);
+    hc.cpu_shares = set(r.cpu_shares);
+    hc.cpu_quota = set(r.cpu_quota);
+    hc.cpu_period = set(r.cpu_period);
+    hc.memory = set(r.memory_limit_in_bytes);
+    hc.memory_swap = set(r.memory_swap_limit_in_bytes);
+    if r.oom_score_adj != 0 {
+        hc.oom_score_adj = Some(r.oom_score_adj);
+    }
+    hc.cpuset_cpus = (!r.cpuset_cpus.is_empty()).then(|| r.cpuset_cpus.clone());
+    hc.cpuset_mems = (!r.cpuset_mems.is_empty()).then(|| r.cpuset_mems.clone());
+}
+
+/// Docker container state -> CRI state.
+pub fn container_state(status: Option<&str>) -> cri::ContainerState {
+    match status {
+        Some("running") | Some("paused") | Some("restarting") => cri::ContainerState::ContainerRunning,
+        Some("created") => cri::ContainerState::ContainerCreated,
+        Some("exited") | Some("dead") => cri::ContainerState::ContainerExited,
+        _ => cri::ContainerState::ContainerUnknown,
+    }
+}
+
+/// Upstream's image reference for a container: `docker-pullable://repo@digest` when the image
+/// has a repo digest, `docker://sha256:...` otherwise.
+pub fn pullable_image_ref(image_id: &str, repo_digests: &[String]) -> String {
+    match repo_digests.first() {
+        Some(d) => format!("docker-pullable://{d}"),
+        None => format!("docker://{image_id}"),
+    }
+}
+
+impl<D: DockerApi> Shim<D> {
+    /// Builds the Docker create body of a container in sandbox `sandbox_id`.
+    pub(crate) fn container_create_body(
+        &self,
+        sandbox_id: &str,
+        config: &cri::ContainerConfig,
+        sandbox_config: Option<&cri::PodSandboxConfig>,
+    ) -> Result<ContainerCreateBody> {
+        let image = config
+            .image
+            .as_ref()
+            .map(|i| i.image.clone())
+            .filter(|i| !i.is_empty())
+            .ok_or_else(|| ShimError::invalid("CreateContainer: config.image.image is required"))?;
+        let mut docker_labels = labels::make_labels(&config.labels, &config.annotations);
+        docker_labels.insert(
+            labels::CONTAINER_TYPE_LABEL_KEY.to_string(),
+            labels::CONTAINER_TYPE_LABEL_CONTAINER.to_string(),
+        );
+        docker_labels.insert(labels::SANDBOX_ID_LABEL_KEY.to_string(), sandbox_id.to_string());
+        if !config.log_path.is_empty() {
+            let dir = sandbox_config.map(|s| s.log_directory.as_str()).unwrap_or("");
+            let path = Path::new(dir).join(&config.log_path);
+            docker_labels.insert(
+                labels::CONTAINER_LOG_PATH_LABEL_KEY.to_string(),
+                path.to_string_lossy().into_owned(),
+            );
+        }
+
+        let sandbox_ns = sandbox_config.and_then(crate::sandbox::sandbox_ns_options);
+        let container_ns = config
+            .linux
+            .as_ref()
+            .and_then(|l| l.security_context.as_ref())
+            .and_then(|s| s.namespace_options.as_ref())
+            .or(sandbox_ns);
+        let pid_mode = container_ns
+            .and_then(|n| cri::NamespaceMode::try_from(n.pid).ok())
+            .unwrap_or(cri::NamespaceMode::Container);
+        let sandbox_ref = format!("container:{sandbox_id}");
+        let mut hc = HostConfig {
+            network_mode: Some(sandbox_ref.clone()),
+            ipc_mode: Some(sandbox_ref.clone()),
+            pid_mode: match pid_mode {
+                cri::NamespaceMode::Node => Some("host".to_string()),
+                cri::NamespaceMode::Pod => Some(sandbox_ref.clone()),
+                cri::NamespaceMode::Target if !container_ns.map(|n| n.target_id.is_empty()).unwrap_or(true) => {
+                    container_ns.map(|n| format!("container:{}", n.target_id))
+                }
+                _ => None,
+            },
+            binds: Some(config.mounts.iter().map(bind_of).collect()),
+            devices: (!config.devices.is_empty()).then(|| {
+                config
+                    .devices
+                    .iter()
+                    .map(|d| DeviceMapping {
+                        path_on_host: Some(d.host_path.clone()),
+                        path_in_container: Some(d.container_path.clone()),
+                        cgroup_permissions: Some(if d.permissions.is_empty() {
+                            "rwm".to_string()
+                        } else {
+                            d.permissions.clone()
+                        }),
+                    })
+                    .collect()
+            }),
+            ..Default::default()
+        };
+        if let Some(parent) = sandbox_config
+            .and_then(|s| s.linux.as_ref())
+            .map(|l| l.cgroup_parent.clone())
+            .filter(|p| !p.is_empty())
+        {
+            hc.cgroup_parent = Some(parent);
+        }
+        let mut user = None;
+        if let Some(linux) = &config.linux {
+            if let Some(r) = &linux.resources {
+                apply_resources(r, &mut hc);
+            }
+            if let Some(sc) = &linux.security_context {
+                crate::security::apply_container_security(sc, &mut user, &mut hc)?;
+            }
+        }
+        Ok(ContainerCreateBody {
+            image: Some(image),
+            entrypoint: (!config.command.is_empty()).then(|| config.command.clone()),
+            cmd: (!config.args.is_empty()).then(|| config.args.clone()),
+            env: Some(
+                config
+                    .envs
+                    .iter()
+                    .map(|kv| format!("{}={}", kv.key, kv.value))
+                    .collect(),
+            ),
+            working_dir: (!config.working_dir.is_empty()).then(|| config.working_dir.clone()),
+            labels: Some(docker_labels),
+            tty: Some(config.tty),
+            open_stdin: Some(config.stdin),
+            stdin_once: Some(config.stdin_once),
+            attach_stdin: Some(config.stdin),
+            user,
+            host_config: Some(hc),
+            ..Default::default()
+        })
+    }
+
+    /// CreateContainer.
+    pub async fn create_container(&self, req: cri::CreateContainerRequest) -> Result<String> {
+        let config = req
+            .config
+            .ok_or_else(|| ShimError::invalid("CreateContainer: config is required"))?;
+        let meta = config
+            .metadata
+            .as_ref()
+            .ok_or_else(|| ShimError::invalid("CreateContainer: config.metadata is required"))?;
+        if meta.name.is_empty() {
+            return Err(ShimError::invalid("CreateContainer: metadata.name is required"));
+        }
+        let sandbox_config = req
+            .sandbox_config
+            .as_ref()
+            .ok_or_else(|| ShimError::invalid("CreateContainer: sandbox_config is required"))?;
+        let sandbox_meta = sandbox_config
+            .metadata
+            .as_ref()
+            .ok_or_else(|| ShimError::invalid("CreateContainer: sandbox_config.metadata is required"))?;
+        let sandbox = self.inspect_sandbox(&req.pod_sandbox_id).await?;
+        let sandbox_id = sandbox.id.clone().unwrap_or(req.pod_sandbox_id.clone());
+        let body = self.container_create_body(&sandbox_id, &config, Some(sandbox_config))?;
+        let name = naming::make_container_name(&ContainerNameParts {
+            name: meta.name.clone(),
+            attempt: meta.attempt,
+            pod: naming::SandboxNameParts {
+                name: sandbox_meta.name.clone(),
+                namespace: sandbox_meta.namespace.clone(),
+                uid: sandbox_meta.uid.clone(),
+                attempt: sandbox_meta.attempt,
+            },
+        });
+        let id = self.create_named(&name, body).await?;
+        debug!(container = %id, name = %meta.name, sandbox = %sandbox_id, "container created");
+        Ok(id)
+    }
+
+    /// Inspects `id` and checks it is one of our (non-sandbox) containers.
+    pub(crate) async fn inspect_app_container(&self, id: &str) -> Result<ContainerInspectResponse> {
+        if id.is_empty() {
+            return Err(ShimError::invalid("container id is required"));
+        }
+        let c = self.docker.inspect_container(id).await.map_err(|e| {
+            if e.is_not_found() {
+                ShimError::NotFound(format!("could not find container {id:?}"))
+            } else {
+                e.into()
+            }
+        })?;
+        let kind = c
+            .config
+            .as_ref()
+            .and_then(|cfg| cfg.labels.as_ref())
+            .and_then(|l| l.get(labels::CONTAINER_TYPE_LABEL_KEY))
+            .cloned();
+        if kind.as_deref() != Some(labels::CONTAINER_TYPE_LABEL_CONTAINER) {
+            return Err(ShimError::NotFound(format!("could not find container {id:?}")));
+        }
+        Ok(c)
+    }
+
+    /// StartContainer: starts it and starts copying its output into its CRI log file.
+    pub async fn start_container(&self, id: &str) -> Result<()> {
+        let c = self.inspect_app_container(id).await?;
+        let full_id = c.id.clone().unwrap_or_else(|| id.to_string());
+        let log_path = c
+            .config
+            .as_ref()
+            .and_then(|cfg| cfg.labels.as_ref())
+            .and_then(|l| l.get(labels::CONTAINER_LOG_PATH_LABEL_KEY))
+            .cloned();
+        if let Some(path) = &log_path
+            && let Some(dir) = Path::new(path).parent()
+        {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| ShimError::internal(format!("create log directory {}: {e}", dir.display())))?;
+        }
+        self.docker.start_container(&full_id).await?;
+        if let Some(path) = log_path {
+            self.logs
+                .start(self.docker.clone(), &full_id, path.into(), 0)
+                .map_err(|e| ShimError::internal(format!("open container log: {e}")))?;
+        }
+        info!(container = %full_id, "container started");
+        Ok(())
+    }
+
+    /// StopContainer with a grace period in seconds. Stopping what is gone succeeds.
+    pub async fn stop_container(&self, id: &str, timeout: i64) -> Result<()> {
+        if id.is_empty() {
+            return Err(ShimError::invalid("container id is required"));
+        }
+        match self.docker.stop_container(id, timeout.max(0)).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// RemoveContainer. Removing what is gone succeeds.
+    pub async fn remove_container(&self, id: &str) -> Result<()> {
+        if id.is_empty() {
+            return Err(ShimError::invalid("container id is required"));
+        }
+        let full_id = match self.docker.inspect_container(id).await {
+            Ok(c) => c.id.unwrap_or_else(|| id.to_string()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e.into()),
+        };
+        self.logs.stop(&full_id);
+        match self.docker.remove_container(&full_id).await {
+            Ok(()) => Ok(()),
+            Err(e) if e.is_not_found() => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// ListContainers with every filter (id or unique prefix, state, sandbox id, labels).
+    pub async fn list_containers(&self, filter: Option<cri::ContainerFilter>) -> Result<Vec<cri::Container>> {
+        let filter = filter.unwrap_or_default();
+        let mut label_filters = vec![format!(
+            "{}={}",
+            labels::CONTAINER_TYPE_LABEL_KEY,
+            labels::CONTAINER_TYPE_LABEL_CONTAINER
+        )];
+        if !filter.pod_sandbox_id.is_empty() {
+            label_filters.push(format!("{}={}", labels::SANDBOX_ID_LABEL_KEY, filter.pod_sandbox_id));
+        }
+        let mut filters = HashMap::from([("label".to_string(), label_filters)]);
+        if !filter.id.is_empty() {
+            filters.insert("id".to_string(), vec![filter.id.clone()]);
+        }
+        let list = self.docker.list_containers(filters).await?;
+        let mut out = Vec::with_capacity(list.len());
+        for c in list {
+            let Some(id) = c.id.clone() else { continue };
+            let Some(parts) = c
+                .names
+                .as_ref()
+                .and_then(|n| n.first())
+                .and_then(|n| naming::parse_container_name(n).ok())
+            else {
+                continue;
+            };
+            let docker_labels = c.labels.clone().unwrap_or_default();
+            let sandbox_id = docker_labels
+                .get(labels::SANDBOX_ID_LABEL_KEY)
+                .cloned()
+                .unwrap_or_default();
+            let (labels, annotations) = labels::extract_labels(&docker_labels);
+            let state = container_state(c.state.as_ref().map(|s| s.to_string()).as_deref());
+            if filter.state.as_ref().is_some_and(|s| s.state != state as i32)
+                || !matches_selector(&labels, &filter.label_selector)
+            {
+                continue;
+            }
+            let image_id = c.image_id.clone().unwrap_or_default();
+            out.push(cri::Container {
+                id,
+                pod_sandbox_id: sandbox_id,
+                metadata: Some(cri::ContainerMetadata {
+                    name: parts.name,
+                    attempt: parts.attempt,
+                }),
+                image: Some(cri::ImageSpec {
+                    image: c.image.clone().unwrap_or_default(),
+                    ..Default::default()
+                }),
+                image_ref: image_id.clone(),
+                state: state as i32,
+                created_at: c.created.unwrap_or(0).saturating_mul(1_000_000_000),
+                labels,
+                annotations,
+                image_id,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The CRI status of a container from its inspect data.
+    pub(crate) async fn container_status_of(&self, c: &ContainerInspectResponse) -> cri::ContainerStatus {
+        let id = c.id.clone().unwrap_or_default();
+        let parts = c
+            .name
+            .as_deref()
+            .and_then(|n| naming::parse_container_name(n).ok());
+        let cfg = c.config.as_ref();
+        let docker_labels = cfg.and_then(|c| c.labels.clone()).unwrap_or_default();
+        let log_path = docker_labels
+            .get(labels::CONTAINER_LOG_PATH_LABEL_KEY)
+            .cloned()
+            .unwrap_or_default();
+        let (labels, annotations) = labels::extract_labels(&docker_labels);
+        let st = c.state.as_ref();
+        let state = container_state(st.and_then(|s| s.status.as_ref()).map(|s| s.to_string()).as_deref());
+        let exit_code = st.and_then(|s| s.exit_code).unwrap_or(0) as i32;
+        let finished_at = docker_time_ns(st.and_then(|s| s.finished_at.as_deref()));
+        let (reason, message) = if state == cri::ContainerState::ContainerExited {
+            let reason = if st.and_then(|s| s.oom_killed).unwrap_or(false) {
+                "OOMKilled"
+            } else if exit_code == 0 {
+                "Completed"
+            } else {
+                "Error"
+            };
+            (reason.to_string(), st.and_then(|s| s.error.clone()).unwrap_or_default())
+        } else {
+            (String::new(), String::new())
+        };
+        let image_id = c.image.clone().unwrap_or_default();
+        let repo_digests = match self.docker.inspect_image(&image_id).await {
+            Ok(i) => i.repo_digests.unwrap_or_default(),
+            Err(_) => Vec::new(),
+        };
+        let config_mounts: HashMap<String, String> = c
+            .host_config
+            .as_ref()
+            .and_then(|h| h.binds.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|b| {
+                let mut it = b.splitn(3, ':');
+                let host = it.next()?.to_string();
+                let ctr = it.next()?.to_string();
+                Some((ctr, host))
+            })
+            .collect();
+        let mounts = c
+            .mounts
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|m| m.typ.as_ref().map(|t| t.to_string()) == Some("bind".to_string()))
+            .map(|m| {
+                let dest = m.destination.clone().unwrap_or_default();
+                cri::Mount {
+                    host_path: config_mounts
+                        .get(&dest)
+                        .cloned()
+                        .or(m.source.clone())
+                        .unwrap_or_default(),
+                    container_path: dest,
+                    readonly: !m.rw.unwrap_or(true),
+                    selinux_relabel: m.mode.as_deref().is_some_and(|s| s.contains('Z')),
+                    propagation: match m.propagation.as_deref() {
+                        Some("rslave") | Some("slave") => cri::MountPropagation::PropagationHostToContainer as i32,
+                        Some("rshared") | Some("shared") => cri::MountPropagation::PropagationBidirectional as i32,
+                        _ => cri::MountPropagation::PropagationPrivate as i32,
+                    },
+                    ..Default::default()
+                }
+            })
+            .collect();
+        let hc = c.host_config.as_ref();
+        let resources = hc.map(|h| cri::ContainerResources {
+            linux: Some(cri::LinuxContainerResources {
+                cpu_period: h.cpu_period.unwrap_or(0),
+                cpu_quota: h.cpu_quota.unwrap_or(0),
+                cpu_shares: h.cpu_shares.unwrap_or(0),
+                memory_limit_in_bytes: h.memory.unwrap_or(0),
+                oom_score_adj: h.oom_score_adj.unwrap_or(0),
+                cpuset_cpus: h.cpuset_cpus.clone().unwrap_or_default(),
+                cpuset_mems: h.cpuset_mems.clone().unwrap_or_default(),
+                memory_swap_limit_in_bytes: h.memory_swap.unwrap_or(0),
+                ..Default::default()
+            }),
+            windows: None,
+        });
+        cri::ContainerStatus {
+            id,
+            metadata: parts.map(|p| cri::ContainerMetadata {
+                name: p.name,
+                attempt: p.attempt,
+            }),
+            state: state as i32,
+            created_at: docker_time_ns(c.created.as_deref()),
+            started_at: docker_time_ns(st.and_then(|s| s.started_at.as_deref())),
+            finished_at,
+            exit_code,
+            image: Some(cri::ImageSpec {
+                image: cfg.and_then(|c| c.image.clone()).unwrap_or_default(),
+                ..Default::default()
+            }),
+            image_ref: pullable_image_ref(&image_id, &repo_digests),
+            reason,
+            message,
+            labels,
+            annotations,
+            mounts,
+            log_path,
+            resources,
+            image_id,
+            user: None,
+            stop_signal: 0,
+        }
+    }
+
+    /// ContainerStatus.
+    pub async fn container_status(&self, id: &str, verbose: bool) -> Result<cri::ContainerStatusResponse> {
+        let c = self.inspect_app_container(id).await?;
+        let status = self.container_status_of(&c).await;
+        let mut info = HashMap::new();
+        if verbose {
+            info.insert(
+                "info".to_string(),
+                serde_json::json!({
+                    "pid": c.state.as_ref().and_then(|s| s.pid).unwrap_or(0),
+                    "sandboxID": c.config.as_ref().and_then(|cfg| cfg.labels.as_ref()).and_then(|l| l.get(labels::SANDBOX_ID_LABEL_KEY)),
+                    "hostConfig": c.host_config,
+                })
+                .to_string(),
+            );
+        }
+        Ok(cri::ContainerStatusResponse {
+            status: Some(status),
+            info,
+        })
+    }
+
+    /// UpdateContainerResources.
+    pub async fn update_container_resources(&self, req: cri::UpdateContainerResourcesRequest) -> Result<()> {
+        let c = self.inspect_app_container(&req.container_id).await?;
+        let Some(r) = req.linux else { return Ok(()) };
+        let set = |v: i64| (v != 0).then_some(v);
+        let update = ContainerUpdateBody {
+            cpu_shares: set(r.cpu_shares),
+            cpu_period: set(r.cpu_period),
+            cpu_quota: set(r.cpu_quota),
+            memory: set(r.memory_limit_in_bytes),
+            memory_swap: set(r.memory_swap_limit_in_bytes),
+            cpuset_cpus: (!r.cpuset_cpus.is_empty()).then(|| r.cpuset_cpus.clone()),
+            cpuset_mems: (!r.cpuset_mems.is_empty()).then(|| r.cpuset_mems.clone()),
+            ..Default::default()
+        };
+        self.docker
+            .update_container(c.id.as_deref().unwrap_or(&req.container_id), update)
+            .await?;
+        Ok(())
+    }
+
+    /// ReopenContainerLog: the running container's log file is reopened at its path (after the
+    /// kubelet's rotation moved it away).
+    pub async fn reopen_container_log(&self, id: &str) -> Result<()> {
+        let c = self.inspect_app_container(id).await?;
+        let running = c.state.as_ref().and_then(|s| s.running).unwrap_or(false);
+        if !running {
+            return Err(ShimError::FailedPrecondition(format!("container {id:?} is not running")));
+        }
+        let full_id = c.id.unwrap_or_else(|| id.to_string());
+        self.logs
+            .reopen(&full_id)
+            .await
+            .map_err(|e| ShimError::internal(format!("reopen log of container {full_id}: {e}")))
+    }
+
+    /// ExecSync: runs `cmd` in the container, capturing at most 16 MiB of each stream; a timeout
+    /// kills the process and answers DeadlineExceeded.
+    pub async fn exec_sync(&self, req: cri::ExecSyncRequest) -> Result<cri::ExecSyncResponse> {
+        if req.cmd.is_empty() {
+            return Err(ShimError::invalid("ExecSync: cmd is required"));
+        }
+        let c = self.inspect_app_container(&req.container_id).await?;
+        if !c.state.as_ref().and_then(|s| s.running).unwrap_or(false) {
+            return Err(ShimError::FailedPrecondition(format!(
+                "container {:?} is not running",
+                req.container_id
+            )));
+        }
+        let timeout = (req.timeout > 0).then(|| Duration::from_secs(req.timeout as u64));
+        let out = self
+            .docker
+            .exec(
+                c.id.as_deref().unwrap_or(&req.container_id),
+                req.cmd,
+                timeout,
+                MAX_EXEC_SYNC_OUTPUT,
+            )
+            .await
+            .map_err(|e| match e {
+                crate::docker::DockerError::Timeout(t) => {
+                    ShimError::DeadlineExceeded(format!("command timed out after {t:?}"))
+                }
+                e => e.into(),
+            })?;
+        Ok(cri::ExecSyncResponse {
+            stdout: out.stdout,
+            stderr: out.stderr,
+            exit_code: out.exit_code,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn binds_carry_mode_relabel_and_propagation() {
+        let m = cri::Mount {
+            container_path: "/data".into(),
+            host_path: "/nonexistent-host-path".into(),
+            readonly: true,
+            selinux_relabel: true,
+            propagation: cri::MountPropagation::PropagationHostToContainer as i32,
+            ..Default::default()
+        };
+        assert_eq!(bind_of(&m), "/nonexistent-host-path:/data:ro,Z,rslave");
+        let m = cri::Mount {
+            container_path: "/d".into(),
+            host_path: "/nonexistent-2".into(),
+            ..Default::default()
+        };
+        assert_eq!(bind_of(&m), "/nonexistent-2:/d");
+    }
+
+    #[test]
+    fn symlinked_host_paths_are_resolved() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        std::fs::create_dir(&target).unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let m = cri::Mount {
+            container_path: "/x".into(),
+            host_path: link.to_string_lossy().into_owned(),
+            ..Default::default()
+        };
+        let real = std::fs::canonicalize(&target).unwrap();
+        assert_eq!(bind_of(&m), format!("{}:/x", real.display()));
+    }
+
+    #[test]
+    fn states_map_like_upstream() {
+        assert_eq!(container_state(Some("running")), cri::ContainerState::ContainerRunning);
+        assert_eq!(container_state(Some("created")), cri::ContainerState::ContainerCreated);
+        assert_eq!(container_state(Some("exited")), cri::ContainerState::ContainerExited);
+        assert_eq!(container_state(Some("dead")), cri::ContainerState::ContainerExited);
+        assert_eq!(container_state(Some("removing")), cri::ContainerState::ContainerUnknown);
+    }
+
+    #[test]
+    fn image_refs_prefer_digests() {
+        assert_eq!(
+            pullable_image_ref("sha256:abc", &["r/b@sha256:def".to_string()]),
+            "docker-pullable://r/b@sha256:def"
+        );
+        assert_eq!(pullable_image_ref("sha256:abc", &[]), "docker://sha256:abc");
+    }
+}

@@ -1,0 +1,551 @@
+//! The Docker Engine adapter (upstream `libdocker`): the small set of Docker calls dockershim
+//! makes, as the [`DockerApi`] trait, and its real implementation on bollard ([`BollardDocker`]).
+//! The CRI translation above it only ever sees this trait, so it can be unit-tested with a fake;
+//! this module owns the Docker connection, API-version negotiation, exec timeouts (the process is
+//! killed, not left running) and the pull stall timeout.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use bollard::Docker;
+use bollard::auth::DockerCredentials;
+use bollard::container::LogOutput;
+use bollard::errors::Error as BollardError;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, ContainerStatsResponse, ContainerSummary,
+    ContainerUpdateBody, EventMessage, ImageInspect, ImageSummary, SystemInfo, SystemVersion,
+};
+use bollard::query_parameters::{
+    CreateContainerOptions, CreateImageOptions, EventsOptions, InspectContainerOptions,
+    ListContainersOptions, ListImagesOptions, LogsOptions, RemoveContainerOptions,
+    RemoveImageOptions, StatsOptions, StopContainerOptions,
+};
+use futures::{Stream, StreamExt, TryStreamExt};
+
+/// A boxed stream of Docker results.
+pub type DockerStream<T> = Pin<Box<dyn Stream<Item = Result<T, DockerError>> + Send>>;
+
+/// What went wrong talking to Docker, kept close to Docker's own answer so that the gRPC
+/// mapping (in `errors`) can pick the right code and keep Docker's message.
+#[derive(Debug, thiserror::Error)]
+pub enum DockerError {
+    #[error("{message}")]
+    NotFound { message: String },
+    #[error("{message}")]
+    Conflict { message: String },
+    #[error("{message}")]
+    BadRequest { message: String },
+    #[error("docker: {message} (HTTP {status})")]
+    Server { status: u16, message: String },
+    #[error("docker: {0}")]
+    Stream(String),
+    #[error("docker: operation timed out after {0:?}")]
+    Timeout(Duration),
+    #[error("docker: cannot reach the Docker Engine: {0}")]
+    Connection(String),
+}
+
+impl DockerError {
+    /// True when Docker said the object does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, DockerError::NotFound { .. })
+    }
+}
+
+impl From<BollardError> for DockerError {
+    fn from(err: BollardError) -> Self {
+        match err {
+            BollardError::DockerResponseServerError {
+                status_code,
+                message,
+            } => match status_code {
+                404 => DockerError::NotFound { message },
+                409 => DockerError::Conflict { message },
+                400 => DockerError::BadRequest { message },
+                status => DockerError::Server { status, message },
+            },
+            BollardError::DockerStreamError { error } => DockerError::Stream(error),
+            BollardError::RequestTimeoutError => DockerError::Timeout(Duration::ZERO),
+            other => DockerError::Connection(other.to_string()),
+        }
+    }
+}
+
+/// The result of an exec run to completion.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    pub exit_code: i32,
+}
+
+/// Which part of a container's output a log chunk came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogStream {
+    Stdout,
+    Stderr,
+}
+
+/// One chunk of a container's output.
+#[derive(Debug, Clone)]
+pub struct LogChunk {
+    pub stream: LogStream,
+    pub bytes: bytes::Bytes,
+}
+
+/// The Docker calls dockershim needs. Every method maps to one Docker Engine API call, except
+/// [`DockerApi::exec`] (create + start + inspect, with a timeout that kills the process) and
+/// [`DockerApi::pull_image`] (a progress stream with a stall timeout).
+pub trait DockerApi: Send + Sync + 'static {
+    fn version(&self) -> impl Future<Output = Result<SystemVersion, DockerError>> + Send;
+    fn info(&self) -> impl Future<Output = Result<SystemInfo, DockerError>> + Send;
+    fn create_container(
+        &self,
+        name: &str,
+        body: ContainerCreateBody,
+    ) -> impl Future<Output = Result<String, DockerError>> + Send;
+    fn start_container(&self, id: &str) -> impl Future<Output = Result<(), DockerError>> + Send;
+    fn stop_container(
+        &self,
+        id: &str,
+        timeout_secs: i64,
+    ) -> impl Future<Output = Result<(), DockerError>> + Send;
+    fn remove_container(&self, id: &str)
+    -> impl Future<Output = Result<(), DockerError>> + Send;
+    fn inspect_container(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<ContainerInspectResponse, DockerError>> + Send;
+    fn list_containers(
+        &self,
+        filters: HashMap<String, Vec<String>>,
+    ) -> impl Future<Output = Result<Vec<ContainerSummary>, DockerError>> + Send;
+    fn update_container(
+        &self,
+        id: &str,
+        update: ContainerUpdateBody,
+    ) -> impl Future<Output = Result<(), DockerError>> + Send;
+    fn stats(
+        &self,
+        id: &str,
+    ) -> impl Future<Output = Result<ContainerStatsResponse, DockerError>> + Send;
+    fn exec(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        timeout: Option<Duration>,
+        max_output: usize,
+    ) -> impl Future<Output = Result<ExecOutput, DockerError>> + Send;
+    /// Follows a container's output from `since` (unix seconds, 0 = from the start).
+    fn logs(&self, id: &str, since: i64) -> DockerStream<LogChunk>;
+    fn events(&self) -> DockerStream<EventMessage>;
+    fn inspect_image(
+        &self,
+        reference: &str,
+    ) -> impl Future<Output = Result<ImageInspect, DockerError>> + Send;
+    fn list_images(&self) -> impl Future<Output = Result<Vec<ImageSummary>, DockerError>> + Send;
+    fn pull_image(
+        &self,
+        reference: &str,
+        auth: Option<DockerCredentials>,
+        stall_timeout: Duration,
+    ) -> impl Future<Output = Result<(), DockerError>> + Send;
+    fn remove_image(&self, reference: &str)
+    -> impl Future<Output = Result<(), DockerError>> + Send;
+    /// Loads a `docker save` style archive.
+    fn load_image(&self, archive: Vec<u8>)
+    -> impl Future<Output = Result<(), DockerError>> + Send;
+    /// Sizes of the writable layers of every container (the expensive `/system/df` call; the
+    /// stats cache runs it in the background, never on a request path).
+    fn container_sizes(
+        &self,
+    ) -> impl Future<Output = Result<HashMap<String, u64>, DockerError>> + Send;
+}
+
+/// [`DockerApi`] on the real Docker Engine, through bollard.
+#[derive(Clone)]
+pub struct BollardDocker {
+    docker: Docker,
+}
+
+impl BollardDocker {
+    /// Connects to `endpoint` (`unix:///var/run/docker.sock`, a bare socket path, or
+    /// `tcp://host:port`) and negotiates the API version down to what the daemon speaks.
+    pub async fn connect(endpoint: &str, timeout: Duration) -> Result<Self, DockerError> {
+        let docker = if let Some(path) = endpoint.strip_prefix("unix://") {
+            Docker::connect_with_unix(path, timeout.as_secs().max(1), bollard::API_DEFAULT_VERSION)
+        } else if endpoint.starts_with('/') {
+            Docker::connect_with_unix(
+                endpoint,
+                timeout.as_secs().max(1),
+                bollard::API_DEFAULT_VERSION,
+            )
+        } else if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
+            Docker::connect_with_http(
+                endpoint,
+                timeout.as_secs().max(1),
+                bollard::API_DEFAULT_VERSION,
+            )
+        } else {
+            return Err(DockerError::Connection(format!(
+                "unsupported docker endpoint {endpoint:?}"
+            )));
+        }
+        .map_err(|e| DockerError::Connection(e.to_string()))?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|e| DockerError::Connection(format!("{endpoint}: {e}")))?;
+        Ok(Self { docker })
+    }
+
+    /// The underlying bollard client (for the streaming server and benchmarks).
+    pub fn client(&self) -> &Docker {
+        &self.docker
+    }
+}
+
+fn chunk_of(out: LogOutput) -> Option<LogChunk> {
+    match out {
+        LogOutput::StdOut { message } | LogOutput::Console { message } => Some(LogChunk {
+            stream: LogStream::Stdout,
+            bytes: message,
+        }),
+        LogOutput::StdErr { message } => Some(LogChunk {
+            stream: LogStream::Stderr,
+            bytes: message,
+        }),
+        LogOutput::StdIn { .. } => None,
+    }
+}
+
+impl DockerApi for BollardDocker {
+    async fn version(&self) -> Result<SystemVersion, DockerError> {
+        Ok(self.docker.version().await?)
+    }
+
+    async fn info(&self) -> Result<SystemInfo, DockerError> {
+        Ok(self.docker.info().await?)
+    }
+
+    async fn create_container(
+        &self,
+        name: &str,
+        body: ContainerCreateBody,
+    ) -> Result<String, DockerError> {
+        let opts = CreateContainerOptions {
+            name: Some(name.to_string()),
+            platform: String::new(),
+        };
+        Ok(self.docker.create_container(Some(opts), body).await?.id)
+    }
+
+    async fn start_container(&self, id: &str) -> Result<(), DockerError> {
+        Ok(self.docker.start_container(id, None).await?)
+    }
+
+    async fn stop_container(&self, id: &str, timeout_secs: i64) -> Result<(), DockerError> {
+        let opts = StopContainerOptions {
+            signal: None,
+            t: Some(timeout_secs.clamp(0, i64::from(i32::MAX)) as i32),
+        };
+        Ok(self.docker.stop_container(id, Some(opts)).await?)
+    }
+
+    async fn remove_container(&self, id: &str) -> Result<(), DockerError> {
+        let opts = RemoveContainerOptions {
+            v: true,
+            force: true,
+            link: false,
+        };
+        Ok(self.docker.remove_container(id, Some(opts)).await?)
+    }
+
+    async fn inspect_container(&self, id: &str) -> Result<ContainerInspectResponse, DockerError> {
+        Ok(self
+            .docker
+            .inspect_container(id, None::<InspectContainerOptions>)
+            .await?)
+    }
+
+    async fn list_containers(
+        &self,
+        filters: HashMap<String, Vec<String>>,
+    ) -> Result<Vec<ContainerSummary>, DockerError> {
+        let opts = ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        };
+        Ok(self.docker.list_containers(Some(opts)).await?)
+    }
+
+    async fn update_container(
+        &self,
+        id: &str,
+        update: ContainerUpdateBody,
+    ) -> Result<(), DockerError> {
+        self.docker.update_container(id, update).await?;
+        Ok(())
+    }
+
+    async fn stats(&self, id: &str) -> Result<ContainerStatsResponse, DockerError> {
+        let opts = StatsOptions {
+            stream: false,
+            one_shot: true,
+        };
+        let mut stream = self.docker.stats(id, Some(opts));
+        match stream.next().await {
+            Some(r) => Ok(r?),
+            None => Err(DockerError::Stream(format!("no stats for container {id}"))),
+        }
+    }
+
+    async fn exec(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        timeout: Option<Duration>,
+        max_output: usize,
+    ) -> Result<ExecOutput, DockerError> {
+        let created = self
+            .docker
+            .create_exec(
+                id,
+                CreateExecOptions {
+                    cmd: Some(cmd),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        let exec_id = created.id;
+        let started = self
+            .docker
+            .start_exec(&exec_id, None::<StartExecOptions>)
+            .await?;
+        let mut out = ExecOutput::default();
+        if let StartExecResults::Attached { mut output, .. } = started {
+            let collect = async {
+                while let Some(item) = output.next().await {
+                    if let Some(chunk) = chunk_of(item?) {
+                        let buf = match chunk.stream {
+                            LogStream::Stdout => &mut out.stdout,
+                            LogStream::Stderr => &mut out.stderr,
+                        };
+                        let room = max_output.saturating_sub(buf.len());
+                        buf.extend_from_slice(&chunk.bytes[..chunk.bytes.len().min(room)]);
+                    }
+                }
+                Ok::<(), DockerError>(())
+            };
+            match timeout {
+                Some(t) if !t.is_zero() => {
+                    if tokio::time::timeout(t, collect).await.is_err() {
+                        // Docker has no exec kill: end the process from the host so that a
+                        // timed-out ExecSync leaves nothing running.
+                        if let Ok(info) = self.docker.inspect_exec(&exec_id).await
+                            && let Some(pid) = info.pid
+                            && pid > 0
+                            && info.running == Some(true)
+                        {
+                            // SAFETY: kill(2) with a pid Docker reported for this exec.
+                            unsafe {
+                                libc::kill(pid as libc::pid_t, libc::SIGKILL);
+                            }
+                        }
+                        return Err(DockerError::Timeout(t));
+                    }
+                }
+                _ => collect.await?,
+            }
+        }
+        // The stream ends a moment before Docker records the exit code.
+        for _ in 0..50 {
+            let info = self.docker.inspect_exec(&exec_id).await?;
+            if info.running != Some(true) {
+                out.exit_code = info.exit_code.unwrap_or(0) as i32;
+                return Ok(out);
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Err(DockerError::Stream(format!(
+            "exec {exec_id} still running after its output ended"
+        )))
+    }
+
+    fn logs(&self, id: &str, since: i64) -> DockerStream<LogChunk> {
+        let opts = LogsOptions {
+            follow: true,
+            stdout: true,
+            stderr: true,
+            since: since.clamp(0, i64::from(i32::MAX)) as i32,
+            until: 0,
+            timestamps: false,
+            tail: "all".to_string(),
+        };
+        self.docker
+            .logs(id, Some(opts))
+            .map_err(DockerError::from)
+            .try_filter_map(|o| async move { Ok(chunk_of(o)) })
+            .boxed()
+    }
+
+    fn events(&self) -> DockerStream<EventMessage> {
+        let mut filters = HashMap::new();
+        filters.insert("type".to_string(), vec!["container".to_string()]);
+        let opts = EventsOptions {
+            since: None,
+            until: None,
+            filters: Some(filters),
+        };
+        self.docker
+            .events(Some(opts))
+            .map_err(DockerError::from)
+            .boxed()
+    }
+
+    async fn inspect_image(&self, reference: &str) -> Result<ImageInspect, DockerError> {
+        Ok(self.docker.inspect_image(reference).await?)
+    }
+
+    async fn list_images(&self) -> Result<Vec<ImageSummary>, DockerError> {
+        Ok(self
+            .docker
+            .list_images(Some(ListImagesOptions {
+                all: false,
+                ..Default::default()
+            }))
+            .await?)
+    }
+
+    async fn pull_image(
+        &self,
+        reference: &str,
+        auth: Option<DockerCredentials>,
+        stall_timeout: Duration,
+    ) -> Result<(), DockerError> {
+        let (from_image, tag) = split_reference(reference);
+        let opts = CreateImageOptions {
+            from_image: Some(from_image),
+            tag: tag.map(str::to_string),
+            ..Default::default()
+        };
+        let mut progress = self.docker.create_image(Some(opts), None, auth);
+        // A pull that keeps reporting progress may take as long as it needs; one that reports
+        // nothing for `stall_timeout` is cancelled (upstream's image pull progress deadline).
+        loop {
+            match tokio::time::timeout(stall_timeout, progress.next()).await {
+                Err(_) => return Err(DockerError::Timeout(stall_timeout)),
+                Ok(None) => return Ok(()),
+                Ok(Some(Err(e))) => return Err(e.into()),
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+    }
+
+    async fn remove_image(&self, reference: &str) -> Result<(), DockerError> {
+        self.docker
+            .remove_image(
+                reference,
+                Some(RemoveImageOptions {
+                    force: false,
+                    noprune: false,
+                    ..Default::default()
+                }),
+                None,
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn load_image(&self, archive: Vec<u8>) -> Result<(), DockerError> {
+        let opts = bollard::query_parameters::ImportImageOptions {
+            quiet: true,
+            ..Default::default()
+        };
+        let mut stream =
+            self.docker
+                .import_image(opts, bollard::body_full(archive.into()), None);
+        while let Some(item) = stream.next().await {
+            item?;
+        }
+        Ok(())
+    }
+
+    async fn container_sizes(&self) -> Result<HashMap<String, u64>, DockerError> {
+        let opts = ListContainersOptions {
+            all: true,
+            size: true,
+            ..Default::default()
+        };
+        let list = self.docker.list_containers(Some(opts)).await?;
+        Ok(list
+            .into_iter()
+            .filter_map(|c| Some((c.id?, c.size_rw.unwrap_or(0).max(0) as u64)))
+            .collect())
+    }
+}
+
+/// Splits `repo[:tag][@digest]` into what Docker's create-image call wants: `fromImage` carries
+/// the repository (with the digest, if any) and `tag` the tag. A `:` inside the registry host
+/// (`127.0.0.1:5000/x`) is not a tag.
+pub fn split_reference(reference: &str) -> (String, Option<&str>) {
+    if reference.contains('@') {
+        return (reference.to_string(), None);
+    }
+    let last_slash = reference.rfind('/').map(|i| i + 1).unwrap_or(0);
+    match reference[last_slash..].rfind(':') {
+        Some(i) => {
+            let at = last_slash + i;
+            (reference[..at].to_string(), Some(&reference[at + 1..]))
+        }
+        None => (reference.to_string(), Some("latest")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_split_like_docker_pull() {
+        assert_eq!(
+            split_reference("busybox"),
+            ("busybox".to_string(), Some("latest"))
+        );
+        assert_eq!(
+            split_reference("127.0.0.1:5000/busybox:1.36"),
+            ("127.0.0.1:5000/busybox".to_string(), Some("1.36"))
+        );
+        assert_eq!(
+            split_reference("127.0.0.1:5000/busybox"),
+            ("127.0.0.1:5000/busybox".to_string(), Some("latest"))
+        );
+        assert_eq!(
+            split_reference("x/y@sha256:abcd"),
+            ("x/y@sha256:abcd".to_string(), None)
+        );
+    }
+
+    #[test]
+    fn docker_status_codes_keep_their_meaning() {
+        let e: DockerError = BollardError::DockerResponseServerError {
+            status_code: 404,
+            message: "No such container: x".into(),
+        }
+        .into();
+        assert!(e.is_not_found());
+        assert_eq!(e.to_string(), "No such container: x");
+        let e: DockerError = BollardError::DockerResponseServerError {
+            status_code: 409,
+            message: "conflict".into(),
+        }
+        .into();
+        assert!(matches!(e, DockerError::Conflict { .. }));
+    }
+}

@@ -1,0 +1,628 @@
+//! Pod sandboxes (upstream `docker_sandbox.go`): a sandbox is a pause container holding the
+//! pod's network, IPC and (when pod-shared) PID namespaces, plus a checkpoint under the root
+//! directory recording what is needed to tear its network down later (port mappings, host
+//! network) even after the pause container is gone or dockershim restarted. This module owns
+//! RunPodSandbox, StopPodSandbox, RemovePodSandbox, PodSandboxStatus and ListPodSandbox.
+
+use std::collections::HashMap;
+
+use bollard::models::{ContainerCreateBody, ContainerInspectResponse, HostConfig, PortBinding};
+use cri_proto::runtime::v1 as cri;
+use tracing::{info, warn};
+
+use crate::checkpoint::{CheckpointData, CheckpointPortMapping, PodSandboxCheckpoint};
+use crate::cni::PodNetwork;
+use crate::docker::DockerApi;
+use crate::errors::{Result, ShimError};
+use crate::labels;
+use crate::naming::{self, SandboxNameParts};
+use crate::shim::{Shim, docker_time_ns, matches_selector, now_ns};
+
+fn protocol_name(p: i32) -> &'static str {
+    match cri::Protocol::try_from(p) {
+        Ok(cri::Protocol::Udp) => "udp",
+        Ok(cri::Protocol::Sctp) => "sctp",
+        _ => "tcp",
+    }
+}
+
+fn ns_mode(opts: Option<&cri::NamespaceOption>, pick: fn(&cri::NamespaceOption) -> i32) -> cri::NamespaceMode {
+    opts.and_then(|o| cri::NamespaceMode::try_from(pick(o)).ok())
+        .unwrap_or(cri::NamespaceMode::Pod)
+}
+
+/// The namespace options of a sandbox config (absent `linux` section = all pod-scoped).
+pub fn sandbox_ns_options(config: &cri::PodSandboxConfig) -> Option<&cri::NamespaceOption> {
+    config
+        .linux
+        .as_ref()
+        .and_then(|l| l.security_context.as_ref())
+        .and_then(|s| s.namespace_options.as_ref())
+}
+
+/// Renders a resolv.conf for a sandbox's DNS config.
+pub fn resolv_conf(dns: &cri::DnsConfig) -> String {
+    let mut out = String::new();
+    for s in &dns.servers {
+        out.push_str(&format!("nameserver {s}\n"));
+    }
+    if !dns.searches.is_empty() {
+        out.push_str(&format!("search {}\n", dns.searches.join(" ")));
+    }
+    if !dns.options.is_empty() {
+        out.push_str(&format!("options {}\n", dns.options.join(" ")));
+    }
+    out
+}
+
+/// Docker's container state -> CRI sandbox state.
+fn sandbox_state(running: bool) -> cri::PodSandboxState {
+    if running {
+        cri::PodSandboxState::SandboxReady
+    } else {
+        cri::PodSandboxState::SandboxNotready
+    }
+}
+
+impl<D: DockerApi> Shim<D> {
+    /// Builds the Docker create body of a sandbox's pause container.
+    pub(crate) fn sandbox_create_body(&self, config: &cri::PodSandboxConfig) -> ContainerCreateBody {
+        let ns = sandbox_ns_options(config);
+        let host_net = ns_mode(ns, |o| o.network) == cri::NamespaceMode::Node;
+        let host_pid = ns_mode(ns, |o| o.pid) == cri::NamespaceMode::Node;
+        let host_ipc = ns_mode(ns, |o| o.ipc) == cri::NamespaceMode::Node;
+
+        let mut docker_labels = labels::make_labels(&config.labels, &config.annotations);
+        docker_labels.insert(
+            labels::CONTAINER_TYPE_LABEL_KEY.to_string(),
+            labels::CONTAINER_TYPE_LABEL_SANDBOX.to_string(),
+        );
+
+        let mut hc = HostConfig {
+            ipc_mode: Some(if host_ipc { "host" } else { "shareable" }.to_string()),
+            oom_score_adj: Some(self.sandbox_oom_score_adj),
+            ..Default::default()
+        };
+        if host_pid {
+            hc.pid_mode = Some("host".to_string());
+        }
+        let mut exposed: HashMap<String, HashMap<(), ()>> = HashMap::new();
+        if host_net {
+            hc.network_mode = Some("host".to_string());
+        } else if self.network.is_some() {
+            // CNI sets the network up inside an empty namespace.
+            hc.network_mode = Some("none".to_string());
+        } else {
+            // Docker's default bridge: port mappings are Docker port bindings.
+            let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
+            for pm in &config.port_mappings {
+                let key = format!("{}/{}", pm.container_port, protocol_name(pm.protocol));
+                exposed.insert(key.clone(), HashMap::new());
+                if pm.host_port > 0 {
+                    bindings.entry(key).or_insert_with(|| Some(Vec::new())).get_or_insert_with(Vec::new).push(
+                        PortBinding {
+                            host_ip: (!pm.host_ip.is_empty()).then(|| pm.host_ip.clone()),
+                            host_port: Some(pm.host_port.to_string()),
+                        },
+                    );
+                }
+            }
+            if !bindings.is_empty() {
+                hc.port_bindings = Some(bindings);
+            }
+        }
+        if let Some(linux) = &config.linux {
+            if !linux.cgroup_parent.is_empty() {
+                hc.cgroup_parent = Some(linux.cgroup_parent.clone());
+            }
+            if !linux.sysctls.is_empty() {
+                hc.sysctls = Some(linux.sysctls.clone());
+            }
+            if let Some(sc) = &linux.security_context {
+                if sc.privileged {
+                    hc.privileged = Some(true);
+                }
+                hc.readonly_rootfs = Some(sc.readonly_rootfs);
+                if !sc.supplemental_groups.is_empty() {
+                    hc.group_add = Some(sc.supplemental_groups.iter().map(|g| g.to_string()).collect());
+                }
+                let mut sec = Vec::new();
+                crate::security::seccomp_opts(sc.seccomp.as_ref(), &sc.seccomp_profile_path, sc.privileged, &mut sec);
+                crate::security::apparmor_opts(sc.apparmor.as_ref(), "", &mut sec);
+                if !sec.is_empty() {
+                    hc.security_opt = Some(sec);
+                }
+            }
+        }
+        let user = config
+            .linux
+            .as_ref()
+            .and_then(|l| l.security_context.as_ref())
+            .and_then(|sc| sc.run_as_user.as_ref().map(|u| match &sc.run_as_group {
+                Some(g) => format!("{}:{}", u.value, g.value),
+                None => u.value.to_string(),
+            }));
+
+        ContainerCreateBody {
+            image: Some(self.config.pod_infra_image.clone()),
+            hostname: (!host_net && !config.hostname.is_empty()).then(|| config.hostname.clone()),
+            labels: Some(docker_labels),
+            exposed_ports: (!exposed.is_empty()).then_some(exposed),
+            user,
+            host_config: Some(hc),
+            ..Default::default()
+        }
+    }
+
+    /// RunPodSandbox: pause container, checkpoint, DNS, network.
+    pub async fn run_pod_sandbox(&self, req: cri::RunPodSandboxRequest) -> Result<String> {
+        let config = req
+            .config
+            .ok_or_else(|| ShimError::invalid("RunPodSandbox: config is required"))?;
+        let meta = config
+            .metadata
+            .as_ref()
+            .ok_or_else(|| ShimError::invalid("RunPodSandbox: config.metadata is required"))?;
+        if meta.name.is_empty() || meta.namespace.is_empty() || meta.uid.is_empty() {
+            return Err(ShimError::invalid(
+                "RunPodSandbox: metadata name, namespace and uid are required",
+            ));
+        }
+        if !req.runtime_handler.is_empty() && req.runtime_handler != "docker" {
+            return Err(ShimError::invalid(format!(
+                "RuntimeHandler {:?} not supported",
+                req.runtime_handler
+            )));
+        }
+        self.ensure_pod_infra_image().await?;
+
+        let name = naming::make_sandbox_name(&SandboxNameParts {
+            name: meta.name.clone(),
+            namespace: meta.namespace.clone(),
+            uid: meta.uid.clone(),
+            attempt: meta.attempt,
+        });
+        let body = self.sandbox_create_body(&config);
+        let id = self.create_named(&name, body).await?;
+
+        let ns = sandbox_ns_options(&config);
+        let host_net = ns_mode(ns, |o| o.network) == cri::NamespaceMode::Node;
+        let checkpoint = PodSandboxCheckpoint::new(
+            &meta.name,
+            &meta.namespace,
+            CheckpointData {
+                port_mappings: config
+                    .port_mappings
+                    .iter()
+                    .map(|pm| CheckpointPortMapping {
+                        protocol: Some(protocol_name(pm.protocol).to_uppercase()),
+                        container_port: Some(pm.container_port),
+                        host_port: Some(pm.host_port),
+                        host_ip: pm.host_ip.clone(),
+                    })
+                    .collect(),
+                host_network: host_net,
+            },
+        );
+        self.checkpoints
+            .write(&id, &checkpoint)
+            .map_err(ShimError::internal)?;
+
+        if let Err(e) = self.docker.start_container(&id).await {
+            return Err(ShimError::internal(format!(
+                "failed to start sandbox container {id} for pod {:?}: {e}",
+                meta.name
+            )));
+        }
+        let inspect = self.docker.inspect_container(&id).await?;
+        if let Some(dns) = &config.dns_config
+            && let Some(path) = inspect.resolv_conf_path.as_deref()
+            && !path.is_empty()
+        {
+            std::fs::write(path, resolv_conf(dns))
+                .map_err(|e| ShimError::internal(format!("rewrite resolv.conf {path}: {e}")))?;
+        }
+
+        if !host_net && let Some(net) = &self.network {
+            let pid = inspect.state.as_ref().and_then(|s| s.pid).unwrap_or(0);
+            let pod = PodNetwork {
+                name: meta.name.clone(),
+                namespace: meta.namespace.clone(),
+                uid: meta.uid.clone(),
+                sandbox_id: id.clone(),
+                netns: format!("/proc/{pid}/ns/net"),
+                port_mappings: config.port_mappings.iter().map(crate::cni::port_mapping).collect(),
+            };
+            if let Err(e) = net.setup(&pod).await {
+                warn!(sandbox = %id, pod = %meta.name, error = %e, "network setup failed; stopping sandbox");
+                let _ = net.teardown(&pod).await;
+                let _ = self.docker.stop_container(&id, 0).await;
+                return Err(ShimError::Network(format!(
+                    "failed to set up sandbox container {id} network for pod {:?}: {e}",
+                    meta.name
+                )));
+            }
+        }
+        info!(sandbox = %id, pod = %meta.name, namespace = %meta.namespace, "sandbox running");
+        Ok(id)
+    }
+
+    /// Creates a container under `name`, recovering from a name conflict like upstream: a dead
+    /// container holding the name is removed; a live one makes us pick a randomized name.
+    pub(crate) async fn create_named(&self, name: &str, body: ContainerCreateBody) -> Result<String> {
+        match self.docker.create_container(name, body.clone()).await {
+            Ok(id) => Ok(id),
+            Err(crate::docker::DockerError::Conflict { message }) => {
+                warn!(name, %message, "container name conflict");
+                let existing = self.docker.inspect_container(name).await.ok();
+                let running = existing
+                    .as_ref()
+                    .and_then(|c| c.state.as_ref())
+                    .and_then(|s| s.running)
+                    .unwrap_or(false);
+                if let Some(c) = existing.filter(|_| !running) {
+                    if let Some(old) = c.id.as_deref() {
+                        self.docker.remove_container(old).await?;
+                    }
+                    Ok(self.docker.create_container(name, body).await?)
+                } else {
+                    Ok(self
+                        .docker
+                        .create_container(&naming::randomize_name(name), body)
+                        .await?)
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Inspects `id` and checks it is one of our sandboxes.
+    pub(crate) async fn inspect_sandbox(&self, id: &str) -> Result<ContainerInspectResponse> {
+        if id.is_empty() {
+            return Err(ShimError::invalid("pod sandbox id is required"));
+        }
+        let c = self.docker.inspect_container(id).await.map_err(|e| {
+            if e.is_not_found() {
+                ShimError::NotFound(format!("could not find pod sandbox {id:?}"))
+            } else {
+                e.into()
+            }
+        })?;
+        let is_sandbox = c
+            .config
+            .as_ref()
+            .and_then(|cfg| cfg.labels.as_ref())
+            .and_then(|l| l.get(labels::CONTAINER_TYPE_LABEL_KEY))
+            .map(|t| t == labels::CONTAINER_TYPE_LABEL_SANDBOX)
+            .unwrap_or(false);
+        if !is_sandbox {
+            return Err(ShimError::NotFound(format!("{id:?} is not a pod sandbox")));
+        }
+        Ok(c)
+    }
+
+    /// StopPodSandbox: network down, every container of the pod stopped, pause stopped.
+    /// Stopping what is gone succeeds.
+    pub async fn stop_pod_sandbox(&self, id: &str) -> Result<()> {
+        if id.is_empty() {
+            return Err(ShimError::invalid("pod sandbox id is required"));
+        }
+        let inspect = match self.inspect_sandbox(id).await {
+            Ok(c) => Some(c),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(e),
+        };
+        let full_id = inspect
+            .as_ref()
+            .and_then(|c| c.id.clone())
+            .unwrap_or_else(|| id.to_string());
+        let checkpoint = self.checkpoints.get(&full_id).ok();
+        if inspect.is_none() && checkpoint.is_none() {
+            return Ok(());
+        }
+        let (name, namespace, uid, host_net) = match (&inspect, &checkpoint) {
+            (Some(c), _) => {
+                let parts = c
+                    .name
+                    .as_deref()
+                    .and_then(|n| naming::parse_sandbox_name(n).ok());
+                let host = c
+                    .host_config
+                    .as_ref()
+                    .and_then(|h| h.network_mode.as_deref())
+                    == Some("host");
+                match parts {
+                    Some(p) => (p.name, p.namespace, p.uid, host),
+                    None => (String::new(), String::new(), String::new(), host),
+                }
+            }
+            (None, Some(cp)) => (
+                cp.name.clone(),
+                cp.namespace.clone(),
+                String::new(),
+                cp.data.as_ref().map(|d| d.host_network).unwrap_or(false),
+            ),
+            (None, None) => return Ok(()),
+        };
+
+        // Stop the pod's containers first (upstream stops them before the sandbox).
+        for c in self.sandbox_container_ids(&full_id).await? {
+            match self.docker.stop_container(&c, 10).await {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+
+        if !host_net && let Some(net) = &self.network {
+            let running_pid = inspect
+                .as_ref()
+                .and_then(|c| c.state.as_ref())
+                .filter(|s| s.running == Some(true))
+                .and_then(|s| s.pid)
+                .unwrap_or(0);
+            let pod = PodNetwork {
+                name,
+                namespace,
+                uid,
+                sandbox_id: full_id.clone(),
+                netns: if running_pid > 0 {
+                    format!("/proc/{running_pid}/ns/net")
+                } else {
+                    String::new()
+                },
+                port_mappings: checkpoint
+                    .as_ref()
+                    .and_then(|c| c.data.as_ref())
+                    .map(|d| d.port_mappings.iter().map(crate::cni::checkpoint_port_mapping).collect())
+                    .unwrap_or_default(),
+            };
+            net.teardown(&pod)
+                .await
+                .map_err(|e| ShimError::Network(format!("failed to tear down pod {full_id} network: {e}")))?;
+        }
+        if inspect.is_some() {
+            match self.docker.stop_container(&full_id, 10).await {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
+    /// Ids of the (non-sandbox) containers that belong to sandbox `id`.
+    pub(crate) async fn sandbox_container_ids(&self, id: &str) -> Result<Vec<String>> {
+        let filters = HashMap::from([(
+            "label".to_string(),
+            vec![format!("{}={id}", labels::SANDBOX_ID_LABEL_KEY)],
+        )]);
+        Ok(self
+            .docker
+            .list_containers(filters)
+            .await?
+            .into_iter()
+            .filter_map(|c| c.id)
+            .collect())
+    }
+
+    /// RemovePodSandbox: its containers, the pause container and the checkpoint. Removing what
+    /// is gone succeeds.
+    pub async fn remove_pod_sandbox(&self, id: &str) -> Result<()> {
+        if id.is_empty() {
+            return Err(ShimError::invalid("pod sandbox id is required"));
+        }
+        let full_id = match self.inspect_sandbox(id).await {
+            Ok(c) => c.id.unwrap_or_else(|| id.to_string()),
+            Err(e) if e.is_not_found() => id.to_string(),
+            Err(e) => return Err(e),
+        };
+        for c in self.sandbox_container_ids(&full_id).await? {
+            self.remove_container(&c).await?;
+        }
+        match self.docker.remove_container(&full_id).await {
+            Ok(()) => {}
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        self.checkpoints
+            .remove(&full_id)
+            .map_err(ShimError::internal)?;
+        Ok(())
+    }
+
+    /// The CRI status of a sandbox from its inspect data.
+    pub(crate) async fn sandbox_status_of(&self, c: &ContainerInspectResponse) -> cri::PodSandboxStatus {
+        let id = c.id.clone().unwrap_or_default();
+        let name = c.name.as_deref().unwrap_or_default();
+        let parts = naming::parse_sandbox_name(name).ok();
+        let docker_labels = c
+            .config
+            .as_ref()
+            .and_then(|cfg| cfg.labels.clone())
+            .unwrap_or_default();
+        let (labels, annotations) = labels::extract_labels(&docker_labels);
+        let running = c.state.as_ref().and_then(|s| s.running).unwrap_or(false);
+        let hc = c.host_config.as_ref();
+        let mode_of = |v: Option<&String>| {
+            if v.map(String::as_str) == Some("host") {
+                cri::NamespaceMode::Node as i32
+            } else {
+                cri::NamespaceMode::Pod as i32
+            }
+        };
+        let host_net = hc.and_then(|h| h.network_mode.as_ref()).map(String::as_str) == Some("host");
+        let ns = cri::NamespaceOption {
+            network: mode_of(hc.and_then(|h| h.network_mode.as_ref())),
+            pid: if hc.and_then(|h| h.pid_mode.as_ref()).map(String::as_str) == Some("host") {
+                cri::NamespaceMode::Node as i32
+            } else {
+                cri::NamespaceMode::Container as i32
+            },
+            ipc: mode_of(hc.and_then(|h| h.ipc_mode.as_ref())),
+            ..Default::default()
+        };
+        let (ip, additional) = if host_net || !running {
+            (String::new(), Vec::new())
+        } else if let Some(net) = &self.network {
+            let ips = net.pod_ips(&id);
+            let mut it = ips.into_iter();
+            (it.next().unwrap_or_default(), it.map(|ip| cri::PodIp { ip }).collect())
+        } else {
+            let ip = c
+                .network_settings
+                .as_ref()
+                .and_then(|n| n.networks.as_ref())
+                .and_then(|n| n.values().find_map(|e| e.ip_address.clone().filter(|s| !s.is_empty())))
+                .unwrap_or_default();
+            (ip, Vec::new())
+        };
+        cri::PodSandboxStatus {
+            id,
+            metadata: parts.map(|p| cri::PodSandboxMetadata {
+                name: p.name,
+                uid: p.uid,
+                namespace: p.namespace,
+                attempt: p.attempt,
+            }),
+            state: sandbox_state(running) as i32,
+            created_at: docker_time_ns(c.created.as_deref()),
+            network: Some(cri::PodSandboxNetworkStatus {
+                ip,
+                additional_ips: additional,
+            }),
+            linux: Some(cri::LinuxPodSandboxStatus {
+                namespaces: Some(cri::Namespace { options: Some(ns) }),
+            }),
+            labels,
+            annotations,
+            runtime_handler: String::new(),
+        }
+    }
+
+    /// PodSandboxStatus.
+    pub async fn pod_sandbox_status(
+        &self,
+        id: &str,
+        verbose: bool,
+    ) -> Result<cri::PodSandboxStatusResponse> {
+        let c = self.inspect_sandbox(id).await?;
+        let status = self.sandbox_status_of(&c).await;
+        let mut info = HashMap::new();
+        if verbose {
+            let pid = c.state.as_ref().and_then(|s| s.pid).unwrap_or(0);
+            let checkpoint = self.checkpoints.get(&status.id).ok();
+            info.insert(
+                "info".to_string(),
+                serde_json::json!({
+                    "pid": pid,
+                    "image": self.config.pod_infra_image,
+                    "checkpoint": checkpoint,
+                    "networkMode": c.host_config.as_ref().and_then(|h| h.network_mode.clone()),
+                })
+                .to_string(),
+            );
+        }
+        Ok(cri::PodSandboxStatusResponse {
+            status: Some(status),
+            info,
+            containers_statuses: Vec::new(),
+            timestamp: now_ns(),
+        })
+    }
+
+    /// ListPodSandbox, with every filter (id or unique id prefix, state, labels). Sandboxes whose
+    /// pause container is gone but whose checkpoint remains are listed NOTREADY, like upstream.
+    pub async fn list_pod_sandbox(
+        &self,
+        filter: Option<cri::PodSandboxFilter>,
+    ) -> Result<Vec<cri::PodSandbox>> {
+        let filter = filter.unwrap_or_default();
+        let mut filters = HashMap::from([(
+            "label".to_string(),
+            vec![format!(
+                "{}={}",
+                labels::CONTAINER_TYPE_LABEL_KEY,
+                labels::CONTAINER_TYPE_LABEL_SANDBOX
+            )],
+        )]);
+        if !filter.id.is_empty() {
+            filters.insert("id".to_string(), vec![filter.id.clone()]);
+        }
+        let list = self.docker.list_containers(filters).await?;
+        let mut out = Vec::with_capacity(list.len());
+        let mut seen = std::collections::HashSet::new();
+        for c in list {
+            let Some(id) = c.id.clone() else { continue };
+            let Some(parts) = c
+                .names
+                .as_ref()
+                .and_then(|n| n.first())
+                .and_then(|n| naming::parse_sandbox_name(n).ok())
+            else {
+                continue;
+            };
+            seen.insert(id.clone());
+            let (labels, annotations) = labels::extract_labels(&c.labels.clone().unwrap_or_default());
+            let running = c.state.as_ref().map(|s| s.to_string()) == Some("running".to_string());
+            out.push(cri::PodSandbox {
+                id,
+                metadata: Some(cri::PodSandboxMetadata {
+                    name: parts.name,
+                    uid: parts.uid,
+                    namespace: parts.namespace,
+                    attempt: parts.attempt,
+                }),
+                state: sandbox_state(running) as i32,
+                created_at: c.created.unwrap_or(0).saturating_mul(1_000_000_000),
+                labels,
+                annotations,
+                runtime_handler: String::new(),
+            });
+        }
+        // Checkpointed sandboxes whose container is gone.
+        for id in self.checkpoints.list() {
+            if seen.contains(&id) || (!filter.id.is_empty() && !id.starts_with(&filter.id)) {
+                continue;
+            }
+            if let Ok(cp) = self.checkpoints.get(&id) {
+                out.push(cri::PodSandbox {
+                    id,
+                    metadata: Some(cri::PodSandboxMetadata {
+                        name: cp.name.clone(),
+                        namespace: cp.namespace.clone(),
+                        ..Default::default()
+                    }),
+                    state: cri::PodSandboxState::SandboxNotready as i32,
+                    ..Default::default()
+                });
+            }
+        }
+        out.retain(|s| {
+            filter
+                .state
+                .as_ref()
+                .is_none_or(|st| st.state == s.state)
+                && matches_selector(&s.labels, &filter.label_selector)
+        });
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolv_conf_has_servers_searches_and_options() {
+        let dns = cri::DnsConfig {
+            servers: vec!["10.0.0.10".into(), "8.8.8.8".into()],
+            searches: vec!["ns.svc.cluster.local".into(), "svc.cluster.local".into()],
+            options: vec!["ndots:5".into()],
+        };
+        assert_eq!(
+            resolv_conf(&dns),
+            "nameserver 10.0.0.10\nnameserver 8.8.8.8\nsearch ns.svc.cluster.local svc.cluster.local\noptions ndots:5\n"
+        );
+    }
+}

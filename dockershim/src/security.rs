@@ -1,0 +1,228 @@
+//! CRI security settings as Docker `HostConfig` options (upstream `security_context.go`):
+//! seccomp (the `seccomp` field and the deprecated `seccomp_profile_path`, with CRI's meaning of
+//! "absent = unconfined"), AppArmor, SELinux labels, capabilities, run-as user/group, and
+//! no_new_privs. Pure functions; owns no state.
+
+use bollard::models::HostConfig;
+use cri_proto::runtime::v1 as cri;
+
+use crate::errors::{Result, ShimError};
+
+/// Appends Docker's `seccomp=` option for a CRI seccomp profile. Absent profile and empty path =
+/// unconfined (as containerd does); RuntimeDefault = Docker's default profile; Localhost = the
+/// JSON file named by the profile, inlined (Docker takes the profile's content).
+pub fn seccomp_opts(
+    profile: Option<&cri::SecurityProfile>,
+    deprecated_path: &str,
+    privileged: bool,
+    out: &mut Vec<String>,
+) {
+    if privileged {
+        out.push("seccomp=unconfined".to_string());
+        return;
+    }
+    if let Some(p) = profile {
+        match cri::security_profile::ProfileType::try_from(p.profile_type) {
+            Ok(cri::security_profile::ProfileType::RuntimeDefault) => {}
+            Ok(cri::security_profile::ProfileType::Localhost) => {
+                out.push(format!("seccomp={}", localhost_profile(&p.localhost_ref)));
+            }
+            _ => out.push("seccomp=unconfined".to_string()),
+        }
+        return;
+    }
+    match deprecated_path {
+        "runtime/default" | "docker/default" => {}
+        p if p.starts_with("localhost/") => {
+            out.push(format!("seccomp={}", localhost_profile(&p["localhost/".len()..])));
+        }
+        _ => out.push("seccomp=unconfined".to_string()),
+    }
+}
+
+/// The content of a localhost seccomp profile; a missing file becomes a path Docker rejects with
+/// a clear message at create time.
+fn localhost_profile(path: &str) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|_| path.to_string())
+}
+
+/// Is AppArmor enabled on this host?
+fn apparmor_enabled() -> bool {
+    std::fs::read_to_string("/sys/module/apparmor/parameters/enabled")
+        .map(|s| s.trim() == "Y")
+        .unwrap_or(false)
+}
+
+/// Appends Docker's `apparmor=` option. Nothing is set on hosts without AppArmor.
+pub fn apparmor_opts(profile: Option<&cri::SecurityProfile>, deprecated: &str, out: &mut Vec<String>) {
+    if !apparmor_enabled() {
+        return;
+    }
+    if let Some(p) = profile {
+        match cri::security_profile::ProfileType::try_from(p.profile_type) {
+            Ok(cri::security_profile::ProfileType::Unconfined) => {
+                out.push("apparmor=unconfined".to_string())
+            }
+            Ok(cri::security_profile::ProfileType::Localhost) => {
+                let name = p.localhost_ref.trim_start_matches("localhost/");
+                out.push(format!("apparmor={name}"));
+            }
+            _ => {}
+        }
+        return;
+    }
+    match deprecated {
+        "unconfined" => out.push("apparmor=unconfined".to_string()),
+        p if p.starts_with("localhost/") => out.push(format!("apparmor={}", &p[10..])),
+        _ => {}
+    }
+}
+
+/// Docker's capability names: CRI sends `CAP_X` or `X`; `ALL` stays `ALL`.
+fn cap_name(c: &str) -> String {
+    if c.eq_ignore_ascii_case("ALL") {
+        "ALL".to_string()
+    } else if c.starts_with("CAP_") {
+        c.to_string()
+    } else {
+        format!("CAP_{c}")
+    }
+}
+
+/// Applies a container security context to the create body's user and host config.
+pub fn apply_container_security(
+    sc: &cri::LinuxContainerSecurityContext,
+    user: &mut Option<String>,
+    hc: &mut HostConfig,
+) -> Result<()> {
+    if let Some(uid) = &sc.run_as_user {
+        *user = Some(match &sc.run_as_group {
+            Some(g) => format!("{}:{}", uid.value, g.value),
+            None => uid.value.to_string(),
+        });
+    } else if !sc.run_as_username.is_empty() {
+        *user = Some(match &sc.run_as_group {
+            Some(g) => format!("{}:{}", sc.run_as_username, g.value),
+            None => sc.run_as_username.clone(),
+        });
+    } else if sc.run_as_group.is_some() {
+        return Err(ShimError::invalid(
+            "run_as_group is set without run_as_user or run_as_username",
+        ));
+    }
+    if sc.privileged {
+        hc.privileged = Some(true);
+    }
+    hc.readonly_rootfs = Some(sc.readonly_rootfs);
+    if !sc.supplemental_groups.is_empty() {
+        hc.group_add = Some(sc.supplemental_groups.iter().map(|g| g.to_string()).collect());
+    }
+    if let Some(caps) = &sc.capabilities {
+        if !caps.add_capabilities.is_empty() {
+            hc.cap_add = Some(caps.add_capabilities.iter().map(|c| cap_name(c)).collect());
+        }
+        if !caps.drop_capabilities.is_empty() {
+            hc.cap_drop = Some(caps.drop_capabilities.iter().map(|c| cap_name(c)).collect());
+        }
+    }
+    let mut opts = Vec::new();
+    seccomp_opts(sc.seccomp.as_ref(), &sc.seccomp_profile_path, sc.privileged, &mut opts);
+    apparmor_opts(sc.apparmor.as_ref(), &sc.apparmor_profile, &mut opts);
+    if sc.no_new_privs {
+        opts.push("no-new-privileges".to_string());
+    }
+    if let Some(se) = &sc.selinux_options {
+        for (k, v) in [
+            ("user", &se.user),
+            ("role", &se.role),
+            ("type", &se.r#type),
+            ("level", &se.level),
+        ] {
+            if !v.is_empty() {
+                opts.push(format!("label={k}:{v}"));
+            }
+        }
+    }
+    if !opts.is_empty() {
+        hc.security_opt = Some(opts);
+    }
+    if !sc.privileged {
+        if !sc.masked_paths.is_empty() {
+            hc.masked_paths = Some(sc.masked_paths.clone());
+        }
+        if !sc.readonly_paths.is_empty() {
+            hc.readonly_paths = Some(sc.readonly_paths.clone());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn profile(t: cri::security_profile::ProfileType, r: &str) -> cri::SecurityProfile {
+        cri::SecurityProfile {
+            profile_type: t as i32,
+            localhost_ref: r.to_string(),
+        }
+    }
+
+    #[test]
+    fn seccomp_follows_cri_meaning() {
+        use cri::security_profile::ProfileType::*;
+        let mut o = Vec::new();
+        seccomp_opts(None, "", false, &mut o);
+        assert_eq!(o, ["seccomp=unconfined"]);
+        let mut o = Vec::new();
+        seccomp_opts(Some(&profile(RuntimeDefault, "")), "", false, &mut o);
+        assert!(o.is_empty());
+        let mut o = Vec::new();
+        seccomp_opts(None, "runtime/default", false, &mut o);
+        assert!(o.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.json");
+        std::fs::write(&p, r#"{"defaultAction":"SCMP_ACT_ALLOW"}"#).unwrap();
+        let mut o = Vec::new();
+        seccomp_opts(Some(&profile(Localhost, p.to_str().unwrap())), "", false, &mut o);
+        assert_eq!(o, [r#"seccomp={"defaultAction":"SCMP_ACT_ALLOW"}"#]);
+        let mut o = Vec::new();
+        seccomp_opts(None, &format!("localhost/{}", p.display()), false, &mut o);
+        assert_eq!(o.len(), 1);
+    }
+
+    #[test]
+    fn users_groups_and_caps() {
+        let sc = cri::LinuxContainerSecurityContext {
+            run_as_user: Some(cri::Int64Value { value: 1000 }),
+            run_as_group: Some(cri::Int64Value { value: 2000 }),
+            supplemental_groups: vec![5, 6],
+            capabilities: Some(cri::Capability {
+                add_capabilities: vec!["NET_ADMIN".into()],
+                drop_capabilities: vec!["ALL".into()],
+                ..Default::default()
+            }),
+            no_new_privs: true,
+            ..Default::default()
+        };
+        let mut user = None;
+        let mut hc = HostConfig::default();
+        apply_container_security(&sc, &mut user, &mut hc).unwrap();
+        assert_eq!(user.as_deref(), Some("1000:2000"));
+        assert_eq!(hc.group_add, Some(vec!["5".to_string(), "6".to_string()]));
+        assert_eq!(hc.cap_add, Some(vec!["CAP_NET_ADMIN".to_string()]));
+        assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
+        assert!(hc.security_opt.unwrap().contains(&"no-new-privileges".to_string()));
+    }
+
+    #[test]
+    fn group_without_user_is_invalid() {
+        let sc = cri::LinuxContainerSecurityContext {
+            run_as_group: Some(cri::Int64Value { value: 1 }),
+            ..Default::default()
+        };
+        let mut user = None;
+        let mut hc = HostConfig::default();
+        assert!(apply_container_security(&sc, &mut user, &mut hc).is_err());
+    }
+}

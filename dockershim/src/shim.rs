@@ -1,0 +1,96 @@
+//! The dockershim service state: the one [`Shim`] value every RPC works on. It owns the Docker
+//! client, the sandbox checkpoints, the CNI network (in CNI mode), the per-container log copiers,
+//! the container-event fan-out and the writable-layer size cache. The RPCs themselves live in
+//! `sandbox`, `container`, `image`, `runtime`, `stats` and `events`; `service` wires them to gRPC.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cri_proto::runtime::v1 as cri;
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::checkpoint::CheckpointStore;
+use crate::cni::CniNetwork;
+use crate::config::ShimConfig;
+use crate::docker::DockerApi;
+use crate::logs::LogManager;
+use crate::stats::SizeCache;
+
+/// The state shared by every RPC handler.
+pub struct Shim<D: DockerApi> {
+    pub docker: Arc<D>,
+    pub config: ShimConfig,
+    pub checkpoints: CheckpointStore,
+    pub network: Option<CniNetwork>,
+    pub logs: LogManager,
+    pub events: broadcast::Sender<cri::ContainerEventResponse>,
+    pub sizes: SizeCache,
+    /// The pod CIDR the kubelet last told us (UpdateRuntimeConfig).
+    pub pod_cidr: Mutex<String>,
+    /// oom_score_adj given to sandbox containers (upstream -998, or the host-limited fallback).
+    pub sandbox_oom_score_adj: i64,
+    /// Ends the background tasks.
+    pub shutdown: CancellationToken,
+    /// Docker's cgroup driver, read once at start.
+    pub cgroup_driver: String,
+    /// Docker's daemon version, read once at start.
+    pub docker_version: String,
+    pub docker_api_version: String,
+}
+
+impl<D: DockerApi> Shim<D> {
+    /// The CNI network, or why networking is not ready.
+    pub fn network_name(&self) -> Option<String> {
+        self.network.as_ref().and_then(|n| n.current_name())
+    }
+}
+
+/// Nanoseconds since the epoch of a Docker timestamp; Docker's zero time (`0001-01-01...`) and
+/// unparsable values give 0.
+pub fn docker_time_ns(ts: Option<&str>) -> i64 {
+    let Some(ts) = ts else { return 0 };
+    if ts.starts_with("0001-") {
+        return 0;
+    }
+    chrono::DateTime::parse_from_rfc3339(ts)
+        .ok()
+        .and_then(|t| t.timestamp_nanos_opt())
+        .unwrap_or(0)
+}
+
+/// Now, in nanoseconds since the epoch.
+pub fn now_ns() -> i64 {
+    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+}
+
+/// Does `labels` match every `key=value` of `selector` (CRI label selectors are equality only)?
+pub fn matches_selector(labels: &HashMap<String, String>, selector: &HashMap<String, String>) -> bool {
+    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_times_become_nanoseconds() {
+        assert_eq!(docker_time_ns(Some("0001-01-01T00:00:00Z")), 0);
+        assert_eq!(docker_time_ns(None), 0);
+        assert_eq!(
+            docker_time_ns(Some("1970-01-01T00:00:01.000000002Z")),
+            1_000_000_002
+        );
+        assert_eq!(docker_time_ns(Some("garbage")), 0);
+    }
+
+    #[test]
+    fn selectors_need_every_pair() {
+        let labels: HashMap<String, String> =
+            [("a".into(), "1".into()), ("b".into(), "2".into())].into();
+        assert!(matches_selector(&labels, &HashMap::new()));
+        assert!(matches_selector(&labels, &[("a".into(), "1".into())].into()));
+        assert!(!matches_selector(&labels, &[("a".into(), "2".into())].into()));
+        assert!(!matches_selector(&labels, &[("c".into(), "1".into())].into()));
+    }
+}

@@ -1,0 +1,399 @@
+//! Container and sandbox statistics from Docker's one-shot stats (CPU, memory working set,
+//! network for sandboxes), and the writable-layer size cache: Docker computes layer sizes only
+//! when asked for them, which is expensive, so a background task refreshes [`SizeCache`] once a
+//! minute and the stats RPCs never compute sizes on the request path.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bollard::models::ContainerStatsResponse;
+use cri_proto::runtime::v1 as cri;
+use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
+
+use crate::docker::DockerApi;
+use crate::errors::Result;
+use crate::labels;
+use crate::shim::{Shim, matches_selector, now_ns};
+
+/// How often the writable-layer sizes are recomputed.
+pub const SIZE_REFRESH: Duration = Duration::from_secs(60);
+/// How many Docker stats calls run at once for the List* RPCs.
+const STATS_CONCURRENCY: usize = 32;
+
+/// Writable-layer sizes by container id, refreshed in the background.
+#[derive(Default, Clone)]
+pub struct SizeCache {
+    sizes: Arc<RwLock<HashMap<String, u64>>>,
+}
+
+impl SizeCache {
+    /// The last known size of `id`'s writable layer (0 until first computed).
+    pub fn get(&self, id: &str) -> u64 {
+        self.sizes
+            .read()
+            .map(|m| m.get(id).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// Refreshes every `SIZE_REFRESH` until cancelled.
+    pub fn spawn_refresher<D: DockerApi>(&self, docker: Arc<D>, stop: CancellationToken) {
+        let sizes = self.sizes.clone();
+        tokio::spawn(async move {
+            loop {
+                match docker.container_sizes().await {
+                    Ok(m) => {
+                        if let Ok(mut w) = sizes.write() {
+                            *w = m;
+                        }
+                    }
+                    Err(e) => debug!(error = %e, "refreshing container sizes"),
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(SIZE_REFRESH) => {}
+                }
+            }
+        });
+    }
+}
+
+fn u64v(value: u64) -> Option<cri::UInt64Value> {
+    Some(cri::UInt64Value { value })
+}
+
+/// CPU usage of a Docker stats sample.
+fn cpu_usage(s: &ContainerStatsResponse, ts: i64) -> cri::CpuUsage {
+    cri::CpuUsage {
+        timestamp: ts,
+        usage_core_nano_seconds: u64v(
+            s.cpu_stats
+                .as_ref()
+                .and_then(|c| c.cpu_usage.as_ref())
+                .and_then(|u| u.total_usage)
+                .unwrap_or(0),
+        ),
+        usage_nano_cores: None,
+        psi: None,
+    }
+}
+
+/// Memory usage with the kubelet's working set (usage minus inactive file pages).
+fn memory_usage(s: &ContainerStatsResponse, ts: i64) -> cri::MemoryUsage {
+    let m = s.memory_stats.as_ref();
+    let usage = m.and_then(|m| m.usage).unwrap_or(0);
+    let stats = m.and_then(|m| m.stats.as_ref());
+    let inactive = stats
+        .and_then(|st| st.get("inactive_file").or_else(|| st.get("total_inactive_file")))
+        .copied()
+        .unwrap_or(0);
+    let rss = stats
+        .and_then(|st| st.get("anon").or_else(|| st.get("rss")))
+        .copied()
+        .unwrap_or(0);
+    let limit = m.and_then(|m| m.limit).unwrap_or(0);
+    let working_set = usage.saturating_sub(inactive);
+    cri::MemoryUsage {
+        timestamp: ts,
+        working_set_bytes: u64v(working_set),
+        available_bytes: (limit > 0 && limit < u64::MAX / 2).then(|| cri::UInt64Value {
+            value: limit.saturating_sub(working_set),
+        }),
+        usage_bytes: u64v(usage),
+        rss_bytes: u64v(rss),
+        page_faults: stats.and_then(|s| s.get("pgfault")).and_then(|v| u64v(*v)),
+        major_page_faults: stats.and_then(|s| s.get("pgmajfault")).and_then(|v| u64v(*v)),
+        psi: None,
+    }
+}
+
+/// Network usage of a sandbox's stats sample.
+fn network_usage(s: &ContainerStatsResponse, ts: i64) -> Option<cri::NetworkUsage> {
+    let nets = s.networks.as_ref()?;
+    let mut interfaces: Vec<cri::NetworkInterfaceUsage> = nets
+        .iter()
+        .map(|(name, n)| cri::NetworkInterfaceUsage {
+            name: name.clone(),
+            rx_bytes: u64v(n.rx_bytes.unwrap_or(0)),
+            rx_errors: u64v(n.rx_errors.unwrap_or(0)),
+            tx_bytes: u64v(n.tx_bytes.unwrap_or(0)),
+            tx_errors: u64v(n.tx_errors.unwrap_or(0)),
+        })
+        .collect();
+    interfaces.sort_by(|a, b| a.name.cmp(&b.name));
+    let default = interfaces
+        .iter()
+        .find(|i| i.name == "eth0")
+        .or(interfaces.first())
+        .cloned();
+    Some(cri::NetworkUsage {
+        timestamp: ts,
+        default_interface: default,
+        interfaces,
+    })
+}
+
+impl<D: DockerApi> Shim<D> {
+    async fn stats_of(&self, c: cri::Container) -> Result<cri::ContainerStats> {
+        let s = self.docker.stats(&c.id).await?;
+        let ts = now_ns();
+        let size = self.sizes.get(&c.id);
+        let mountpoint = self
+            .docker_root
+            .clone();
+        Ok(cri::ContainerStats {
+            attributes: Some(cri::ContainerAttributes {
+                id: c.id.clone(),
+                metadata: c.metadata,
+                labels: c.labels,
+                annotations: c.annotations,
+            }),
+            cpu: Some(cpu_usage(&s, ts)),
+            memory: Some(memory_usage(&s, ts)),
+            writable_layer: Some(cri::FilesystemUsage {
+                timestamp: ts,
+                fs_id: Some(cri::FilesystemIdentifier { mountpoint }),
+                used_bytes: u64v(size),
+                inodes_used: None,
+            }),
+            swap: None,
+            io: None,
+        })
+    }
+
+    /// ContainerStats.
+    pub async fn container_stats(&self, id: &str) -> Result<cri::ContainerStats> {
+        let c = self.inspect_app_container(id).await?;
+        let full = c.id.clone().unwrap_or_else(|| id.to_string());
+        let listed = self
+            .list_containers(Some(cri::ContainerFilter {
+                id: full,
+                ..Default::default()
+            }))
+            .await?;
+        let c = listed
+            .into_iter()
+            .next()
+            .ok_or_else(|| crate::errors::ShimError::NotFound(format!("could not find container {id:?}")))?;
+        self.stats_of(c).await
+    }
+
+    /// ListContainerStats: running containers only (stopped ones have no live stats).
+    pub async fn list_container_stats(
+        &self,
+        filter: Option<cri::ContainerStatsFilter>,
+    ) -> Result<Vec<cri::ContainerStats>> {
+        let f = filter.unwrap_or_default();
+        let containers = self
+            .list_containers(Some(cri::ContainerFilter {
+                id: f.id,
+                pod_sandbox_id: f.pod_sandbox_id,
+                label_selector: f.label_selector,
+                state: Some(cri::ContainerStateValue {
+                    state: cri::ContainerState::ContainerRunning as i32,
+                }),
+            }))
+            .await?;
+        let results: Vec<_> = futures::stream::iter(containers.into_iter().map(|c| self.stats_of(c)))
+            .buffer_unordered(STATS_CONCURRENCY)
+            .collect()
+            .await;
+        // A container that stopped between list and stats is skipped.
+        Ok(results.into_iter().filter_map(|r| r.ok()).collect())
+    }
+
+    async fn sandbox_stats_of(&self, sandbox: cri::PodSandbox) -> Result<cri::PodSandboxStats> {
+        let s = self.docker.stats(&sandbox.id).await?;
+        let ts = now_ns();
+        let containers = self
+            .list_container_stats(Some(cri::ContainerStatsFilter {
+                pod_sandbox_id: sandbox.id.clone(),
+                ..Default::default()
+            }))
+            .await?;
+        let pause_cpu = cpu_usage(&s, ts);
+        let pause_mem = memory_usage(&s, ts);
+        let sum = |f: &dyn Fn(&cri::ContainerStats) -> u64| containers.iter().map(f).sum::<u64>();
+        let cpu_total = pause_cpu.usage_core_nano_seconds.as_ref().map(|v| v.value).unwrap_or(0)
+            + sum(&|c| c.cpu.as_ref().and_then(|u| u.usage_core_nano_seconds.as_ref()).map(|v| v.value).unwrap_or(0));
+        let ws_total = pause_mem.working_set_bytes.as_ref().map(|v| v.value).unwrap_or(0)
+            + sum(&|c| c.memory.as_ref().and_then(|m| m.working_set_bytes.as_ref()).map(|v| v.value).unwrap_or(0));
+        let usage_total = pause_mem.usage_bytes.as_ref().map(|v| v.value).unwrap_or(0)
+            + sum(&|c| c.memory.as_ref().and_then(|m| m.usage_bytes.as_ref()).map(|v| v.value).unwrap_or(0));
+        Ok(cri::PodSandboxStats {
+            attributes: Some(cri::PodSandboxAttributes {
+                id: sandbox.id.clone(),
+                metadata: sandbox.metadata,
+                labels: sandbox.labels,
+                annotations: sandbox.annotations,
+            }),
+            linux: Some(cri::LinuxPodSandboxStats {
+                cpu: Some(cri::CpuUsage {
+                    timestamp: ts,
+                    usage_core_nano_seconds: u64v(cpu_total),
+                    ..Default::default()
+                }),
+                memory: Some(cri::MemoryUsage {
+                    timestamp: ts,
+                    working_set_bytes: u64v(ws_total),
+                    usage_bytes: u64v(usage_total),
+                    ..Default::default()
+                }),
+                network: network_usage(&s, ts),
+                process: Some(cri::ProcessUsage {
+                    timestamp: ts,
+                    process_count: s.pids_stats.as_ref().and_then(|p| p.current).and_then(u64v),
+                }),
+                containers,
+                io: None,
+            }),
+            windows: None,
+        })
+    }
+
+    /// PodSandboxStats.
+    pub async fn pod_sandbox_stats(&self, id: &str) -> Result<cri::PodSandboxStats> {
+        let c = self.inspect_sandbox(id).await?;
+        let full = c.id.clone().unwrap_or_else(|| id.to_string());
+        let sandbox = self
+            .list_pod_sandbox(Some(cri::PodSandboxFilter {
+                id: full,
+                ..Default::default()
+            }))
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| crate::errors::ShimError::NotFound(format!("could not find pod sandbox {id:?}")))?;
+        self.sandbox_stats_of(sandbox).await
+    }
+
+    /// ListPodSandboxStats: ready sandboxes matching the filter.
+    pub async fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<cri::PodSandboxStatsFilter>,
+    ) -> Result<Vec<cri::PodSandboxStats>> {
+        let f = filter.unwrap_or_default();
+        let sandboxes = self
+            .list_pod_sandbox(Some(cri::PodSandboxFilter {
+                id: f.id,
+                state: Some(cri::PodSandboxStateValue {
+                    state: cri::PodSandboxState::SandboxReady as i32,
+                }),
+                label_selector: HashMap::new(),
+            }))
+            .await?
+            .into_iter()
+            .filter(|s| matches_selector(&s.labels, &f.label_selector))
+            .collect::<Vec<_>>();
+        let results: Vec<_> = futures::stream::iter(sandboxes.into_iter().map(|s| self.sandbox_stats_of(s)))
+            .buffer_unordered(8)
+            .collect()
+            .await;
+        Ok(results.into_iter().filter_map(|r| r.ok()).collect())
+    }
+
+    /// ListPodSandboxMetrics: the cAdvisor-style metrics the kubelet can scrape, per sandbox.
+    pub async fn list_pod_sandbox_metrics(&self) -> Result<Vec<cri::PodSandboxMetrics>> {
+        let stats = self.list_pod_sandbox_stats(None).await?;
+        let ts = now_ns();
+        let metric = |name: &str, t: cri::MetricType, v: u64| cri::Metric {
+            name: name.to_string(),
+            timestamp: ts,
+            metric_type: t as i32,
+            label_values: Vec::new(),
+            value: u64v(v),
+        };
+        Ok(stats
+            .into_iter()
+            .map(|s| {
+                let id = s.attributes.as_ref().map(|a| a.id.clone()).unwrap_or_default();
+                let linux = s.linux.unwrap_or_default();
+                let container_metrics = linux
+                    .containers
+                    .iter()
+                    .map(|c| cri::ContainerMetrics {
+                        container_id: c.attributes.as_ref().map(|a| a.id.clone()).unwrap_or_default(),
+                        metrics: vec![
+                            metric(
+                                "container_cpu_usage_seconds_total",
+                                cri::MetricType::Counter,
+                                c.cpu.as_ref().and_then(|u| u.usage_core_nano_seconds.as_ref()).map(|v| v.value).unwrap_or(0),
+                            ),
+                            metric(
+                                "container_memory_working_set_bytes",
+                                cri::MetricType::Gauge,
+                                c.memory.as_ref().and_then(|m| m.working_set_bytes.as_ref()).map(|v| v.value).unwrap_or(0),
+                            ),
+                        ],
+                    })
+                    .collect();
+                let mut metrics = Vec::new();
+                if let Some(n) = linux.network.as_ref().and_then(|n| n.default_interface.as_ref()) {
+                    metrics.push(metric(
+                        "container_network_receive_bytes_total",
+                        cri::MetricType::Counter,
+                        n.rx_bytes.as_ref().map(|v| v.value).unwrap_or(0),
+                    ));
+                    metrics.push(metric(
+                        "container_network_transmit_bytes_total",
+                        cri::MetricType::Counter,
+                        n.tx_bytes.as_ref().map(|v| v.value).unwrap_or(0),
+                    ));
+                }
+                cri::PodSandboxMetrics {
+                    pod_sandbox_id: id,
+                    metrics,
+                    container_metrics,
+                }
+            })
+            .collect())
+    }
+}
+
+/// The descriptors of the metrics [`Shim::list_pod_sandbox_metrics`] reports.
+pub fn metric_descriptors() -> Vec<cri::MetricDescriptor> {
+    [
+        ("container_cpu_usage_seconds_total", "Cumulative cpu time consumed in nanoseconds"),
+        ("container_memory_working_set_bytes", "Current working set in bytes"),
+        ("container_network_receive_bytes_total", "Cumulative count of bytes received"),
+        ("container_network_transmit_bytes_total", "Cumulative count of bytes transmitted"),
+    ]
+    .into_iter()
+    .map(|(name, help)| cri::MetricDescriptor {
+        name: name.to_string(),
+        help: help.to_string(),
+        label_keys: Vec::new(),
+    })
+    .collect()
+}
+
+/// Is this Docker label set one of our containers (not a sandbox)?
+pub fn is_app_container(docker_labels: &HashMap<String, String>) -> bool {
+    docker_labels.get(labels::CONTAINER_TYPE_LABEL_KEY).map(String::as_str)
+        == Some(labels::CONTAINER_TYPE_LABEL_CONTAINER)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bollard::models::{ContainerMemoryStats, ContainerStatsResponse};
+
+    #[test]
+    fn working_set_subtracts_inactive_file() {
+        let s = ContainerStatsResponse {
+            memory_stats: Some(ContainerMemoryStats {
+                usage: Some(1000),
+                stats: Some(HashMap::from([("inactive_file".to_string(), 300u64)])),
+                limit: Some(4000),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let m = memory_usage(&s, 1);
+        assert_eq!(m.working_set_bytes.unwrap().value, 700);
+        assert_eq!(m.usage_bytes.unwrap().value, 1000);
+        assert_eq!(m.available_bytes.unwrap().value, 3300);
+    }
+}

@@ -4,6 +4,8 @@
 //! wire-identical to upstream `k8s.io/cri-api`; [`transport`] carries the
 //! unix-socket serve/connect helpers and the 16 MiB message-size defaults.
 
+pub mod transport;
+
 /// Generated code for the CRI protobuf package `runtime`.
 pub mod runtime {
     /// Generated messages, enums, clients and servers of `runtime.v1`.
@@ -19,6 +21,10 @@ pub use runtime::v1::image_service_client::ImageServiceClient;
 pub use runtime::v1::image_service_server::{ImageService, ImageServiceServer};
 pub use runtime::v1::runtime_service_client::RuntimeServiceClient;
 pub use runtime::v1::runtime_service_server::{RuntimeService, RuntimeServiceServer};
+pub use transport::{
+    MAX_MSG_SIZE, TransportError, bind_unix, connect, image_client, image_server, parse_endpoint,
+    runtime_client, runtime_server, serve_unix, serve_with_listener,
+};
 
 /// Encoded `google.protobuf.FileDescriptorSet` for `runtime.v1`, produced by
 /// the build script. Useful for reflection and for checking the API surface.

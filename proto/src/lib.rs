@@ -31,7 +31,7 @@ pub use transport::{
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/cri_descriptor.bin"));
 
-/// Fully qualified gRPC service names.
+/// Fully qualified gRPC service name of the runtime service.
 pub const RUNTIME_SERVICE_NAME: &str = "runtime.v1.RuntimeService";
 /// Fully qualified gRPC service name of the image service.
 pub const IMAGE_SERVICE_NAME: &str = "runtime.v1.ImageService";

@@ -37,6 +37,8 @@ pub struct Shim<D: DockerApi> {
     /// Docker's daemon version, read once at start.
     pub docker_version: String,
     pub docker_api_version: String,
+    /// Docker's data root (where writable layers live).
+    pub docker_root: String,
 }
 
 impl<D: DockerApi> Shim<D> {

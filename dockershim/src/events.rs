@@ -1,0 +1,123 @@
+//! GetContainerEvents: one background task follows Docker's event stream (created, started,
+//! died, destroyed) for our containers and sandboxes, turns each event into a CRI
+//! `ContainerEventResponse` carrying the pod sandbox status and the statuses of the pod's
+//! containers, and fans it out to every subscriber through a broadcast channel. The task
+//! reconnects with back-off when Docker's stream ends.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bollard::models::EventMessage;
+use cri_proto::runtime::v1 as cri;
+use futures::StreamExt;
+use tracing::{debug, warn};
+
+use crate::docker::DockerApi;
+use crate::labels;
+use crate::shim::Shim;
+
+/// How many events a slow subscriber may lag behind before it misses some.
+pub const EVENT_BUFFER: usize = 1024;
+
+/// The CRI event type of a Docker container event action.
+pub fn event_type(action: &str) -> Option<cri::ContainerEventType> {
+    match action {
+        "create" => Some(cri::ContainerEventType::ContainerCreatedEvent),
+        "start" => Some(cri::ContainerEventType::ContainerStartedEvent),
+        "die" => Some(cri::ContainerEventType::ContainerStoppedEvent),
+        "destroy" => Some(cri::ContainerEventType::ContainerDeletedEvent),
+        _ => None,
+    }
+}
+
+impl<D: DockerApi> Shim<D> {
+    /// Builds the CRI event for one Docker event, or None if it is not about one of ours.
+    async fn container_event(&self, ev: EventMessage) -> Option<cri::ContainerEventResponse> {
+        let kind = event_type(ev.action.as_deref()?)?;
+        let actor = ev.actor?;
+        let id = actor.id?;
+        let attrs = actor.attributes.unwrap_or_default();
+        let ctype = attrs.get(labels::CONTAINER_TYPE_LABEL_KEY)?.clone();
+        let sandbox_id = if ctype == labels::CONTAINER_TYPE_LABEL_SANDBOX {
+            id.clone()
+        } else {
+            attrs.get(labels::SANDBOX_ID_LABEL_KEY)?.clone()
+        };
+        let created_at = ev
+            .time_nano
+            .or(ev.time.map(|t| t.saturating_mul(1_000_000_000)))
+            .unwrap_or_else(crate::shim::now_ns);
+        let pod_sandbox_status = match self.docker.inspect_container(&sandbox_id).await {
+            Ok(c) => Some(self.sandbox_status_of(&c).await),
+            Err(_) => None,
+        };
+        let mut containers_statuses = Vec::new();
+        if let Ok(ids) = self.sandbox_container_ids(&sandbox_id).await {
+            for cid in ids {
+                if let Ok(c) = self.docker.inspect_container(&cid).await {
+                    containers_statuses.push(self.container_status_of(&c).await);
+                }
+            }
+        }
+        Some(cri::ContainerEventResponse {
+            container_id: id,
+            container_event_type: kind as i32,
+            created_at,
+            pod_sandbox_status,
+            containers_statuses,
+        })
+    }
+
+    /// Follows Docker's events until shutdown, publishing CRI events.
+    pub fn spawn_event_pump(self: &Arc<Self>) {
+        let shim = self.clone();
+        tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                let mut stream = shim.docker.events();
+                loop {
+                    let next = tokio::select! {
+                        _ = shim.shutdown.cancelled() => return,
+                        n = stream.next() => n,
+                    };
+                    match next {
+                        Some(Ok(ev)) => {
+                            backoff = Duration::from_millis(100);
+                            if shim.events.receiver_count() == 0 {
+                                continue;
+                            }
+                            if let Some(e) = shim.container_event(ev).await {
+                                debug!(container = %e.container_id, kind = e.container_event_type, "container event");
+                                let _ = shim.events.send(e);
+                            }
+                        }
+                        Some(Err(e)) => {
+                            warn!(error = %e, "docker event stream failed");
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                tokio::select! {
+                    _ = shim.shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn docker_actions_map_to_cri_events() {
+        assert_eq!(event_type("create"), Some(cri::ContainerEventType::ContainerCreatedEvent));
+        assert_eq!(event_type("start"), Some(cri::ContainerEventType::ContainerStartedEvent));
+        assert_eq!(event_type("die"), Some(cri::ContainerEventType::ContainerStoppedEvent));
+        assert_eq!(event_type("destroy"), Some(cri::ContainerEventType::ContainerDeletedEvent));
+        assert_eq!(event_type("exec_start: sh"), None);
+    }
+}

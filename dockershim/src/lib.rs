@@ -1,1 +1,6 @@
-//! placeholder
+//! Building blocks of the Rust dockershim that do not depend on the CRI
+//! protobuf types: Docker container naming, label/annotation mapping, sandbox
+//! checkpoints, the CRI log format writer, the CNI runner and the embedded
+//! pause image.
+
+pub mod naming;

@@ -3,4 +3,5 @@
 //! checkpoints, the CRI log format writer, the CNI runner and the embedded
 //! pause image.
 
+pub mod labels;
 pub mod naming;

@@ -3,5 +3,6 @@
 //! checkpoints, the CRI log format writer, the CNI runner and the embedded
 //! pause image.
 
+pub mod checkpoint;
 pub mod labels;
 pub mod naming;

@@ -4,5 +4,6 @@
 //! pause image.
 
 pub mod checkpoint;
+pub mod crilog;
 pub mod labels;
 pub mod naming;

@@ -7,3 +7,4 @@ pub mod checkpoint;
 pub mod crilog;
 pub mod labels;
 pub mod naming;
+pub mod pause_image;

@@ -19,7 +19,10 @@ fn main() {
         .status();
     match status {
         Ok(s) if s.success() => {}
-        Ok(s) => panic!("{cc} failed to build {} ({s}); static libc (libc6-dev) needed", src.display()),
+        Ok(s) => panic!(
+            "{cc} failed to build {} ({s}); static libc (libc6-dev) needed",
+            src.display()
+        ),
         Err(e) => panic!("cannot run {cc} to build {}: {e}", src.display()),
     }
 }

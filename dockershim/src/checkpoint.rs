@@ -104,7 +104,11 @@ impl ChecksumFlavor {
 
     fn type_names(self) -> (&'static str, &'static str, &'static str) {
         match self {
-            ChecksumFlavor::CriDockerd => ("core.CheckpointData", "config.PortMapping", "config.Protocol"),
+            ChecksumFlavor::CriDockerd => (
+                "core.CheckpointData",
+                "config.PortMapping",
+                "config.Protocol",
+            ),
             ChecksumFlavor::Dockershim | ChecksumFlavor::DockershimNoHostIp => (
                 "dockershim.CheckpointData",
                 "dockershim.PortMapping",
@@ -133,7 +137,10 @@ pub fn spew_checkpoint_data(data: &CheckpointData, flavor: ChecksumFlavor) -> St
                     Some(p) => s.push_str(&format!("(*{proto_ty}){p}")),
                     None => s.push_str(&format!("(*{proto_ty})<nil>")),
                 }
-                for (name, v) in [("ContainerPort", pm.container_port), ("HostPort", pm.host_port)] {
+                for (name, v) in [
+                    ("ContainerPort", pm.container_port),
+                    ("HostPort", pm.host_port),
+                ] {
                     match v {
                         Some(n) => s.push_str(&format!(" {name}:(*int32){n}")),
                         None => s.push_str(&format!(" {name}:(*int32)<nil>")),
@@ -230,8 +237,7 @@ pub fn validate_key(key: &str) -> Result<(), CheckpointError> {
         && b.len() <= 250
         && b[0].is_ascii_alphanumeric()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b
-            .iter()
+        && b.iter()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
     if ok {
         Ok(())
@@ -405,10 +411,14 @@ mod tests {
             String::from_utf8(blob).unwrap(),
             r#"{"version":"v1","name":"nginx","namespace":"default","data":{"port_mappings":[{"protocol":"tcp","container_port":80,"host_port":8080,"host_ip":"127.0.0.1"},{"protocol":"udp","container_port":53}]},"checksum":2252295919}"#
         );
-        let mut hn = PodSandboxCheckpoint::new("kube-system", "proxy", CheckpointData {
-            port_mappings: None,
-            host_network: true,
-        });
+        let mut hn = PodSandboxCheckpoint::new(
+            "kube-system",
+            "proxy",
+            CheckpointData {
+                port_mappings: None,
+                host_network: true,
+            },
+        );
         assert_eq!(
             String::from_utf8(hn.marshal().unwrap()).unwrap(),
             r#"{"version":"v1","name":"proxy","namespace":"kube-system","data":{"host_network":true},"checksum":12315789}"#
@@ -423,7 +433,10 @@ mod tests {
         let mut cp = PodSandboxCheckpoint::new("default", "nginx", sample());
         store.write("abc123", &mut cp).unwrap();
         store
-            .write("def456", &mut PodSandboxCheckpoint::new("ns", "p", CheckpointData::default()))
+            .write(
+                "def456",
+                &mut PodSandboxCheckpoint::new("ns", "p", CheckpointData::default()),
+            )
             .unwrap();
         let got = store.get("abc123").unwrap();
         assert_eq!(got, cp);
@@ -433,7 +446,10 @@ mod tests {
         store.remove("abc123").unwrap();
         store.remove("abc123").unwrap();
         assert_eq!(store.list().unwrap(), vec!["def456"]);
-        assert!(matches!(store.get("../etc"), Err(CheckpointError::InvalidKey(_))));
+        assert!(matches!(
+            store.get("../etc"),
+            Err(CheckpointError::InvalidKey(_))
+        ));
     }
 
     #[test]
@@ -447,9 +463,16 @@ mod tests {
         )
         .unwrap();
         fs::write(dir.join("bad2"), "{not json").unwrap();
-        fs::write(dir.join("bad3"), r#"{"version":"v1","name":"a","namespace":"b","checksum":0}"#).unwrap();
+        fs::write(
+            dir.join("bad3"),
+            r#"{"version":"v1","name":"a","namespace":"b","checksum":0}"#,
+        )
+        .unwrap();
         for id in ["bad1", "bad2", "bad3"] {
-            assert!(matches!(store.get(id), Err(CheckpointError::Corrupt(_))), "{id}");
+            assert!(
+                matches!(store.get(id), Err(CheckpointError::Corrupt(_))),
+                "{id}"
+            );
         }
     }
 

@@ -233,9 +233,9 @@ impl LogWriter {
             Err(e) => Err(e),
         };
         res.map_err(|source| CriLogError::Io {
-                path: self.path.clone(),
-                source,
-            })
+            path: self.path.clone(),
+            source,
+        })
     }
 }
 
@@ -262,7 +262,12 @@ impl CriLogEncoder {
     }
 
     /// Encode a chunk of `stream` at time `now`; returns the bytes to append.
-    pub fn encode<Tz: TimeZone>(&mut self, stream: LogStream, data: &[u8], now: &DateTime<Tz>) -> Vec<u8> {
+    pub fn encode<Tz: TimeZone>(
+        &mut self,
+        stream: LogStream,
+        data: &[u8],
+        now: &DateTime<Tz>,
+    ) -> Vec<u8> {
         let mut entries = Vec::new();
         self.splitter(stream).push(data, &mut entries);
         Self::render(stream, entries, now)
@@ -275,7 +280,11 @@ impl CriLogEncoder {
         Self::render(stream, entries, now)
     }
 
-    fn render<Tz: TimeZone>(stream: LogStream, entries: Vec<(LogTag, Vec<u8>)>, now: &DateTime<Tz>) -> Vec<u8> {
+    fn render<Tz: TimeZone>(
+        stream: LogStream,
+        entries: Vec<(LogTag, Vec<u8>)>,
+        now: &DateTime<Tz>,
+    ) -> Vec<u8> {
         let mut out = Vec::new();
         for (tag, content) in entries {
             encode_line(&mut out, now, stream, tag, &content);
@@ -336,7 +345,11 @@ impl LogCopierHandle {
 /// The task ends when the stream ends or yields an error (after flushing
 /// partial lines as `P`); write errors are logged and copying goes on, like
 /// containerd, so the container never blocks on its output.
-pub fn spawn_chunk_copier<S, E>(path: impl AsRef<Path>, chunks: S, max_len: usize) -> LogCopierHandle
+pub fn spawn_chunk_copier<S, E>(
+    path: impl AsRef<Path>,
+    chunks: S,
+    max_len: usize,
+) -> LogCopierHandle
 where
     S: Stream<Item = Result<(LogStream, Bytes), E>> + Send + 'static,
     E: std::fmt::Display + Send + 'static,
@@ -380,7 +393,12 @@ where
 }
 
 /// Copy two readers (stdout, stderr) into the CRI log at `path`.
-pub fn spawn_log_copier<O, R>(path: impl AsRef<Path>, stdout: O, stderr: R, max_len: usize) -> LogCopierHandle
+pub fn spawn_log_copier<O, R>(
+    path: impl AsRef<Path>,
+    stdout: O,
+    stderr: R,
+    max_len: usize,
+) -> LogCopierHandle
 where
     O: AsyncRead + Send + 'static,
     R: AsyncRead + Send + 'static,
@@ -406,15 +424,22 @@ pub struct CriLogLine {
 pub fn parse_cri_log_line(line: &str) -> Result<CriLogLine, CriLogError> {
     let err = |m: &str| CriLogError::Parse(format!("{m}: {line:?}"));
     let line = line.strip_suffix('\n').unwrap_or(line);
-    let (ts, rest) = line.split_once(' ').ok_or_else(|| err("timestamp is not found"))?;
-    let timestamp = DateTime::parse_from_rfc3339(ts).map_err(|_| err("unexpected timestamp format"))?;
-    let (stream, rest) = rest.split_once(' ').ok_or_else(|| err("stream type is not found"))?;
+    let (ts, rest) = line
+        .split_once(' ')
+        .ok_or_else(|| err("timestamp is not found"))?;
+    let timestamp =
+        DateTime::parse_from_rfc3339(ts).map_err(|_| err("unexpected timestamp format"))?;
+    let (stream, rest) = rest
+        .split_once(' ')
+        .ok_or_else(|| err("stream type is not found"))?;
     let stream = match stream {
         "stdout" => LogStream::Stdout,
         "stderr" => LogStream::Stderr,
         _ => return Err(err("unexpected stream type")),
     };
-    let (tag, content) = rest.split_once(' ').ok_or_else(|| err("log tag is not found"))?;
+    let (tag, content) = rest
+        .split_once(' ')
+        .ok_or_else(|| err("log tag is not found"))?;
     let partial = match tag.split(':').next() {
         Some(TAG_PARTIAL) => true,
         Some(TAG_FULL) => false,
@@ -443,16 +468,28 @@ mod tests {
     #[test]
     fn rfc3339nano_like_go() {
         assert_eq!(format_rfc3339_nano(&t(0)), "2024-03-05T07:08:09Z");
-        assert_eq!(format_rfc3339_nano(&t(500_000_000)), "2024-03-05T07:08:09.5Z");
-        assert_eq!(format_rfc3339_nano(&t(123_456_789)), "2024-03-05T07:08:09.123456789Z");
-        assert_eq!(format_rfc3339_nano(&t(1_000)), "2024-03-05T07:08:09.000001Z");
+        assert_eq!(
+            format_rfc3339_nano(&t(500_000_000)),
+            "2024-03-05T07:08:09.5Z"
+        );
+        assert_eq!(
+            format_rfc3339_nano(&t(123_456_789)),
+            "2024-03-05T07:08:09.123456789Z"
+        );
+        assert_eq!(
+            format_rfc3339_nano(&t(1_000)),
+            "2024-03-05T07:08:09.000001Z"
+        );
         let cet = FixedOffset::east_opt(5 * 3600 + 1800).expect("offset");
         assert_eq!(
             format_rfc3339_nano(&t(120_000_000).with_timezone(&cet)),
             "2024-03-05T12:38:09.12+05:30"
         );
         let west = FixedOffset::west_opt(7 * 3600).expect("offset");
-        assert_eq!(format_rfc3339_nano(&t(0).with_timezone(&west)), "2024-03-05T00:08:09-07:00");
+        assert_eq!(
+            format_rfc3339_nano(&t(0).with_timezone(&west)),
+            "2024-03-05T00:08:09-07:00"
+        );
         // Round trip through the parser.
         let p = parse_cri_log_line("2024-03-05T12:38:09.12+05:30 stdout F x").unwrap();
         assert_eq!(p.timestamp, t(120_000_000));
@@ -493,19 +530,28 @@ mod tests {
         let line = vec![b'x'; 10];
         let mut data = line.clone();
         data.push(b'\n');
-        assert_eq!(split(4, &[&data], false), vec![
-            (Partial, b"xxxx".to_vec()),
-            (Partial, b"xxxx".to_vec()),
-            (Full, b"xx".to_vec()),
-        ]);
+        assert_eq!(
+            split(4, &[&data], false),
+            vec![
+                (Partial, b"xxxx".to_vec()),
+                (Partial, b"xxxx".to_vec()),
+                (Full, b"xx".to_vec()),
+            ]
+        );
         // Exactly max then newline: one F, no empty F after it.
-        assert_eq!(split(4, &[b"abcd\n"], false), vec![(Full, b"abcd".to_vec())]);
-        assert_eq!(split(4, &[b"abcd", b"e\n"], false), vec![
-            (Partial, b"abcd".to_vec()),
-            (Full, b"e".to_vec()),
-        ]);
+        assert_eq!(
+            split(4, &[b"abcd\n"], false),
+            vec![(Full, b"abcd".to_vec())]
+        );
+        assert_eq!(
+            split(4, &[b"abcd", b"e\n"], false),
+            vec![(Partial, b"abcd".to_vec()), (Full, b"e".to_vec()),]
+        );
         // "\r\n" straddling the cut point.
-        assert_eq!(split(4, &[b"abcd\r", b"\n"], false), vec![(Full, b"abcd".to_vec())]);
+        assert_eq!(
+            split(4, &[b"abcd\r", b"\n"], false),
+            vec![(Full, b"abcd".to_vec())]
+        );
         // Default maximum.
         let big = vec![b'y'; DEFAULT_MAX_LINE_SIZE * 2 + 3];
         let out = split(DEFAULT_MAX_LINE_SIZE, &[&big, b"\n"], false);
@@ -532,7 +578,8 @@ mod tests {
 
     #[test]
     fn parser_accepts_and_rejects() {
-        let l = parse_cri_log_line("2016-10-06T00:17:09.669794202Z stdout P log content 1\n").unwrap();
+        let l =
+            parse_cri_log_line("2016-10-06T00:17:09.669794202Z stdout P log content 1\n").unwrap();
         assert_eq!(l.stream, LogStream::Stdout);
         assert!(l.partial);
         assert_eq!(l.content, "log content 1");
@@ -574,15 +621,20 @@ mod tests {
         drop(ew);
         h.wait().await.unwrap();
         let lines = read_lines(&path);
-        let got: Vec<(LogStream, bool, &str)> =
-            lines.iter().map(|l| (l.stream, l.partial, l.content.as_str())).collect();
-        assert_eq!(got, vec![
-            (LogStream::Stdout, false, "first"),
-            (LogStream::Stderr, false, "oops"),
-            (LogStream::Stdout, true, "01234567"),
-            (LogStream::Stdout, false, "89"),
-            (LogStream::Stdout, true, "tail"),
-        ]);
+        let got: Vec<(LogStream, bool, &str)> = lines
+            .iter()
+            .map(|l| (l.stream, l.partial, l.content.as_str()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (LogStream::Stdout, false, "first"),
+                (LogStream::Stderr, false, "oops"),
+                (LogStream::Stdout, true, "01234567"),
+                (LogStream::Stdout, false, "89"),
+                (LogStream::Stdout, true, "tail"),
+            ]
+        );
     }
 
     #[tokio::test]
@@ -592,16 +644,23 @@ mod tests {
         std::fs::write(&path, "2016-10-06T00:17:09Z stdout F old\n").unwrap();
         let (tx, rx) = mpsc::channel::<Result<(LogStream, Bytes), io::Error>>(8);
         let h = spawn_chunk_copier(&path, tokio_stream_from(rx), DEFAULT_MAX_LINE_SIZE);
-        tx.send(Ok((LogStream::Stdout, Bytes::from_static(b"before\n")))).await.unwrap();
+        tx.send(Ok((LogStream::Stdout, Bytes::from_static(b"before\n"))))
+            .await
+            .unwrap();
         tokio::time::sleep(std::time::Duration::from_millis(30)).await;
         let rotated = dir.path().join("0.log.20240305-070809");
         std::fs::rename(&path, &rotated).unwrap();
         h.reopen().await.unwrap();
         assert!(path.exists(), "reopen creates a new file");
-        tx.send(Ok((LogStream::Stderr, Bytes::from_static(b"after\n")))).await.unwrap();
+        tx.send(Ok((LogStream::Stderr, Bytes::from_static(b"after\n"))))
+            .await
+            .unwrap();
         drop(tx);
         h.wait().await.unwrap();
-        let old: Vec<String> = read_lines(&rotated).into_iter().map(|l| l.content).collect();
+        let old: Vec<String> = read_lines(&rotated)
+            .into_iter()
+            .map(|l| l.content)
+            .collect();
         assert_eq!(old, vec!["old", "before"]);
         let new = read_lines(&path);
         assert_eq!(new.len(), 1);
@@ -613,12 +672,20 @@ mod tests {
     fn bollard_chunks_map_to_streams() {
         use bollard::container::LogOutput;
         let b = Bytes::from_static(b"x");
-        assert_eq!(from_bollard(LogOutput::Console { message: b.clone() }).map(|c| c.0), Some(LogStream::Stdout));
-        assert_eq!(from_bollard(LogOutput::StdErr { message: b.clone() }).map(|c| c.0), Some(LogStream::Stderr));
+        assert_eq!(
+            from_bollard(LogOutput::Console { message: b.clone() }).map(|c| c.0),
+            Some(LogStream::Stdout)
+        );
+        assert_eq!(
+            from_bollard(LogOutput::StdErr { message: b.clone() }).map(|c| c.0),
+            Some(LogStream::Stderr)
+        );
         assert_eq!(from_bollard(LogOutput::StdIn { message: b }), None);
     }
 
-    fn tokio_stream_from<T: Send + 'static>(mut rx: mpsc::Receiver<T>) -> impl Stream<Item = T> + Send {
+    fn tokio_stream_from<T: Send + 'static>(
+        mut rx: mpsc::Receiver<T>,
+    ) -> impl Stream<Item = T> + Send {
         futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
     }
 }

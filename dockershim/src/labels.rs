@@ -121,7 +121,9 @@ pub fn extract_labels(
 
 /// The container type recorded in Docker labels, if any.
 pub fn container_type(docker_labels: &HashMap<String, String>) -> Option<&str> {
-    docker_labels.get(CONTAINER_TYPE_LABEL_KEY).map(String::as_str)
+    docker_labels
+        .get(CONTAINER_TYPE_LABEL_KEY)
+        .map(String::as_str)
 }
 
 #[cfg(test)]

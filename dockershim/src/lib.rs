@@ -4,6 +4,7 @@
 //! pause image.
 
 pub mod checkpoint;
+pub mod cni;
 pub mod crilog;
 pub mod labels;
 pub mod naming;

@@ -124,7 +124,9 @@ pub fn pause_image_id() -> String {
 pub fn pause_image_archive(image_ref: &str) -> Result<Vec<u8>, PauseImageError> {
     if image_ref.is_empty()
         || image_ref.contains('@')
-        || image_ref.chars().any(|c| c.is_whitespace() || c.is_control())
+        || image_ref
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
     {
         return Err(PauseImageError::InvalidRef(image_ref.to_string()));
     }
@@ -153,7 +155,9 @@ mod tests {
     /// Minimal ustar reader for the tests: (name, mode, uid, mtime, data).
     fn entries(t: &[u8]) -> Vec<(String, u32, u64, u64, Vec<u8>)> {
         let num = |f: &[u8]| {
-            let s = std::str::from_utf8(f).unwrap().trim_matches(|c| c == '\0' || c == ' ');
+            let s = std::str::from_utf8(f)
+                .unwrap()
+                .trim_matches(|c| c == '\0' || c == ' ');
             u64::from_str_radix(s, 8).unwrap()
         };
         let mut out = Vec::new();
@@ -167,7 +171,13 @@ mod tests {
             sum = sum - h[148..156].iter().map(|b| u64::from(*b)).sum::<u64>() + 8 * 32;
             assert_eq!(sum, num(&h[148..156]), "checksum of {name}");
             let data = t[off + 512..off + 512 + size].to_vec();
-            out.push((name, num(&h[100..108]) as u32, num(&h[108..116]), num(&h[136..148]), data));
+            out.push((
+                name,
+                num(&h[100..108]) as u32,
+                num(&h[108..116]),
+                num(&h[136..148]),
+                data,
+            ));
             off += 512 + size.div_ceil(512) * 512;
         }
         out
@@ -191,10 +201,16 @@ mod tests {
         assert_eq!(cfg["os"], "linux");
         let layer = &e[1].4;
         assert_eq!(format!("{}/layer.tar", sha256_hex(layer)), names[1]);
-        assert_eq!(cfg["rootfs"]["diff_ids"][0], format!("sha256:{}", sha256_hex(layer)));
+        assert_eq!(
+            cfg["rootfs"]["diff_ids"][0],
+            format!("sha256:{}", sha256_hex(layer))
+        );
         let le = entries(layer);
         assert_eq!(le.len(), 1);
-        assert_eq!((le[0].0.as_str(), le[0].1, le[0].2, le[0].3), ("pause", 0o755, 0, 0));
+        assert_eq!(
+            (le[0].0.as_str(), le[0].1, le[0].2, le[0].3),
+            ("pause", 0o755, 0, 0)
+        );
         assert_eq!(le[0].4, PAUSE_BINARY);
         assert_eq!(&PAUSE_BINARY[..4], b"\x7fELF");
         let m: serde_json::Value = serde_json::from_slice(&e[2].4).unwrap();
@@ -205,7 +221,10 @@ mod tests {
 
     #[test]
     fn deterministic_and_validated() {
-        assert_eq!(pause_image_archive("p:1").unwrap(), pause_image_archive("p:1").unwrap());
+        assert_eq!(
+            pause_image_archive("p:1").unwrap(),
+            pause_image_archive("p:1").unwrap()
+        );
         assert_eq!(pause_image_id(), pause_image_id());
         assert!(pause_image_archive("").is_err());
         assert!(pause_image_archive("a b").is_err());
@@ -231,16 +250,26 @@ mod tests {
         let tag = format!("kubelet-rs-test/pause:t{}", std::process::id());
         let archive = pause_image_archive(&tag).unwrap();
         let mut s = docker.import_image(
-            bollard::query_parameters::ImportImageOptions { quiet: true, ..Default::default() },
+            bollard::query_parameters::ImportImageOptions {
+                quiet: true,
+                ..Default::default()
+            },
             bollard::body_full(archive.into()),
             None,
         );
         while let Some(r) = s.next().await {
             r.expect("docker load");
         }
-        let img = docker.inspect_image(&tag).await.expect("inspect loaded image");
+        let img = docker
+            .inspect_image(&tag)
+            .await
+            .expect("inspect loaded image");
         let cleanup = docker
-            .remove_image(&tag, None::<bollard::query_parameters::RemoveImageOptions>, None)
+            .remove_image(
+                &tag,
+                None::<bollard::query_parameters::RemoveImageOptions>,
+                None,
+            )
             .await;
         assert_eq!(img.id.as_deref(), Some(pause_image_id().as_str()));
         assert_eq!(

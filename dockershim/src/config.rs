@@ -16,7 +16,11 @@ pub const DEFAULT_DOCKER_ENDPOINT: &str = "unix:///var/run/docker.sock";
 
 /// Command-line flags of the `dockershim` binary.
 #[derive(Debug, Clone, Parser)]
-#[command(name = "dockershim", version, about = "A CRI runtime.v1 server on the Docker Engine")]
+#[command(
+    name = "dockershim",
+    version,
+    about = "A CRI runtime.v1 server on the Docker Engine"
+)]
 pub struct Flags {
     /// The endpoint to serve CRI on (unix socket).
     #[arg(long, default_value = DEFAULT_ENDPOINT)]

@@ -71,7 +71,9 @@ fn apply_resources(r: &cri::LinuxContainerResources, hc: &mut HostConfig) {
 /// Docker container state -> CRI state.
 pub fn container_state(status: Option<&str>) -> cri::ContainerState {
     match status {
-        Some("running") | Some("paused") | Some("restarting") => cri::ContainerState::ContainerRunning,
+        Some("running") | Some("paused") | Some("restarting") => {
+            cri::ContainerState::ContainerRunning
+        }
         Some("created") => cri::ContainerState::ContainerCreated,
         Some("exited") | Some("dead") => cri::ContainerState::ContainerExited,
         _ => cri::ContainerState::ContainerUnknown,
@@ -106,9 +108,14 @@ impl<D: DockerApi> Shim<D> {
             labels::CONTAINER_TYPE_LABEL_KEY.to_string(),
             labels::CONTAINER_TYPE_LABEL_CONTAINER.to_string(),
         );
-        docker_labels.insert(labels::SANDBOX_ID_LABEL_KEY.to_string(), sandbox_id.to_string());
+        docker_labels.insert(
+            labels::SANDBOX_ID_LABEL_KEY.to_string(),
+            sandbox_id.to_string(),
+        );
         if !config.log_path.is_empty() {
-            let dir = sandbox_config.map(|s| s.log_directory.as_str()).unwrap_or("");
+            let dir = sandbox_config
+                .map(|s| s.log_directory.as_str())
+                .unwrap_or("");
             let path = Path::new(dir).join(&config.log_path);
             docker_labels.insert(
                 labels::CONTAINER_LOG_PATH_LABEL_KEY.to_string(),
@@ -133,7 +140,9 @@ impl<D: DockerApi> Shim<D> {
             pid_mode: match pid_mode {
                 cri::NamespaceMode::Node => Some("host".to_string()),
                 cri::NamespaceMode::Pod => Some(sandbox_ref.clone()),
-                cri::NamespaceMode::Target if !container_ns.map(|n| n.target_id.is_empty()).unwrap_or(true) => {
+                cri::NamespaceMode::Target
+                    if !container_ns.map(|n| n.target_id.is_empty()).unwrap_or(true) =>
+                {
                     container_ns.map(|n| format!("container:{}", n.target_id))
                 }
                 _ => None,
@@ -205,16 +214,17 @@ impl<D: DockerApi> Shim<D> {
             .as_ref()
             .ok_or_else(|| ShimError::invalid("CreateContainer: config.metadata is required"))?;
         if meta.name.is_empty() {
-            return Err(ShimError::invalid("CreateContainer: metadata.name is required"));
+            return Err(ShimError::invalid(
+                "CreateContainer: metadata.name is required",
+            ));
         }
         let sandbox_config = req
             .sandbox_config
             .as_ref()
             .ok_or_else(|| ShimError::invalid("CreateContainer: sandbox_config is required"))?;
-        let sandbox_meta = sandbox_config
-            .metadata
-            .as_ref()
-            .ok_or_else(|| ShimError::invalid("CreateContainer: sandbox_config.metadata is required"))?;
+        let sandbox_meta = sandbox_config.metadata.as_ref().ok_or_else(|| {
+            ShimError::invalid("CreateContainer: sandbox_config.metadata is required")
+        })?;
         let sandbox = self.inspect_sandbox(&req.pod_sandbox_id).await?;
         let sandbox_id = sandbox.id.clone().unwrap_or(req.pod_sandbox_id.clone());
         let body = self.container_create_body(&sandbox_id, &config, Some(sandbox_config))?;
@@ -252,7 +262,9 @@ impl<D: DockerApi> Shim<D> {
             .and_then(|l| l.get(labels::CONTAINER_TYPE_LABEL_KEY))
             .cloned();
         if kind.as_deref() != Some(labels::CONTAINER_TYPE_LABEL_CONTAINER) {
-            return Err(ShimError::NotFound(format!("could not find container {id:?}")));
+            return Err(ShimError::NotFound(format!(
+                "could not find container {id:?}"
+            )));
         }
         Ok(c)
     }
@@ -270,14 +282,14 @@ impl<D: DockerApi> Shim<D> {
         if let Some(path) = &log_path
             && let Some(dir) = Path::new(path).parent()
         {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| ShimError::internal(format!("create log directory {}: {e}", dir.display())))?;
+            std::fs::create_dir_all(dir).map_err(|e| {
+                ShimError::internal(format!("create log directory {}: {e}", dir.display()))
+            })?;
         }
         self.docker.start_container(&full_id).await?;
         if let Some(path) = log_path {
             self.logs
-                .start(self.docker.clone(), &full_id, path.into(), 0)
-                .map_err(|e| ShimError::internal(format!("open container log: {e}")))?;
+                .start(self.docker.clone(), &full_id, path.into(), 0);
         }
         info!(container = %full_id, "container started");
         Ok(())
@@ -314,7 +326,10 @@ impl<D: DockerApi> Shim<D> {
     }
 
     /// ListContainers with every filter (id or unique prefix, state, sandbox id, labels).
-    pub async fn list_containers(&self, filter: Option<cri::ContainerFilter>) -> Result<Vec<cri::Container>> {
+    pub async fn list_containers(
+        &self,
+        filter: Option<cri::ContainerFilter>,
+    ) -> Result<Vec<cri::Container>> {
         let filter = filter.unwrap_or_default();
         let mut label_filters = vec![format!(
             "{}={}",
@@ -322,7 +337,11 @@ impl<D: DockerApi> Shim<D> {
             labels::CONTAINER_TYPE_LABEL_CONTAINER
         )];
         if !filter.pod_sandbox_id.is_empty() {
-            label_filters.push(format!("{}={}", labels::SANDBOX_ID_LABEL_KEY, filter.pod_sandbox_id));
+            label_filters.push(format!(
+                "{}={}",
+                labels::SANDBOX_ID_LABEL_KEY,
+                filter.pod_sandbox_id
+            ));
         }
         let mut filters = HashMap::from([("label".to_string(), label_filters)]);
         if !filter.id.is_empty() {
@@ -347,7 +366,10 @@ impl<D: DockerApi> Shim<D> {
                 .unwrap_or_default();
             let (labels, annotations) = labels::extract_labels(&docker_labels);
             let state = container_state(c.state.as_ref().map(|s| s.to_string()).as_deref());
-            if filter.state.as_ref().is_some_and(|s| s.state != state as i32)
+            if filter
+                .state
+                .as_ref()
+                .is_some_and(|s| s.state != state as i32)
                 || !matches_selector(&labels, &filter.label_selector)
             {
                 continue;
@@ -376,7 +398,10 @@ impl<D: DockerApi> Shim<D> {
     }
 
     /// The CRI status of a container from its inspect data.
-    pub(crate) async fn container_status_of(&self, c: &ContainerInspectResponse) -> cri::ContainerStatus {
+    pub(crate) async fn container_status_of(
+        &self,
+        c: &ContainerInspectResponse,
+    ) -> cri::ContainerStatus {
         let id = c.id.clone().unwrap_or_default();
         let parts = c
             .name
@@ -390,7 +415,11 @@ impl<D: DockerApi> Shim<D> {
             .unwrap_or_default();
         let (labels, annotations) = labels::extract_labels(&docker_labels);
         let st = c.state.as_ref();
-        let state = container_state(st.and_then(|s| s.status.as_ref()).map(|s| s.to_string()).as_deref());
+        let state = container_state(
+            st.and_then(|s| s.status.as_ref())
+                .map(|s| s.to_string())
+                .as_deref(),
+        );
         let exit_code = st.and_then(|s| s.exit_code).unwrap_or(0) as i32;
         let finished_at = docker_time_ns(st.and_then(|s| s.finished_at.as_deref()));
         let (reason, message) = if state == cri::ContainerState::ContainerExited {
@@ -401,7 +430,10 @@ impl<D: DockerApi> Shim<D> {
             } else {
                 "Error"
             };
-            (reason.to_string(), st.and_then(|s| s.error.clone()).unwrap_or_default())
+            (
+                reason.to_string(),
+                st.and_then(|s| s.error.clone()).unwrap_or_default(),
+            )
         } else {
             (String::new(), String::new())
         };
@@ -441,8 +473,12 @@ impl<D: DockerApi> Shim<D> {
                     readonly: !m.rw.unwrap_or(true),
                     selinux_relabel: m.mode.as_deref().is_some_and(|s| s.contains('Z')),
                     propagation: match m.propagation.as_deref() {
-                        Some("rslave") | Some("slave") => cri::MountPropagation::PropagationHostToContainer as i32,
-                        Some("rshared") | Some("shared") => cri::MountPropagation::PropagationBidirectional as i32,
+                        Some("rslave") | Some("slave") => {
+                            cri::MountPropagation::PropagationHostToContainer as i32
+                        }
+                        Some("rshared") | Some("shared") => {
+                            cri::MountPropagation::PropagationBidirectional as i32
+                        }
                         _ => cri::MountPropagation::PropagationPrivate as i32,
                     },
                     ..Default::default()
@@ -494,7 +530,11 @@ impl<D: DockerApi> Shim<D> {
     }
 
     /// ContainerStatus.
-    pub async fn container_status(&self, id: &str, verbose: bool) -> Result<cri::ContainerStatusResponse> {
+    pub async fn container_status(
+        &self,
+        id: &str,
+        verbose: bool,
+    ) -> Result<cri::ContainerStatusResponse> {
         let c = self.inspect_app_container(id).await?;
         let status = self.container_status_of(&c).await;
         let mut info = HashMap::new();
@@ -516,7 +556,10 @@ impl<D: DockerApi> Shim<D> {
     }
 
     /// UpdateContainerResources.
-    pub async fn update_container_resources(&self, req: cri::UpdateContainerResourcesRequest) -> Result<()> {
+    pub async fn update_container_resources(
+        &self,
+        req: cri::UpdateContainerResourcesRequest,
+    ) -> Result<()> {
         let c = self.inspect_app_container(&req.container_id).await?;
         let Some(r) = req.linux else { return Ok(()) };
         let set = |v: i64| (v != 0).then_some(v);
@@ -542,7 +585,9 @@ impl<D: DockerApi> Shim<D> {
         let c = self.inspect_app_container(id).await?;
         let running = c.state.as_ref().and_then(|s| s.running).unwrap_or(false);
         if !running {
-            return Err(ShimError::FailedPrecondition(format!("container {id:?} is not running")));
+            return Err(ShimError::FailedPrecondition(format!(
+                "container {id:?} is not running"
+            )));
         }
         let full_id = c.id.unwrap_or_else(|| id.to_string());
         self.logs
@@ -629,11 +674,26 @@ mod tests {
 
     #[test]
     fn states_map_like_upstream() {
-        assert_eq!(container_state(Some("running")), cri::ContainerState::ContainerRunning);
-        assert_eq!(container_state(Some("created")), cri::ContainerState::ContainerCreated);
-        assert_eq!(container_state(Some("exited")), cri::ContainerState::ContainerExited);
-        assert_eq!(container_state(Some("dead")), cri::ContainerState::ContainerExited);
-        assert_eq!(container_state(Some("removing")), cri::ContainerState::ContainerUnknown);
+        assert_eq!(
+            container_state(Some("running")),
+            cri::ContainerState::ContainerRunning
+        );
+        assert_eq!(
+            container_state(Some("created")),
+            cri::ContainerState::ContainerCreated
+        );
+        assert_eq!(
+            container_state(Some("exited")),
+            cri::ContainerState::ContainerExited
+        );
+        assert_eq!(
+            container_state(Some("dead")),
+            cri::ContainerState::ContainerExited
+        );
+        assert_eq!(
+            container_state(Some("removing")),
+            cri::ContainerState::ContainerUnknown
+        );
     }
 
     #[test]

@@ -334,6 +334,11 @@ impl LogCopierHandle {
             .map_err(|e| CriLogError::Read(format!("copier task: {e}")))?
     }
 
+    /// Has the copier ended (the container's output ended)?
+    pub fn is_finished(&self) -> bool {
+        self.task.is_finished()
+    }
+
     /// Stop copying at once (the container is being removed).
     pub fn abort(&self) {
         self.task.abort();

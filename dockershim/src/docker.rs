@@ -113,8 +113,7 @@ pub trait DockerApi: Send + Sync + 'static {
         id: &str,
         timeout_secs: i64,
     ) -> impl Future<Output = Result<(), DockerError>> + Send;
-    fn remove_container(&self, id: &str)
-    -> impl Future<Output = Result<(), DockerError>> + Send;
+    fn remove_container(&self, id: &str) -> impl Future<Output = Result<(), DockerError>> + Send;
     fn inspect_container(
         &self,
         id: &str,
@@ -156,8 +155,7 @@ pub trait DockerApi: Send + Sync + 'static {
     fn remove_image(&self, reference: &str)
     -> impl Future<Output = Result<(), DockerError>> + Send;
     /// Loads a `docker save` style archive.
-    fn load_image(&self, archive: Vec<u8>)
-    -> impl Future<Output = Result<(), DockerError>> + Send;
+    fn load_image(&self, archive: Vec<u8>) -> impl Future<Output = Result<(), DockerError>> + Send;
     /// Sizes of the writable layers of every container (the expensive `/system/df` call; the
     /// stats cache runs it in the background, never on a request path).
     fn container_sizes(
@@ -468,9 +466,9 @@ impl DockerApi for BollardDocker {
             quiet: true,
             ..Default::default()
         };
-        let mut stream =
-            self.docker
-                .import_image(opts, bollard::body_full(archive.into()), None);
+        let mut stream = self
+            .docker
+            .import_image(opts, bollard::body_full(archive.into()), None);
         while let Some(item) = stream.next().await {
             item?;
         }

@@ -114,10 +114,22 @@ mod tests {
 
     #[test]
     fn docker_actions_map_to_cri_events() {
-        assert_eq!(event_type("create"), Some(cri::ContainerEventType::ContainerCreatedEvent));
-        assert_eq!(event_type("start"), Some(cri::ContainerEventType::ContainerStartedEvent));
-        assert_eq!(event_type("die"), Some(cri::ContainerEventType::ContainerStoppedEvent));
-        assert_eq!(event_type("destroy"), Some(cri::ContainerEventType::ContainerDeletedEvent));
+        assert_eq!(
+            event_type("create"),
+            Some(cri::ContainerEventType::ContainerCreatedEvent)
+        );
+        assert_eq!(
+            event_type("start"),
+            Some(cri::ContainerEventType::ContainerStartedEvent)
+        );
+        assert_eq!(
+            event_type("die"),
+            Some(cri::ContainerEventType::ContainerStoppedEvent)
+        );
+        assert_eq!(
+            event_type("destroy"),
+            Some(cri::ContainerEventType::ContainerDeletedEvent)
+        );
         assert_eq!(event_type("exec_start: sh"), None);
     }
 }

@@ -108,7 +108,10 @@ impl<D: DockerApi> Shim<D> {
     }
 
     /// ImageStatus: `image: None` when the image is absent.
-    pub async fn image_status(&self, req: cri::ImageStatusRequest) -> Result<cri::ImageStatusResponse> {
+    pub async fn image_status(
+        &self,
+        req: cri::ImageStatusRequest,
+    ) -> Result<cri::ImageStatusResponse> {
         let reference = req
             .image
             .map(|i| i.image)
@@ -234,9 +237,12 @@ impl<D: DockerApi> Shim<D> {
             .await
         {
             Ok(()) => return Ok(()),
-            Err(e) => warn!(image = %image, error = %e, "cannot pull the pod infra image; building it from the embedded pause program"),
+            Err(e) => {
+                warn!(image = %image, error = %e, "cannot pull the pod infra image; building it from the embedded pause program")
+            }
         }
-        let archive = crate::pause_image::pause_image_archive(&image).map_err(ShimError::internal)?;
+        let archive =
+            crate::pause_image::pause_image_archive(&image).map_err(ShimError::internal)?;
         self.docker.load_image(archive).await?;
         info!(image = %image, "built the pod infra image locally from the embedded pause program");
         Ok(())

@@ -18,6 +18,7 @@ pub mod image;
 pub mod labels;
 pub mod logs;
 pub mod naming;
+pub mod network;
 pub mod pause_image;
 pub mod sandbox;
 pub mod security;
@@ -94,7 +95,7 @@ pub async fn build_shim<D: DockerApi>(
         }
     };
     let network = match &config.cni {
-        Some(c) => Some(cni::CniNetwork::new(c.clone())),
+        Some(c) => Some(network::CniNetwork::new(c.clone())),
         None => None,
     };
     let (events, _) = broadcast::channel(events::EVENT_BUFFER);
@@ -152,9 +153,7 @@ impl<D: DockerApi> Shim<D> {
             ) else {
                 continue;
             };
-            if let Err(e) = self.logs.start(self.docker.clone(), &id, path.into(), now) {
-                warn!(container = %id, error = %e, "cannot resume copying container log");
-            }
+            self.logs.start(self.docker.clone(), &id, path.into(), now);
         }
     }
 }

@@ -10,12 +10,14 @@ use bollard::models::{ContainerCreateBody, ContainerInspectResponse, HostConfig,
 use cri_proto::runtime::v1 as cri;
 use tracing::{info, warn};
 
-use crate::checkpoint::{CheckpointData, CheckpointPortMapping, PodSandboxCheckpoint};
-use crate::cni::PodNetwork;
+use crate::checkpoint::{
+    CheckpointData, PodSandboxCheckpoint, PortMapping as CheckpointPortMapping,
+};
 use crate::docker::DockerApi;
 use crate::errors::{Result, ShimError};
 use crate::labels;
 use crate::naming::{self, SandboxNameParts};
+use crate::network::PodNetwork;
 use crate::shim::{Shim, docker_time_ns, matches_selector, now_ns};
 
 fn protocol_name(p: i32) -> &'static str {
@@ -26,7 +28,10 @@ fn protocol_name(p: i32) -> &'static str {
     }
 }
 
-fn ns_mode(opts: Option<&cri::NamespaceOption>, pick: fn(&cri::NamespaceOption) -> i32) -> cri::NamespaceMode {
+fn ns_mode(
+    opts: Option<&cri::NamespaceOption>,
+    pick: fn(&cri::NamespaceOption) -> i32,
+) -> cri::NamespaceMode {
     opts.and_then(|o| cri::NamespaceMode::try_from(pick(o)).ok())
         .unwrap_or(cri::NamespaceMode::Pod)
 }
@@ -66,7 +71,11 @@ fn sandbox_state(running: bool) -> cri::PodSandboxState {
 
 impl<D: DockerApi> Shim<D> {
     /// Builds the Docker create body of a sandbox's pause container.
-    pub(crate) fn sandbox_create_body(&self, config: &cri::PodSandboxConfig) -> ContainerCreateBody {
+    #[allow(deprecated)] // seccomp_profile_path: CRI still sends it; we honour both fields.
+    pub(crate) fn sandbox_create_body(
+        &self,
+        config: &cri::PodSandboxConfig,
+    ) -> ContainerCreateBody {
         let ns = sandbox_ns_options(config);
         let host_net = ns_mode(ns, |o| o.network) == cri::NamespaceMode::Node;
         let host_pid = ns_mode(ns, |o| o.pid) == cri::NamespaceMode::Node;
@@ -86,7 +95,7 @@ impl<D: DockerApi> Shim<D> {
         if host_pid {
             hc.pid_mode = Some("host".to_string());
         }
-        let mut exposed: HashMap<String, HashMap<(), ()>> = HashMap::new();
+        let mut exposed: Vec<String> = Vec::new();
         if host_net {
             hc.network_mode = Some("host".to_string());
         } else if self.network.is_some() {
@@ -97,14 +106,18 @@ impl<D: DockerApi> Shim<D> {
             let mut bindings: HashMap<String, Option<Vec<PortBinding>>> = HashMap::new();
             for pm in &config.port_mappings {
                 let key = format!("{}/{}", pm.container_port, protocol_name(pm.protocol));
-                exposed.insert(key.clone(), HashMap::new());
+                if !exposed.contains(&key) {
+                    exposed.push(key.clone());
+                }
                 if pm.host_port > 0 {
-                    bindings.entry(key).or_insert_with(|| Some(Vec::new())).get_or_insert_with(Vec::new).push(
-                        PortBinding {
+                    bindings
+                        .entry(key)
+                        .or_insert_with(|| Some(Vec::new()))
+                        .get_or_insert_with(Vec::new)
+                        .push(PortBinding {
                             host_ip: (!pm.host_ip.is_empty()).then(|| pm.host_ip.clone()),
                             host_port: Some(pm.host_port.to_string()),
-                        },
-                    );
+                        });
                 }
             }
             if !bindings.is_empty() {
@@ -124,10 +137,20 @@ impl<D: DockerApi> Shim<D> {
                 }
                 hc.readonly_rootfs = Some(sc.readonly_rootfs);
                 if !sc.supplemental_groups.is_empty() {
-                    hc.group_add = Some(sc.supplemental_groups.iter().map(|g| g.to_string()).collect());
+                    hc.group_add = Some(
+                        sc.supplemental_groups
+                            .iter()
+                            .map(|g| g.to_string())
+                            .collect(),
+                    );
                 }
                 let mut sec = Vec::new();
-                crate::security::seccomp_opts(sc.seccomp.as_ref(), &sc.seccomp_profile_path, sc.privileged, &mut sec);
+                crate::security::seccomp_opts(
+                    sc.seccomp.as_ref(),
+                    &sc.seccomp_profile_path,
+                    sc.privileged,
+                    &mut sec,
+                );
                 crate::security::apparmor_opts(sc.apparmor.as_ref(), "", &mut sec);
                 if !sec.is_empty() {
                     hc.security_opt = Some(sec);
@@ -138,10 +161,12 @@ impl<D: DockerApi> Shim<D> {
             .linux
             .as_ref()
             .and_then(|l| l.security_context.as_ref())
-            .and_then(|sc| sc.run_as_user.as_ref().map(|u| match &sc.run_as_group {
-                Some(g) => format!("{}:{}", u.value, g.value),
-                None => u.value.to_string(),
-            }));
+            .and_then(|sc| {
+                sc.run_as_user.as_ref().map(|u| match &sc.run_as_group {
+                    Some(g) => format!("{}:{}", u.value, g.value),
+                    None => u.value.to_string(),
+                })
+            });
 
         ContainerCreateBody {
             image: Some(self.config.pod_infra_image.clone()),
@@ -187,25 +212,27 @@ impl<D: DockerApi> Shim<D> {
 
         let ns = sandbox_ns_options(&config);
         let host_net = ns_mode(ns, |o| o.network) == cri::NamespaceMode::Node;
-        let checkpoint = PodSandboxCheckpoint::new(
-            &meta.name,
+        let mut checkpoint = PodSandboxCheckpoint::new(
             &meta.namespace,
+            &meta.name,
             CheckpointData {
-                port_mappings: config
-                    .port_mappings
-                    .iter()
-                    .map(|pm| CheckpointPortMapping {
-                        protocol: Some(protocol_name(pm.protocol).to_uppercase()),
-                        container_port: Some(pm.container_port),
-                        host_port: Some(pm.host_port),
-                        host_ip: pm.host_ip.clone(),
-                    })
-                    .collect(),
+                port_mappings: Some(
+                    config
+                        .port_mappings
+                        .iter()
+                        .map(|pm| CheckpointPortMapping {
+                            protocol: Some(protocol_name(pm.protocol).to_string()),
+                            container_port: Some(pm.container_port),
+                            host_port: Some(pm.host_port),
+                            host_ip: pm.host_ip.clone(),
+                        })
+                        .collect(),
+                ),
                 host_network: host_net,
             },
         );
         self.checkpoints
-            .write(&id, &checkpoint)
+            .write(&id, &mut checkpoint)
             .map_err(ShimError::internal)?;
 
         if let Err(e) = self.docker.start_container(&id).await {
@@ -231,7 +258,11 @@ impl<D: DockerApi> Shim<D> {
                 uid: meta.uid.clone(),
                 sandbox_id: id.clone(),
                 netns: format!("/proc/{pid}/ns/net"),
-                port_mappings: config.port_mappings.iter().map(crate::cni::port_mapping).collect(),
+                port_mappings: config
+                    .port_mappings
+                    .iter()
+                    .map(crate::network::port_mapping)
+                    .collect(),
             };
             if let Err(e) = net.setup(&pod).await {
                 warn!(sandbox = %id, pod = %meta.name, error = %e, "network setup failed; stopping sandbox");
@@ -249,7 +280,11 @@ impl<D: DockerApi> Shim<D> {
 
     /// Creates a container under `name`, recovering from a name conflict like upstream: a dead
     /// container holding the name is removed; a live one makes us pick a randomized name.
-    pub(crate) async fn create_named(&self, name: &str, body: ContainerCreateBody) -> Result<String> {
+    pub(crate) async fn create_named(
+        &self,
+        name: &str,
+        body: ContainerCreateBody,
+    ) -> Result<String> {
         match self.docker.create_container(name, body.clone()).await {
             Ok(id) => Ok(id),
             Err(crate::docker::DockerError::Conflict { message }) => {
@@ -374,12 +409,17 @@ impl<D: DockerApi> Shim<D> {
                 port_mappings: checkpoint
                     .as_ref()
                     .and_then(|c| c.data.as_ref())
-                    .map(|d| d.port_mappings.iter().map(crate::cni::checkpoint_port_mapping).collect())
+                    .and_then(|d| d.port_mappings.as_ref())
+                    .map(|pms| {
+                        pms.iter()
+                            .map(crate::network::checkpoint_port_mapping)
+                            .collect()
+                    })
                     .unwrap_or_default(),
             };
-            net.teardown(&pod)
-                .await
-                .map_err(|e| ShimError::Network(format!("failed to tear down pod {full_id} network: {e}")))?;
+            net.teardown(&pod).await.map_err(|e| {
+                ShimError::Network(format!("failed to tear down pod {full_id} network: {e}"))
+            })?;
         }
         if inspect.is_some() {
             match self.docker.stop_container(&full_id, 10).await {
@@ -432,7 +472,10 @@ impl<D: DockerApi> Shim<D> {
     }
 
     /// The CRI status of a sandbox from its inspect data.
-    pub(crate) async fn sandbox_status_of(&self, c: &ContainerInspectResponse) -> cri::PodSandboxStatus {
+    pub(crate) async fn sandbox_status_of(
+        &self,
+        c: &ContainerInspectResponse,
+    ) -> cri::PodSandboxStatus {
         let id = c.id.clone().unwrap_or_default();
         let name = c.name.as_deref().unwrap_or_default();
         let parts = naming::parse_sandbox_name(name).ok();
@@ -467,13 +510,19 @@ impl<D: DockerApi> Shim<D> {
         } else if let Some(net) = &self.network {
             let ips = net.pod_ips(&id);
             let mut it = ips.into_iter();
-            (it.next().unwrap_or_default(), it.map(|ip| cri::PodIp { ip }).collect())
+            (
+                it.next().unwrap_or_default(),
+                it.map(|ip| cri::PodIp { ip }).collect(),
+            )
         } else {
             let ip = c
                 .network_settings
                 .as_ref()
                 .and_then(|n| n.networks.as_ref())
-                .and_then(|n| n.values().find_map(|e| e.ip_address.clone().filter(|s| !s.is_empty())))
+                .and_then(|n| {
+                    n.values()
+                        .find_map(|e| e.ip_address.clone().filter(|s| !s.is_empty()))
+                })
                 .unwrap_or_default();
             (ip, Vec::new())
         };
@@ -563,7 +612,8 @@ impl<D: DockerApi> Shim<D> {
                 continue;
             };
             seen.insert(id.clone());
-            let (labels, annotations) = labels::extract_labels(&c.labels.clone().unwrap_or_default());
+            let (labels, annotations) =
+                labels::extract_labels(&c.labels.clone().unwrap_or_default());
             let running = c.state.as_ref().map(|s| s.to_string()) == Some("running".to_string());
             out.push(cri::PodSandbox {
                 id,
@@ -581,7 +631,7 @@ impl<D: DockerApi> Shim<D> {
             });
         }
         // Checkpointed sandboxes whose container is gone.
-        for id in self.checkpoints.list() {
+        for id in self.checkpoints.list().unwrap_or_default() {
             if seen.contains(&id) || (!filter.id.is_empty() && !id.starts_with(&filter.id)) {
                 continue;
             }
@@ -599,10 +649,7 @@ impl<D: DockerApi> Shim<D> {
             }
         }
         out.retain(|s| {
-            filter
-                .state
-                .as_ref()
-                .is_none_or(|st| st.state == s.state)
+            filter.state.as_ref().is_none_or(|st| st.state == s.state)
                 && matches_selector(&s.labels, &filter.label_selector)
         });
         Ok(out)

@@ -34,7 +34,10 @@ pub fn seccomp_opts(
     match deprecated_path {
         "runtime/default" | "docker/default" => {}
         p if p.starts_with("localhost/") => {
-            out.push(format!("seccomp={}", localhost_profile(&p["localhost/".len()..])));
+            out.push(format!(
+                "seccomp={}",
+                localhost_profile(&p["localhost/".len()..])
+            ));
         }
         _ => out.push("seccomp=unconfined".to_string()),
     }
@@ -54,7 +57,11 @@ fn apparmor_enabled() -> bool {
 }
 
 /// Appends Docker's `apparmor=` option. Nothing is set on hosts without AppArmor.
-pub fn apparmor_opts(profile: Option<&cri::SecurityProfile>, deprecated: &str, out: &mut Vec<String>) {
+pub fn apparmor_opts(
+    profile: Option<&cri::SecurityProfile>,
+    deprecated: &str,
+    out: &mut Vec<String>,
+) {
     if !apparmor_enabled() {
         return;
     }
@@ -90,6 +97,7 @@ fn cap_name(c: &str) -> String {
 }
 
 /// Applies a container security context to the create body's user and host config.
+#[allow(deprecated)] // seccomp_profile_path / apparmor_profile: CRI still sends them.
 pub fn apply_container_security(
     sc: &cri::LinuxContainerSecurityContext,
     user: &mut Option<String>,
@@ -115,7 +123,12 @@ pub fn apply_container_security(
     }
     hc.readonly_rootfs = Some(sc.readonly_rootfs);
     if !sc.supplemental_groups.is_empty() {
-        hc.group_add = Some(sc.supplemental_groups.iter().map(|g| g.to_string()).collect());
+        hc.group_add = Some(
+            sc.supplemental_groups
+                .iter()
+                .map(|g| g.to_string())
+                .collect(),
+        );
     }
     if let Some(caps) = &sc.capabilities {
         if !caps.add_capabilities.is_empty() {
@@ -126,7 +139,12 @@ pub fn apply_container_security(
         }
     }
     let mut opts = Vec::new();
-    seccomp_opts(sc.seccomp.as_ref(), &sc.seccomp_profile_path, sc.privileged, &mut opts);
+    seccomp_opts(
+        sc.seccomp.as_ref(),
+        &sc.seccomp_profile_path,
+        sc.privileged,
+        &mut opts,
+    );
     apparmor_opts(sc.apparmor.as_ref(), &sc.apparmor_profile, &mut opts);
     if sc.no_new_privs {
         opts.push("no-new-privileges".to_string());
@@ -184,7 +202,12 @@ mod tests {
         let p = dir.path().join("p.json");
         std::fs::write(&p, r#"{"defaultAction":"SCMP_ACT_ALLOW"}"#).unwrap();
         let mut o = Vec::new();
-        seccomp_opts(Some(&profile(Localhost, p.to_str().unwrap())), "", false, &mut o);
+        seccomp_opts(
+            Some(&profile(Localhost, p.to_str().unwrap())),
+            "",
+            false,
+            &mut o,
+        );
         assert_eq!(o, [r#"seccomp={"defaultAction":"SCMP_ACT_ALLOW"}"#]);
         let mut o = Vec::new();
         seccomp_opts(None, &format!("localhost/{}", p.display()), false, &mut o);
@@ -212,7 +235,11 @@ mod tests {
         assert_eq!(hc.group_add, Some(vec!["5".to_string(), "6".to_string()]));
         assert_eq!(hc.cap_add, Some(vec!["CAP_NET_ADMIN".to_string()]));
         assert_eq!(hc.cap_drop, Some(vec!["ALL".to_string()]));
-        assert!(hc.security_opt.unwrap().contains(&"no-new-privileges".to_string()));
+        assert!(
+            hc.security_opt
+                .unwrap()
+                .contains(&"no-new-privileges".to_string())
+        );
     }
 
     #[test]

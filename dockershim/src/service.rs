@@ -251,7 +251,10 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
         req: Request<cri::ContainerStatusRequest>,
     ) -> R<cri::ContainerStatusResponse> {
         let r = req.into_inner();
-        ok(self.shim.container_status(&r.container_id, r.verbose).await?)
+        ok(self
+            .shim
+            .container_status(&r.container_id, r.verbose)
+            .await?)
     }
 
     async fn update_container_resources(
@@ -380,7 +383,10 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
 
 #[tonic::async_trait]
 impl<D: DockerApi> ImageService for DockerService<D> {
-    async fn list_images(&self, req: Request<cri::ListImagesRequest>) -> R<cri::ListImagesResponse> {
+    async fn list_images(
+        &self,
+        req: Request<cri::ListImagesRequest>,
+    ) -> R<cri::ListImagesResponse> {
         let images = self.shim.list_images(req.into_inner().filter).await?;
         ok(cri::ListImagesResponse { images })
     }

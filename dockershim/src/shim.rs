@@ -11,10 +11,10 @@ use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
 use crate::checkpoint::CheckpointStore;
-use crate::cni::CniNetwork;
 use crate::config::ShimConfig;
 use crate::docker::DockerApi;
 use crate::logs::LogManager;
+use crate::network::CniNetwork;
 use crate::stats::SizeCache;
 
 /// The state shared by every RPC handler.
@@ -67,7 +67,10 @@ pub fn now_ns() -> i64 {
 }
 
 /// Does `labels` match every `key=value` of `selector` (CRI label selectors are equality only)?
-pub fn matches_selector(labels: &HashMap<String, String>, selector: &HashMap<String, String>) -> bool {
+pub fn matches_selector(
+    labels: &HashMap<String, String>,
+    selector: &HashMap<String, String>,
+) -> bool {
     selector.iter().all(|(k, v)| labels.get(k) == Some(v))
 }
 
@@ -91,8 +94,17 @@ mod tests {
         let labels: HashMap<String, String> =
             [("a".into(), "1".into()), ("b".into(), "2".into())].into();
         assert!(matches_selector(&labels, &HashMap::new()));
-        assert!(matches_selector(&labels, &[("a".into(), "1".into())].into()));
-        assert!(!matches_selector(&labels, &[("a".into(), "2".into())].into()));
-        assert!(!matches_selector(&labels, &[("c".into(), "1".into())].into()));
+        assert!(matches_selector(
+            &labels,
+            &[("a".into(), "1".into())].into()
+        ));
+        assert!(!matches_selector(
+            &labels,
+            &[("a".into(), "2".into())].into()
+        ));
+        assert!(!matches_selector(
+            &labels,
+            &[("c".into(), "1".into())].into()
+        ));
     }
 }

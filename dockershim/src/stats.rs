@@ -86,7 +86,10 @@ fn memory_usage(s: &ContainerStatsResponse, ts: i64) -> cri::MemoryUsage {
     let usage = m.and_then(|m| m.usage).unwrap_or(0);
     let stats = m.and_then(|m| m.stats.as_ref());
     let inactive = stats
-        .and_then(|st| st.get("inactive_file").or_else(|| st.get("total_inactive_file")))
+        .and_then(|st| {
+            st.get("inactive_file")
+                .or_else(|| st.get("total_inactive_file"))
+        })
         .copied()
         .unwrap_or(0);
     let rss = stats
@@ -104,7 +107,9 @@ fn memory_usage(s: &ContainerStatsResponse, ts: i64) -> cri::MemoryUsage {
         usage_bytes: u64v(usage),
         rss_bytes: u64v(rss),
         page_faults: stats.and_then(|s| s.get("pgfault")).and_then(|v| u64v(*v)),
-        major_page_faults: stats.and_then(|s| s.get("pgmajfault")).and_then(|v| u64v(*v)),
+        major_page_faults: stats
+            .and_then(|s| s.get("pgmajfault"))
+            .and_then(|v| u64v(*v)),
         psi: None,
     }
 }
@@ -140,9 +145,7 @@ impl<D: DockerApi> Shim<D> {
         let s = self.docker.stats(&c.id).await?;
         let ts = now_ns();
         let size = self.sizes.get(&c.id);
-        let mountpoint = self
-            .docker_root
-            .clone();
+        let mountpoint = self.docker_root.clone();
         Ok(cri::ContainerStats {
             attributes: Some(cri::ContainerAttributes {
                 id: c.id.clone(),
@@ -173,10 +176,9 @@ impl<D: DockerApi> Shim<D> {
                 ..Default::default()
             }))
             .await?;
-        let c = listed
-            .into_iter()
-            .next()
-            .ok_or_else(|| crate::errors::ShimError::NotFound(format!("could not find container {id:?}")))?;
+        let c = listed.into_iter().next().ok_or_else(|| {
+            crate::errors::ShimError::NotFound(format!("could not find container {id:?}"))
+        })?;
         self.stats_of(c).await
     }
 
@@ -196,10 +198,11 @@ impl<D: DockerApi> Shim<D> {
                 }),
             }))
             .await?;
-        let results: Vec<_> = futures::stream::iter(containers.into_iter().map(|c| self.stats_of(c)))
-            .buffer_unordered(STATS_CONCURRENCY)
-            .collect()
-            .await;
+        let results: Vec<_> =
+            futures::stream::iter(containers.into_iter().map(|c| self.stats_of(c)))
+                .buffer_unordered(STATS_CONCURRENCY)
+                .collect()
+                .await;
         // A container that stopped between list and stats is skipped.
         Ok(results.into_iter().filter_map(|r| r.ok()).collect())
     }
@@ -216,12 +219,38 @@ impl<D: DockerApi> Shim<D> {
         let pause_cpu = cpu_usage(&s, ts);
         let pause_mem = memory_usage(&s, ts);
         let sum = |f: &dyn Fn(&cri::ContainerStats) -> u64| containers.iter().map(f).sum::<u64>();
-        let cpu_total = pause_cpu.usage_core_nano_seconds.as_ref().map(|v| v.value).unwrap_or(0)
-            + sum(&|c| c.cpu.as_ref().and_then(|u| u.usage_core_nano_seconds.as_ref()).map(|v| v.value).unwrap_or(0));
-        let ws_total = pause_mem.working_set_bytes.as_ref().map(|v| v.value).unwrap_or(0)
-            + sum(&|c| c.memory.as_ref().and_then(|m| m.working_set_bytes.as_ref()).map(|v| v.value).unwrap_or(0));
+        let cpu_total = pause_cpu
+            .usage_core_nano_seconds
+            .as_ref()
+            .map(|v| v.value)
+            .unwrap_or(0)
+            + sum(&|c| {
+                c.cpu
+                    .as_ref()
+                    .and_then(|u| u.usage_core_nano_seconds.as_ref())
+                    .map(|v| v.value)
+                    .unwrap_or(0)
+            });
+        let ws_total = pause_mem
+            .working_set_bytes
+            .as_ref()
+            .map(|v| v.value)
+            .unwrap_or(0)
+            + sum(&|c| {
+                c.memory
+                    .as_ref()
+                    .and_then(|m| m.working_set_bytes.as_ref())
+                    .map(|v| v.value)
+                    .unwrap_or(0)
+            });
         let usage_total = pause_mem.usage_bytes.as_ref().map(|v| v.value).unwrap_or(0)
-            + sum(&|c| c.memory.as_ref().and_then(|m| m.usage_bytes.as_ref()).map(|v| v.value).unwrap_or(0));
+            + sum(&|c| {
+                c.memory
+                    .as_ref()
+                    .and_then(|m| m.usage_bytes.as_ref())
+                    .map(|v| v.value)
+                    .unwrap_or(0)
+            });
         Ok(cri::PodSandboxStats {
             attributes: Some(cri::PodSandboxAttributes {
                 id: sandbox.id.clone(),
@@ -265,7 +294,9 @@ impl<D: DockerApi> Shim<D> {
             .await?
             .into_iter()
             .next()
-            .ok_or_else(|| crate::errors::ShimError::NotFound(format!("could not find pod sandbox {id:?}")))?;
+            .ok_or_else(|| {
+                crate::errors::ShimError::NotFound(format!("could not find pod sandbox {id:?}"))
+            })?;
         self.sandbox_stats_of(sandbox).await
     }
 
@@ -287,10 +318,11 @@ impl<D: DockerApi> Shim<D> {
             .into_iter()
             .filter(|s| matches_selector(&s.labels, &f.label_selector))
             .collect::<Vec<_>>();
-        let results: Vec<_> = futures::stream::iter(sandboxes.into_iter().map(|s| self.sandbox_stats_of(s)))
-            .buffer_unordered(8)
-            .collect()
-            .await;
+        let results: Vec<_> =
+            futures::stream::iter(sandboxes.into_iter().map(|s| self.sandbox_stats_of(s)))
+                .buffer_unordered(8)
+                .collect()
+                .await;
         Ok(results.into_iter().filter_map(|r| r.ok()).collect())
     }
 
@@ -308,29 +340,49 @@ impl<D: DockerApi> Shim<D> {
         Ok(stats
             .into_iter()
             .map(|s| {
-                let id = s.attributes.as_ref().map(|a| a.id.clone()).unwrap_or_default();
+                let id = s
+                    .attributes
+                    .as_ref()
+                    .map(|a| a.id.clone())
+                    .unwrap_or_default();
                 let linux = s.linux.unwrap_or_default();
                 let container_metrics = linux
                     .containers
                     .iter()
                     .map(|c| cri::ContainerMetrics {
-                        container_id: c.attributes.as_ref().map(|a| a.id.clone()).unwrap_or_default(),
+                        container_id: c
+                            .attributes
+                            .as_ref()
+                            .map(|a| a.id.clone())
+                            .unwrap_or_default(),
                         metrics: vec![
                             metric(
                                 "container_cpu_usage_seconds_total",
                                 cri::MetricType::Counter,
-                                c.cpu.as_ref().and_then(|u| u.usage_core_nano_seconds.as_ref()).map(|v| v.value).unwrap_or(0),
+                                c.cpu
+                                    .as_ref()
+                                    .and_then(|u| u.usage_core_nano_seconds.as_ref())
+                                    .map(|v| v.value)
+                                    .unwrap_or(0),
                             ),
                             metric(
                                 "container_memory_working_set_bytes",
                                 cri::MetricType::Gauge,
-                                c.memory.as_ref().and_then(|m| m.working_set_bytes.as_ref()).map(|v| v.value).unwrap_or(0),
+                                c.memory
+                                    .as_ref()
+                                    .and_then(|m| m.working_set_bytes.as_ref())
+                                    .map(|v| v.value)
+                                    .unwrap_or(0),
                             ),
                         ],
                     })
                     .collect();
                 let mut metrics = Vec::new();
-                if let Some(n) = linux.network.as_ref().and_then(|n| n.default_interface.as_ref()) {
+                if let Some(n) = linux
+                    .network
+                    .as_ref()
+                    .and_then(|n| n.default_interface.as_ref())
+                {
                     metrics.push(metric(
                         "container_network_receive_bytes_total",
                         cri::MetricType::Counter,
@@ -355,10 +407,22 @@ impl<D: DockerApi> Shim<D> {
 /// The descriptors of the metrics [`Shim::list_pod_sandbox_metrics`] reports.
 pub fn metric_descriptors() -> Vec<cri::MetricDescriptor> {
     [
-        ("container_cpu_usage_seconds_total", "Cumulative cpu time consumed in nanoseconds"),
-        ("container_memory_working_set_bytes", "Current working set in bytes"),
-        ("container_network_receive_bytes_total", "Cumulative count of bytes received"),
-        ("container_network_transmit_bytes_total", "Cumulative count of bytes transmitted"),
+        (
+            "container_cpu_usage_seconds_total",
+            "Cumulative cpu time consumed in nanoseconds",
+        ),
+        (
+            "container_memory_working_set_bytes",
+            "Current working set in bytes",
+        ),
+        (
+            "container_network_receive_bytes_total",
+            "Cumulative count of bytes received",
+        ),
+        (
+            "container_network_transmit_bytes_total",
+            "Cumulative count of bytes transmitted",
+        ),
     ]
     .into_iter()
     .map(|(name, help)| cri::MetricDescriptor {
@@ -371,7 +435,9 @@ pub fn metric_descriptors() -> Vec<cri::MetricDescriptor> {
 
 /// Is this Docker label set one of our containers (not a sandbox)?
 pub fn is_app_container(docker_labels: &HashMap<String, String>) -> bool {
-    docker_labels.get(labels::CONTAINER_TYPE_LABEL_KEY).map(String::as_str)
+    docker_labels
+        .get(labels::CONTAINER_TYPE_LABEL_KEY)
+        .map(String::as_str)
         == Some(labels::CONTAINER_TYPE_LABEL_CONTAINER)
 }
 

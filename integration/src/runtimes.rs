@@ -49,7 +49,9 @@ pub struct InProcessShim {
 impl InProcessShim {
     /// Starts dockershim on a socket in a fresh temp dir, in CNI mode on the test bed's network.
     pub async fn start(tb: &Testbed) -> anyhow::Result<InProcessShim> {
-        let dir = tempfile::Builder::new().prefix("dockershim-it-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("dockershim-it-")
+            .tempdir()?;
         let endpoint = format!("unix://{}/dockershim.sock", dir.path().display());
         let mut config = dockershim::ShimConfig::with_endpoint(endpoint);
         config.docker_endpoint = tb.docker_endpoint.clone();
@@ -103,7 +105,10 @@ pub async fn clients(
     endpoint: &str,
 ) -> anyhow::Result<(RuntimeServiceClient<Channel>, ImageServiceClient<Channel>)> {
     let ch = cri_proto::connect(endpoint, Duration::from_secs(10)).await?;
-    Ok((cri_proto::runtime_client(ch.clone()), cri_proto::image_client(ch)))
+    Ok((
+        cri_proto::runtime_client(ch.clone()),
+        cri_proto::image_client(ch),
+    ))
 }
 
 impl TestRuntime {

@@ -34,7 +34,12 @@ fn read_env_file() -> HashMap<String, String> {
     text.lines()
         .filter_map(|l| l.trim().strip_prefix("export "))
         .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.trim_matches('"').trim_matches('\'').to_string()))
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                v.trim_matches('"').trim_matches('\'').to_string(),
+            )
+        })
         .collect()
 }
 
@@ -46,7 +51,10 @@ impl Testbed {
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         if !root {
-            assert!(!required, "{test}: the test bed is required but this is not root");
+            assert!(
+                !required,
+                "{test}: the test bed is required but this is not root"
+            );
             eprintln!("SKIPPED {test}: needs the real-runtime test bed, which needs root");
             return None;
         }

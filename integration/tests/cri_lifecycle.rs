@@ -174,7 +174,11 @@ async fn lifecycle(kind: RuntimeKind) {
             .runtime
             .exec_sync(cri::ExecSyncRequest {
                 container_id: cid.clone(),
-                cmd: vec!["sh".into(), "-c".into(), "echo out; echo err >&2; exit 7".into()],
+                cmd: vec![
+                    "sh".into(),
+                    "-c".into(),
+                    "echo out; echo err >&2; exit 7".into(),
+                ],
                 timeout: 10,
             })
             .await

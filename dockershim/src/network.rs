@@ -1,0 +1,142 @@
+//! Pod networking in CNI mode (upstream `network/cni`): [`CniNetwork`] picks the default network
+//! (the first valid config in `--cni-conf-dir`, re-read on every use so a config that appears
+//! later makes the node ready), sets a pod's loopback and default network up in the sandbox's
+//! network namespace (ADD, with the portmap capability), tears it down (DEL, also after the
+//! namespace is gone, from the cached result), and reads pod IPs back from the result cache.
+
+use cri_proto::runtime::v1 as cri;
+
+use crate::checkpoint::PortMapping as CheckpointPortMapping;
+use crate::cni::{
+    CniError, CniPortMapping, CniRunner, NetworkConfigList, PodNetworkArgs, load_default_network,
+};
+use crate::config::CniSettings;
+
+/// What a pod's network setup needs to know.
+#[derive(Debug, Clone, Default)]
+pub struct PodNetwork {
+    pub name: String,
+    pub namespace: String,
+    pub uid: String,
+    pub sandbox_id: String,
+    /// `/proc/<pid>/ns/net` of the pause container; empty when it is gone.
+    pub netns: String,
+    pub port_mappings: Vec<CniPortMapping>,
+}
+
+/// A CRI port mapping in CNI's capability format.
+pub fn port_mapping(pm: &cri::PortMapping) -> CniPortMapping {
+    CniPortMapping {
+        host_port: pm.host_port,
+        container_port: pm.container_port,
+        protocol: match cri::Protocol::try_from(pm.protocol) {
+            Ok(cri::Protocol::Udp) => "udp",
+            Ok(cri::Protocol::Sctp) => "sctp",
+            _ => "tcp",
+        }
+        .to_string(),
+        host_ip: pm.host_ip.clone(),
+    }
+}
+
+/// A checkpointed port mapping in CNI's capability format.
+pub fn checkpoint_port_mapping(pm: &CheckpointPortMapping) -> CniPortMapping {
+    CniPortMapping {
+        host_port: pm.host_port.unwrap_or(0),
+        container_port: pm.container_port.unwrap_or(0),
+        protocol: pm
+            .protocol
+            .clone()
+            .unwrap_or_else(|| "tcp".to_string())
+            .to_lowercase(),
+        host_ip: pm.host_ip.clone(),
+    }
+}
+
+/// The CNI network of a dockershim in CNI mode.
+pub struct CniNetwork {
+    settings: CniSettings,
+    runner: CniRunner,
+}
+
+impl CniNetwork {
+    pub fn new(settings: CniSettings) -> Self {
+        let runner = CniRunner::new(settings.bin_dirs.clone(), settings.cache_dir.clone());
+        Self { settings, runner }
+    }
+
+    fn default_network(&self) -> Result<NetworkConfigList, CniError> {
+        load_default_network(&self.settings.conf_dir, &self.settings.bin_dirs)
+    }
+
+    /// The default network's name, if one is configured.
+    pub fn current_name(&self) -> Option<String> {
+        self.default_network().ok().map(|n| n.name)
+    }
+
+    /// Ready, or why not (upstream: "cni config uninitialized").
+    pub fn status(&self) -> Result<(), String> {
+        self.default_network()
+            .map(|_| ())
+            .map_err(|e| format!("cni config uninitialized: {e}"))
+    }
+
+    fn args(&self, pod: &PodNetwork) -> PodNetworkArgs {
+        PodNetworkArgs {
+            pod_namespace: pod.namespace.clone(),
+            pod_name: pod.name.clone(),
+            sandbox_id: pod.sandbox_id.clone(),
+            pod_uid: (!pod.uid.is_empty()).then(|| pod.uid.clone()),
+            netns: (!pod.netns.is_empty()).then(|| pod.netns.clone()),
+            ..Default::default()
+        }
+        .with_port_mappings(&pod.port_mappings)
+    }
+
+    /// ADD: loopback, then the default network.
+    pub async fn setup(&self, pod: &PodNetwork) -> Result<Vec<String>, CniError> {
+        let net = self.default_network()?;
+        let args = self.args(pod);
+        let lo_args = PodNetworkArgs {
+            ifname: "lo".to_string(),
+            ..args.clone()
+        };
+        self.runner
+            .add(&NetworkConfigList::loopback(), &lo_args)
+            .await?;
+        let res = self.runner.add(&net, &args).await?;
+        Ok(res
+            .ips("eth0")
+            .into_iter()
+            .map(|ip| ip.to_string())
+            .collect())
+    }
+
+    /// DEL of the default network (tolerates a missing namespace).
+    pub async fn teardown(&self, pod: &PodNetwork) -> Result<(), CniError> {
+        let net = self.default_network()?;
+        self.runner.del(&net, &self.args(pod)).await
+    }
+
+    /// Pod IPs from the cached ADD result (IPv4 first).
+    pub fn pod_ips(&self, sandbox_id: &str) -> Vec<String> {
+        let Ok(net) = self.default_network() else {
+            return Vec::new();
+        };
+        let args = PodNetworkArgs {
+            sandbox_id: sandbox_id.to_string(),
+            ..Default::default()
+        };
+        match self.runner.cached_result(&net, &args) {
+            Some(raw) => crate::cni::CniResult {
+                cni_version: net.cni_version.clone(),
+                raw,
+            }
+            .ips("eth0")
+            .into_iter()
+            .map(|ip| ip.to_string())
+            .collect(),
+            None => Vec::new(),
+        }
+    }
+}

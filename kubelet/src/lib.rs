@@ -1,1 +1,10 @@
-//! placeholder
+//! The kubelet: the Kubernetes node agent, rebuilt in Rust following the upstream Go kubelet's
+//! structure and names (see `design/KUBELET_FLOW.md`).
+//!
+//! This crate's pure-logic core: Go durations ([`duration`]), pod sources and their merge
+//! ([`config`]), runtime-neutral container types ([`container`]) and the runtime manager's
+//! decisions ([`kuberuntime`]).
+
+pub mod container;
+pub mod duration;
+pub mod kuberuntime;

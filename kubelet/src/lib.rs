@@ -5,6 +5,7 @@
 //! ([`config`]), runtime-neutral container types ([`container`]) and the runtime manager's
 //! decisions ([`kuberuntime`]).
 
+pub mod config;
 pub mod container;
 pub mod duration;
 pub mod kuberuntime;

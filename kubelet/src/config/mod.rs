@@ -128,3 +128,10 @@ pub struct ManifestError {
     /// The reason, e.g. `Required value`.
     pub reason: String,
 }
+
+impl SourceSender {
+    /// True when the merge loop has stopped.
+    pub fn send_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+}

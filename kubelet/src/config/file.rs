@@ -1,0 +1,350 @@
+//! The file pod source (upstream `pkg/kubelet/config/file.go` + `file_linux.go`). This module
+//! owns reading `--pod-manifest-path` (a directory of manifests, one Pod per file, dotfiles and
+//! subdirectories skipped; or a single file), turning each manifest into a static pod via
+//! [`super::common`], and re-listing every `file_check_frequency` and shortly after inotify
+//! events (debounced). Each time the set of pods changes it sends a full `SET` snapshot; a
+//! missing path counts as an empty snapshot so the source is still marked seen. A malformed
+//! manifest never hides the others: it is logged and published as [`ManifestError`]s on a
+//! `watch` channel for the kubelet to expose.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use notify::{RecursiveMode, Watcher};
+use tokio::sync::{mpsc, watch};
+use tokio::time::MissedTickBehavior;
+use tokio_util::sync::CancellationToken;
+
+use super::common::{
+    Manifest, decode_failure, decode_manifest, prepare_static_pod, validation_failures,
+};
+use super::{FILE_SOURCE, ManifestError, PodOperation, SourceSender};
+
+/// How long to wait after an inotify event for more events before re-listing.
+pub const EVENT_DEBOUNCE: Duration = Duration::from_millis(100);
+
+/// One listing: the valid pods (sorted by file name) and the errors of the bad files.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Listing {
+    /// Pods from valid manifests.
+    pub pods: Vec<Pod>,
+    /// Problems with the other manifests.
+    pub errors: Vec<ManifestError>,
+}
+
+fn read_manifest(path: &Path, node_name: &str, out: &mut Listing) {
+    let location = path.display().to_string();
+    let data = match std::fs::read(path) {
+        Ok(d) => d,
+        Err(e) => {
+            out.errors.push(ManifestError {
+                source_name: FILE_SOURCE.into(),
+                location,
+                field: None,
+                reason: format!("cannot read file: {e}"),
+            });
+            return;
+        }
+    };
+    match decode_manifest(&data, false) {
+        Ok(Manifest::Pod(pod)) => {
+            match prepare_static_pod(*pod, FILE_SOURCE, &location, true, node_name) {
+                Ok(pod) => out.pods.push(pod),
+                Err(errs) => out
+                    .errors
+                    .extend(validation_failures(FILE_SOURCE, &location, errs)),
+            }
+        }
+        Ok(Manifest::PodList(_)) => out.errors.push(ManifestError {
+            source_name: FILE_SOURCE.into(),
+            location,
+            field: Some("kind".into()),
+            reason: "a manifest file must hold a single Pod".into(),
+        }),
+        Err(e) => out.errors.push(decode_failure(FILE_SOURCE, &location, &e)),
+    }
+}
+
+/// List `path` once (upstream `listConfig`). `Ok(None)` when the path does not exist.
+pub fn list_path(path: &Path, node_name: &str) -> std::io::Result<Option<Listing>> {
+    let meta = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let mut out = Listing::default();
+    if meta.is_file() {
+        read_manifest(path, node_name, &mut out);
+        return Ok(Some(out));
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        let hidden = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_none_or(|n| n.starts_with('.'));
+        if hidden {
+            continue;
+        }
+        match std::fs::metadata(&p) {
+            Ok(m) if m.is_file() => read_manifest(&p, node_name, &mut out),
+            Ok(m) if m.is_dir() => {
+                tracing::debug!(path = %p.display(), "not recursing into manifest subdirectory")
+            }
+            Ok(_) => {
+                tracing::debug!(path = %p.display(), "manifest path is not a regular file, ignoring")
+            }
+            Err(e) => tracing::warn!(path = %p.display(), error = %e, "cannot stat manifest"),
+        }
+    }
+    Ok(Some(out))
+}
+
+/// The file source (upstream `sourceFile`).
+#[derive(Debug)]
+pub struct FileSource {
+    path: PathBuf,
+    node_name: String,
+    period: Duration,
+    updates: SourceSender,
+    errors: watch::Sender<Vec<ManifestError>>,
+    last_sent: Option<Vec<Pod>>,
+}
+
+impl FileSource {
+    /// A file source for `path`; returns it and the receiver of its current manifest errors.
+    pub fn new(
+        path: impl Into<PathBuf>,
+        node_name: impl Into<String>,
+        period: Duration,
+        updates: SourceSender,
+    ) -> (Self, watch::Receiver<Vec<ManifestError>>) {
+        let (errors, rx) = watch::channel(Vec::new());
+        (
+            Self {
+                path: path.into(),
+                node_name: node_name.into(),
+                period,
+                updates,
+                errors,
+                last_sent: None,
+            },
+            rx,
+        )
+    }
+
+    /// List once and send a SET if the pods changed (always on the first call).
+    /// Returns false when the merge loop is gone.
+    pub async fn relist(&mut self) -> bool {
+        let listing = match list_path(&self.path, &self.node_name) {
+            Ok(Some(l)) => l,
+            Ok(None) => {
+                tracing::debug!(path = %self.path.display(), "manifest path does not exist");
+                Listing::default()
+            }
+            Err(e) => {
+                tracing::error!(path = %self.path.display(), error = %e, "unable to read manifest path");
+                if self.last_sent.is_some() {
+                    return true;
+                }
+                Listing::default()
+            }
+        };
+        for e in &listing.errors {
+            tracing::warn!(file = %e.location, field = e.field.as_deref().unwrap_or(""), reason = %e.reason, "invalid static pod manifest");
+        }
+        self.errors.send_if_modified(|cur| {
+            if *cur == listing.errors {
+                false
+            } else {
+                cur.clone_from(&listing.errors);
+                true
+            }
+        });
+        if self.last_sent.as_ref() == Some(&listing.pods) {
+            return true;
+        }
+        self.last_sent = Some(listing.pods.clone());
+        self.updates
+            .send(PodOperation::Set, listing.pods)
+            .await
+            .is_ok()
+    }
+
+    fn start_watch(&self, tx: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
+        // Watch the directory itself, or a single file's parent (editors replace files).
+        let target = if self.path.is_dir() {
+            self.path.clone()
+        } else {
+            self.path.parent().map(Path::to_path_buf)?
+        };
+        let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            if res.is_ok() {
+                // Full channel = a relist is already pending; dropping is fine.
+                let _ = tx.try_send(());
+            }
+        })
+        .map_err(|e| tracing::warn!(error = %e, "cannot create inotify watcher"))
+        .ok()?;
+        match w.watch(&target, RecursiveMode::NonRecursive) {
+            Ok(()) => Some(w),
+            Err(e) => {
+                tracing::debug!(path = %target.display(), error = %e, "cannot watch manifest path, polling only");
+                None
+            }
+        }
+    }
+
+    /// Run until `cancel` fires or the merge loop is gone.
+    pub async fn run(mut self, cancel: CancellationToken) {
+        let (ev_tx, mut ev_rx) = mpsc::channel::<()>(1);
+        let mut watcher = self.start_watch(ev_tx.clone());
+        if !self.relist().await {
+            return;
+        }
+        let mut tick =
+            tokio::time::interval_at(tokio::time::Instant::now() + self.period, self.period);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tick.tick() => {
+                    if watcher.is_none() {
+                        watcher = self.start_watch(ev_tx.clone());
+                    }
+                }
+                Some(()) = ev_rx.recv() => {
+                    // Debounce: let a burst of events settle.
+                    tokio::time::sleep(EVENT_DEBOUNCE).await;
+                    while ev_rx.try_recv().is_ok() {}
+                }
+            }
+            if !self.relist().await {
+                return;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PodUpdate;
+
+    const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: NAME\nspec:\n  containers:\n  - name: c\n    image: IMAGE\n";
+
+    fn manifest(name: &str, image: &str) -> String {
+        POD.replace("NAME", name).replace("IMAGE", image)
+    }
+
+    fn names(u: &PodUpdate) -> Vec<String> {
+        u.pods
+            .iter()
+            .map(|p| p.metadata.name.clone().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn lists_dir_skipping_dotfiles_and_reporting_bad_files() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        std::fs::write(d.join("a.yaml"), manifest("a", "nginx")).expect("write");
+        std::fs::write(d.join(".hidden.yaml"), manifest("h", "nginx")).expect("write");
+        std::fs::write(d.join("bad.yaml"), manifest("b", "''")).expect("write");
+        std::fs::write(d.join("junk.json"), "{not json").expect("write");
+        std::fs::create_dir(d.join("sub")).expect("mkdir");
+        let json = serde_json::json!({"metadata":{"name":"j"},"spec":{"containers":[{"name":"c","image":"busybox"}]}});
+        std::fs::write(d.join("j.json"), json.to_string()).expect("write");
+        let l = list_path(d, "node1").expect("io").expect("exists");
+        let pod_names: Vec<_> = l
+            .pods
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        assert_eq!(pod_names, vec!["a-node1", "j-node1"]);
+        assert_eq!(l.errors.len(), 2);
+        let bad = d.join("bad.yaml").display().to_string();
+        assert_eq!(
+            l.errors[0].to_string(),
+            format!("file: {bad}: spec.containers[0].image: Required value")
+        );
+        assert!(l.errors[1].location.ends_with("junk.json"));
+        assert!(l.errors[1].field.is_none());
+        assert!(list_path(&d.join("missing"), "n").expect("io").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn snapshots_on_add_modify_delete() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().to_path_buf();
+        let (tx, mut rx) = mpsc::channel(16);
+        let (src, errors) = FileSource::new(
+            &d,
+            "node1",
+            Duration::from_secs(20),
+            SourceSender::new("file", tx),
+        );
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(src.run(cancel.clone()));
+
+        // Initial empty snapshot marks the source as seen.
+        let u = rx.recv().await.expect("initial");
+        assert_eq!((u.op, u.pods.len()), (PodOperation::Set, 0));
+
+        std::fs::write(d.join("a.yaml"), manifest("a", "nginx")).expect("write");
+        let u = rx.recv().await.expect("add");
+        assert_eq!(names(&u), vec!["a-node1"]);
+        let uid = u.pods[0].metadata.uid.clone();
+
+        std::fs::write(d.join("a.yaml"), manifest("a", "nginx:2")).expect("write");
+        let u = rx.recv().await.expect("modify");
+        assert_eq!(names(&u), vec!["a-node1"]);
+        assert_ne!(
+            u.pods[0].metadata.uid, uid,
+            "content change changes the UID"
+        );
+
+        // A malformed file beside the good one: no new snapshot, the error is published.
+        std::fs::write(d.join("b.yaml"), manifest("b", "''")).expect("write");
+        let mut errors = errors;
+        errors.changed().await.expect("errors");
+        assert_eq!(errors.borrow().len(), 1);
+        std::fs::write(d.join("c.yaml"), manifest("c", "redis")).expect("write");
+        let u = rx.recv().await.expect("add c");
+        assert_eq!(names(&u), vec!["a-node1", "c-node1"]);
+
+        std::fs::remove_file(d.join("a.yaml")).expect("rm");
+        let u = rx.recv().await.expect("delete");
+        assert_eq!(names(&u), vec!["c-node1"]);
+
+        cancel.cancel();
+        task.await.expect("join");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn single_file_and_missing_path() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let f = dir.path().join("pod.yaml");
+        let (tx, mut rx) = mpsc::channel(16);
+        let (src, _errors) = FileSource::new(
+            &f,
+            "node1",
+            Duration::from_secs(20),
+            SourceSender::new("file", tx),
+        );
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(src.run(cancel.clone()));
+        let u = rx.recv().await.expect("initial");
+        assert!(u.pods.is_empty());
+        std::fs::write(&f, manifest("p", "nginx")).expect("write");
+        let u = rx.recv().await.expect("created");
+        assert_eq!(names(&u), vec!["p-node1"]);
+        cancel.cancel();
+        task.await.expect("join");
+    }
+}

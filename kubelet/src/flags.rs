@@ -1,0 +1,315 @@
+//! Command-line flags (upstream `cmd/kubelet/app/options` `KubeletFlags` and the
+//! `KubeletConfiguration` flags), with upstream names and defaults, and the resolution of flags
+//! plus config file into one [`KubeletConfig`]. Rule, like upstream: defaults, then the values
+//! of the `--config` file, then every flag given explicitly on the command line (detected with
+//! clap's `ArgMatches::value_source`).
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+
+use crate::duration::parse_duration_arg;
+use crate::kubeletconfig::{ConfigError, KubeletConfig, KubeletConfiguration, system_hostname};
+
+/// The kubelet's flags.
+#[derive(Debug, Clone, Parser, PartialEq)]
+#[command(name = "kubelet", about = "The Kubernetes node agent")]
+pub struct KubeletFlags {
+    /// Path to a KubeletConfiguration file; explicit flags override its values.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// CRI runtime endpoint; when omitted the kubelet embeds dockershim.
+    #[arg(long)]
+    pub container_runtime_endpoint: Option<String>,
+    /// CRI image endpoint (defaults to the runtime endpoint).
+    #[arg(long)]
+    pub image_service_endpoint: Option<String>,
+    /// Docker endpoint for the embedded dockershim.
+    #[arg(long, default_value = "unix:///var/run/docker.sock")]
+    pub docker_endpoint: String,
+    /// The sandbox (pause) image.
+    #[arg(long, default_value = "registry.k8s.io/pause:3.9")]
+    pub pod_infra_container_image: String,
+    /// Directory (or file) of static pod manifests.
+    #[arg(long)]
+    pub pod_manifest_path: Option<PathBuf>,
+    /// URL of static pod manifests.
+    #[arg(long)]
+    pub manifest_url: Option<String>,
+    /// HTTP headers for --manifest-url: `key:value` pairs, comma-separated or repeated.
+    #[arg(long)]
+    pub manifest_url_header: Vec<String>,
+    /// How often to re-list --pod-manifest-path.
+    #[arg(long, default_value = "20s", value_parser = parse_duration_arg)]
+    pub file_check_frequency: Duration,
+    /// How often to poll --manifest-url.
+    #[arg(long, default_value = "20s", value_parser = parse_duration_arg)]
+    pub http_check_frequency: Duration,
+    /// Max period between syncs of running pods.
+    #[arg(long, default_value = "1m", value_parser = parse_duration_arg)]
+    pub sync_frequency: Duration,
+    /// Use this name instead of the host name.
+    #[arg(long)]
+    pub hostname_override: Option<String>,
+    /// Kubelet state directory.
+    #[arg(long, default_value = "/var/lib/kubelet")]
+    pub root_dir: PathBuf,
+    /// Maximum pods on this node.
+    #[arg(long, default_value_t = 110)]
+    pub max_pods: i32,
+    /// Address of the kubelet's server.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub address: String,
+    /// Read-only port (0 disables it).
+    #[arg(long, default_value_t = 10255)]
+    pub read_only_port: i32,
+    /// Timeout of runtime requests except long-running ones.
+    #[arg(long, default_value = "2m", value_parser = parse_duration_arg)]
+    pub runtime_request_timeout: Duration,
+    /// Use the runtime's container event stream instead of polling (EventedPLEG).
+    #[arg(long)]
+    pub evented_pleg: bool,
+    /// Log verbosity (klog `-v`/`--v`).
+    #[arg(short = 'v', long = "v", default_value_t = 0)]
+    pub v: i32,
+}
+
+/// Parse `--manifest-url-header` values like upstream `ColonSeparatedMultimapStringString`:
+/// each value is a comma-separated list of `key:value` pairs; values split at the first ':'.
+pub fn parse_header_pairs(values: &[String]) -> Result<BTreeMap<String, Vec<String>>, ConfigError> {
+    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for v in values {
+        for pair in v.split(',').filter(|p| !p.trim().is_empty()) {
+            let (k, val) = pair.split_once(':').ok_or_else(|| ConfigError::Flag {
+                flag: "manifest-url-header",
+                reason: format!("malformed pair {pair:?}, expect string:string"),
+            })?;
+            let k = k.trim();
+            if k.is_empty() {
+                return Err(ConfigError::Flag {
+                    flag: "manifest-url-header",
+                    reason: format!("empty key in {pair:?}"),
+                });
+            }
+            out.entry(k.to_string()).or_default().push(val.to_string());
+        }
+    }
+    Ok(out)
+}
+
+fn explicit(m: &ArgMatches, id: &str) -> bool {
+    matches!(m.value_source(id), Some(ValueSource::CommandLine))
+}
+
+/// Merge `flags` (with their `matches`, to know what was explicit) and the config `file`.
+pub fn resolve(
+    flags: &KubeletFlags,
+    matches: &ArgMatches,
+    file: Option<KubeletConfiguration>,
+) -> Result<KubeletConfig, ConfigError> {
+    let f = file.unwrap_or_default();
+    let pick = |id: &str, flag: Option<String>, file: Option<String>| {
+        if explicit(matches, id) {
+            flag
+        } else {
+            file.or(flag)
+        }
+    };
+    macro_rules! val {
+        ($id:literal, $flag:expr, $file:expr) => {
+            if explicit(matches, $id) {
+                $flag
+            } else {
+                $file.unwrap_or($flag)
+            }
+        };
+    }
+    let header = if explicit(matches, "manifest_url_header") {
+        parse_header_pairs(&flags.manifest_url_header)?
+    } else {
+        match f.static_pod_url_header {
+            Some(h) => h,
+            None => parse_header_pairs(&flags.manifest_url_header)?,
+        }
+    };
+    let node_name = flags
+        .hostname_override
+        .as_deref()
+        .map(|h| h.trim().to_lowercase())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(system_hostname);
+    Ok(KubeletConfig {
+        node_name,
+        container_runtime_endpoint: pick(
+            "container_runtime_endpoint",
+            flags.container_runtime_endpoint.clone(),
+            f.container_runtime_endpoint,
+        ),
+        image_service_endpoint: pick(
+            "image_service_endpoint",
+            flags.image_service_endpoint.clone(),
+            f.image_service_endpoint,
+        ),
+        docker_endpoint: flags.docker_endpoint.clone(),
+        pod_infra_container_image: flags.pod_infra_container_image.clone(),
+        static_pod_path: if explicit(matches, "pod_manifest_path") {
+            flags.pod_manifest_path.clone()
+        } else {
+            f.static_pod_path
+                .or_else(|| flags.pod_manifest_path.clone())
+        },
+        static_pod_url: pick("manifest_url", flags.manifest_url.clone(), f.static_pod_url),
+        static_pod_url_header: header,
+        file_check_frequency: val!(
+            "file_check_frequency",
+            flags.file_check_frequency,
+            f.file_check_frequency
+        ),
+        http_check_frequency: val!(
+            "http_check_frequency",
+            flags.http_check_frequency,
+            f.http_check_frequency
+        ),
+        sync_frequency: val!("sync_frequency", flags.sync_frequency, f.sync_frequency),
+        root_dir: flags.root_dir.clone(),
+        max_pods: val!("max_pods", flags.max_pods, f.max_pods),
+        address: val!("address", flags.address.clone(), f.address),
+        read_only_port: val!("read_only_port", flags.read_only_port, f.read_only_port),
+        runtime_request_timeout: val!(
+            "runtime_request_timeout",
+            flags.runtime_request_timeout,
+            f.runtime_request_timeout
+        ),
+        evented_pleg: flags.evented_pleg,
+        verbosity: flags.v,
+    })
+}
+
+/// Parse the command line, load `--config` if given, and resolve (what `main` calls).
+pub fn load<I, T>(args: I) -> Result<(KubeletFlags, KubeletConfig), ConfigError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let matches = KubeletFlags::command().try_get_matches_from(args)?;
+    let flags = KubeletFlags::from_arg_matches(&matches)?;
+    let file = flags
+        .config
+        .as_deref()
+        .map(KubeletConfiguration::load)
+        .transpose()?;
+    let cfg = resolve(&flags, &matches, file)?;
+    Ok((flags, cfg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_with(args: &[&str]) -> KubeletConfig {
+        let mut all = vec!["kubelet", "--hostname-override", "Node-1"];
+        all.extend_from_slice(args);
+        load(all).expect("load").1
+    }
+
+    #[test]
+    fn command_is_well_formed() {
+        KubeletFlags::command().debug_assert();
+    }
+
+    #[test]
+    fn defaults() {
+        let c = load_with(&[]);
+        assert_eq!(c.node_name, "node-1");
+        assert_eq!(c.container_runtime_endpoint, None);
+        assert_eq!(c.docker_endpoint, "unix:///var/run/docker.sock");
+        assert_eq!(c.pod_infra_container_image, "registry.k8s.io/pause:3.9");
+        assert_eq!(c.file_check_frequency, Duration::from_secs(20));
+        assert_eq!(c.http_check_frequency, Duration::from_secs(20));
+        assert_eq!(c.sync_frequency, Duration::from_secs(60));
+        assert_eq!(c.runtime_request_timeout, Duration::from_secs(120));
+        assert_eq!(c.root_dir, PathBuf::from("/var/lib/kubelet"));
+        assert_eq!((c.max_pods, c.read_only_port), (110, 10255));
+        assert_eq!(c.address, "127.0.0.1");
+        assert!(!c.evented_pleg);
+        assert_eq!(c.verbosity, 0);
+        assert!(c.static_pod_url_header.is_empty());
+    }
+
+    #[test]
+    fn flags_and_headers() {
+        let c = load_with(&[
+            "--v=4",
+            "--evented-pleg",
+            "--sync-frequency=1m30s",
+            "--manifest-url=http://h/pods",
+            "--manifest-url-header=a:hello,b:again",
+            "--manifest-url-header",
+            "b:beautiful,c:x:y",
+            "--container-runtime-endpoint",
+            "unix:///run/containerd/containerd.sock",
+        ]);
+        assert_eq!(c.verbosity, 4);
+        assert!(c.evented_pleg);
+        assert_eq!(c.sync_frequency, Duration::from_secs(90));
+        assert_eq!(c.static_pod_url.as_deref(), Some("http://h/pods"));
+        assert_eq!(
+            c.static_pod_url_header,
+            BTreeMap::from([
+                ("a".to_string(), vec!["hello".to_string()]),
+                (
+                    "b".to_string(),
+                    vec!["again".to_string(), "beautiful".to_string()]
+                ),
+                ("c".to_string(), vec!["x:y".to_string()]),
+            ])
+        );
+        assert!(load(["kubelet", "--manifest-url-header=nocolon"]).is_err());
+        assert!(load(["kubelet", "--sync-frequency=5x"]).is_err());
+        let c = load_with(&["-v", "2"]);
+        assert_eq!(c.verbosity, 2);
+    }
+
+    #[test]
+    fn explicit_flag_wins_over_file() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /from/file\nsyncFrequency: 10s\nmaxPods: 20\nreadOnlyPort: 0\nstaticPodURLHeader:\n  f: [\"1\"]\n",
+        )
+        .expect("write");
+        let p = path.to_str().expect("utf8");
+        // File values beat defaults.
+        let c = load_with(&["--config", p]);
+        assert_eq!(c.static_pod_path, Some(PathBuf::from("/from/file")));
+        assert_eq!(c.sync_frequency, Duration::from_secs(10));
+        assert_eq!((c.max_pods, c.read_only_port), (20, 0));
+        assert_eq!(
+            c.static_pod_url_header.get("f"),
+            Some(&vec!["1".to_string()])
+        );
+        // Explicit flags beat the file, even when equal to the default.
+        let c = load_with(&[
+            "--config",
+            p,
+            "--pod-manifest-path=/from/flag",
+            "--sync-frequency=1m",
+            "--max-pods=110",
+            "--manifest-url-header=g:2",
+        ]);
+        assert_eq!(c.static_pod_path, Some(PathBuf::from("/from/flag")));
+        assert_eq!(c.sync_frequency, Duration::from_secs(60));
+        assert_eq!(c.max_pods, 110);
+        assert_eq!(c.read_only_port, 0);
+        assert!(!c.static_pod_url_header.contains_key("f"));
+        // An unknown field in the file is an error naming it.
+        std::fs::write(&path, "maxPods: 1\nbogusField: true\n").expect("write");
+        let err = load(["kubelet", "--config", p]).expect_err("unknown field");
+        assert!(err.to_string().contains("bogusField"), "{err}");
+    }
+}

@@ -1,0 +1,277 @@
+//! The kubelet config file (upstream `kubelet.config.k8s.io/v1beta1` `KubeletConfiguration`,
+//! the subset this kubelet implements) and the resolved configuration the rest of the kubelet
+//! uses. This module owns strict YAML/JSON decoding of the file (an unknown field is an error
+//! naming it, like upstream strict decoding), the merge rule (defaults, then the file, then
+//! flags given explicitly on the command line) and the final [`KubeletConfig`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::duration::serde_go_opt;
+
+/// The config file's `apiVersion`.
+pub const API_VERSION: &str = "kubelet.config.k8s.io/v1beta1";
+/// The config file's `kind`.
+pub const KIND: &str = "KubeletConfiguration";
+
+/// Errors loading or resolving the configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("failed to read kubelet config file {path:?}: {source}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The file is malformed or has an unknown field (the reason names it).
+    #[error("failed to decode kubelet config file {path:?}: {reason}")]
+    Decode {
+        /// The path.
+        path: PathBuf,
+        /// Why (e.g. "unknown field `foo`, expected one of ...").
+        reason: String,
+    },
+    /// Wrong apiVersion/kind.
+    #[error("kubelet config file {path:?}: unsupported {field} {value:?}, want {want:?}")]
+    TypeMeta {
+        /// The path.
+        path: PathBuf,
+        /// `apiVersion` or `kind`.
+        field: &'static str,
+        /// The value found.
+        value: String,
+        /// The value wanted.
+        want: &'static str,
+    },
+    /// A flag value is malformed.
+    #[error("invalid value for --{flag}: {reason}")]
+    Flag {
+        /// The flag name.
+        flag: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// Command-line parsing failed (includes `--help`).
+    #[error(transparent)]
+    Clap(#[from] clap::Error),
+}
+
+/// The config file (upstream `KubeletConfiguration`, implemented subset). Every field is
+/// optional; unset fields fall back to the flag defaults.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletConfiguration {
+    /// `kubelet.config.k8s.io/v1beta1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// `KubeletConfiguration`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Directory (or file) of static pod manifests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub static_pod_path: Option<PathBuf>,
+    /// URL of static pod manifests.
+    #[serde(
+        default,
+        rename = "staticPodURL",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub static_pod_url: Option<String>,
+    /// Headers for `staticPodURL`.
+    #[serde(
+        default,
+        rename = "staticPodURLHeader",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
+    /// How often to re-list `staticPodPath`.
+    #[serde(
+        default,
+        with = "serde_go_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub file_check_frequency: Option<Duration>,
+    /// How often to poll `staticPodURL`.
+    #[serde(
+        default,
+        with = "serde_go_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub http_check_frequency: Option<Duration>,
+    /// Max period between syncs of running pods.
+    #[serde(
+        default,
+        with = "serde_go_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub sync_frequency: Option<Duration>,
+    /// Address of the kubelet's server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<String>,
+    /// Read-only port (0 disables it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_port: Option<i32>,
+    /// Maximum pods on this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_pods: Option<i32>,
+    /// Timeout of runtime requests (except long-running ones).
+    #[serde(
+        default,
+        with = "serde_go_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub runtime_request_timeout: Option<Duration>,
+    /// CRI runtime endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_runtime_endpoint: Option<String>,
+    /// CRI image endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_service_endpoint: Option<String>,
+}
+
+impl KubeletConfiguration {
+    /// Decode strictly from YAML or JSON text; `path` is for messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Self, ConfigError> {
+        let decode = |reason: String| ConfigError::Decode {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let cfg: Self = if text.trim().is_empty() {
+            Self::default()
+        } else if text.trim_start().starts_with('{') {
+            serde_json::from_str(text).map_err(|e| decode(e.to_string()))?
+        } else {
+            serde_saphyr::from_str(text).map_err(|e| decode(e.to_string()))?
+        };
+        for (field, value, want) in [
+            ("apiVersion", &cfg.api_version, API_VERSION),
+            ("kind", &cfg.kind, KIND),
+        ] {
+            if let Some(v) = value
+                && v != want
+            {
+                return Err(ConfigError::TypeMeta {
+                    path: path.to_path_buf(),
+                    field,
+                    value: v.clone(),
+                    want,
+                });
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Read and decode a file.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text, path)
+    }
+}
+
+/// The resolved configuration used by the rest of the kubelet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubeletConfig {
+    /// The node name: `--hostname-override` or the host name, lowercased.
+    pub node_name: String,
+    /// CRI runtime endpoint; `None` means "run the embedded dockershim".
+    pub container_runtime_endpoint: Option<String>,
+    /// CRI image endpoint; `None` means the runtime endpoint.
+    pub image_service_endpoint: Option<String>,
+    /// Docker endpoint for the embedded dockershim.
+    pub docker_endpoint: String,
+    /// The sandbox (pause) image.
+    pub pod_infra_container_image: String,
+    /// Static pod path.
+    pub static_pod_path: Option<PathBuf>,
+    /// Static pod URL.
+    pub static_pod_url: Option<String>,
+    /// Headers for the static pod URL.
+    pub static_pod_url_header: BTreeMap<String, Vec<String>>,
+    /// File source period.
+    pub file_check_frequency: Duration,
+    /// http source period.
+    pub http_check_frequency: Duration,
+    /// Periodic pod sync.
+    pub sync_frequency: Duration,
+    /// Root directory.
+    pub root_dir: PathBuf,
+    /// Max pods.
+    pub max_pods: i32,
+    /// Server address.
+    pub address: String,
+    /// Read-only port.
+    pub read_only_port: i32,
+    /// CRI request timeout.
+    pub runtime_request_timeout: Duration,
+    /// Use the evented PLEG.
+    pub evented_pleg: bool,
+    /// klog-style verbosity.
+    pub verbosity: i32,
+}
+
+/// The machine's host name, lowercased and trimmed (upstream `nodeutil.GetHostname("")`).
+pub fn system_hostname() -> String {
+    ["/proc/sys/kernel/hostname", "/etc/hostname"]
+        .iter()
+        .find_map(|p| std::fs::read_to_string(p).ok())
+        .map(|s| s.trim().to_lowercase())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_upstream_field_names() {
+        let yaml = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/kubernetes/manifests\nstaticPodURL: http://example/pods\nstaticPodURLHeader:\n  X-A: [\"1\", \"2\"]\nfileCheckFrequency: 5s\nhttpCheckFrequency: 1m30s\nsyncFrequency: 30s\naddress: 0.0.0.0\nreadOnlyPort: 0\nmaxPods: 50\nruntimeRequestTimeout: 10m\ncontainerRuntimeEndpoint: unix:///run/containerd/containerd.sock\nimageServiceEndpoint: unix:///run/img.sock\n";
+        let c = KubeletConfiguration::parse(yaml, Path::new("c.yaml")).expect("parse");
+        assert_eq!(
+            c.static_pod_path.as_deref(),
+            Some(Path::new("/etc/kubernetes/manifests"))
+        );
+        assert_eq!(c.static_pod_url.as_deref(), Some("http://example/pods"));
+        assert_eq!(
+            c.static_pod_url_header
+                .as_ref()
+                .and_then(|h| h.get("X-A"))
+                .cloned(),
+            Some(vec!["1".to_string(), "2".to_string()])
+        );
+        assert_eq!(c.file_check_frequency, Some(Duration::from_secs(5)));
+        assert_eq!(c.http_check_frequency, Some(Duration::from_secs(90)));
+        assert_eq!(c.sync_frequency, Some(Duration::from_secs(30)));
+        assert_eq!(c.read_only_port, Some(0));
+        assert_eq!(c.max_pods, Some(50));
+        assert_eq!(c.runtime_request_timeout, Some(Duration::from_secs(600)));
+        let json = serde_json::to_string(&c).expect("json");
+        assert!(json.contains("\"staticPodURL\""));
+        assert!(json.contains("\"httpCheckFrequency\":\"1m30s\""));
+        assert_eq!(
+            KubeletConfiguration::parse(&json, Path::new("c.json")).expect("json"),
+            c
+        );
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let err = KubeletConfiguration::parse("maxPods: 3\nfooBar: 1\n", Path::new("c.yaml"))
+            .expect_err("unknown field");
+        assert!(err.to_string().contains("fooBar"), "{err}");
+        let err = KubeletConfiguration::parse("fileCheckFrequency: soon\n", Path::new("c.yaml"))
+            .expect_err("bad duration");
+        assert!(err.to_string().contains("invalid duration"), "{err}");
+        let err =
+            KubeletConfiguration::parse("kind: Pod\n", Path::new("c.yaml")).expect_err("kind");
+        assert!(matches!(err, ConfigError::TypeMeta { field: "kind", .. }));
+    }
+}

@@ -380,9 +380,10 @@ impl<D: DockerApi> Shim<D> {
             (None, None) => return Ok(()),
         };
 
-        // Stop the pod's containers first (upstream stops them before the sandbox).
+        // Whatever still runs in the pod is killed at once, like containerd: the kubelet has
+        // already stopped the containers it cares about with their grace periods.
         for c in self.sandbox_container_ids(&full_id).await? {
-            match self.docker.stop_container(&c, 10).await {
+            match self.docker.stop_container(&c, 0).await {
                 Ok(()) => {}
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e.into()),

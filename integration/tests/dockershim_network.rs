@@ -142,50 +142,59 @@ async fn dockershim_host_network_sandbox() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dockershim_host_port_mapping() {
-    with_dockershim("dockershim_host_port", Duration::from_secs(120), |mut ctx| async move {
-        // A port free on the host right now.
-        let host_port = {
-            let l = TcpListener::bind("0.0.0.0:0").expect("bind");
-            l.local_addr().unwrap().port()
-        };
-        let mut sconfig = ctx.sandbox_config("hostport");
-        sconfig.port_mappings = vec![cri::PortMapping {
-            protocol: cri::Protocol::Tcp as i32,
-            container_port: 8080,
-            host_port: host_port as i32,
-            host_ip: String::new(),
-        }];
-        let sid = ctx.run_sandbox(&sconfig).await;
-        ctx.run_container(&sid, &sconfig, &busybox_container("httpd", &ctx.tb.busybox_image.clone(), HTTPD))
+    with_dockershim(
+        "dockershim_host_port",
+        Duration::from_secs(120),
+        |mut ctx| async move {
+            // A port free on the host right now.
+            let host_port = {
+                let l = TcpListener::bind("0.0.0.0:0").expect("bind");
+                l.local_addr().unwrap().port()
+            };
+            let mut sconfig = ctx.sandbox_config("hostport");
+            sconfig.port_mappings = vec![cri::PortMapping {
+                protocol: cri::Protocol::Tcp as i32,
+                container_port: 8080,
+                host_port: host_port as i32,
+                host_ip: String::new(),
+            }];
+            let sid = ctx.run_sandbox(&sconfig).await;
+            ctx.run_container(
+                &sid,
+                &sconfig,
+                &busybox_container("httpd", &ctx.tb.busybox_image.clone(), HTTPD),
+            )
             .await;
-        let pod_ip: Ipv4Addr = ctx
-            .sandbox_status(&sid)
-            .await
-            .network
-            .expect("network")
-            .ip
-            .parse()
-            .expect("ip");
-        // The pod itself first, so a failure below is the mapping's.
-        wait_http(SocketAddr::from((pod_ip, 8080)), "served-by")
-            .await
-            .unwrap_or_else(|e| panic!("pod not serving: {e}"));
-        // portmap DNATs traffic to the host's addresses; the bridge gateway is one of them.
-        let gw = SocketAddr::from((Ipv4Addr::new(10, 89, 0, 1), host_port));
-        wait_http(gw, "served-by")
-            .await
-            .unwrap_or_else(|e| panic!("hostPort {gw} not mapped: {e}"));
-        let lo = SocketAddr::from((Ipv4Addr::LOCALHOST, host_port));
-        match wait_http(lo, "served-by").await {
-            Ok(_) => eprintln!("hostPort also answers on {lo}"),
-            Err(e) => eprintln!(
-                "NOTE dockershim_host_port: {lo} does not answer ({e}); portmap's localhost DNAT needs route_localnet, the bridge address works"
-            ),
-        }
-        ctx.stop_remove_sandbox(&sid).await;
-        // Teardown removed the mapping.
-        assert!(http_get(gw).await.is_err(), "hostPort still mapped after teardown");
-    })
+            let pod_ip: Ipv4Addr = ctx
+                .sandbox_status(&sid)
+                .await
+                .network
+                .expect("network")
+                .ip
+                .parse()
+                .expect("ip");
+            // The pod itself first, so a failure below is the mapping's.
+            wait_http(SocketAddr::from((pod_ip, 8080)), "served-by")
+                .await
+                .unwrap_or_else(|e| panic!("pod not serving: {e}"));
+            // portmap DNATs traffic to the host's addresses; the bridge gateway is one of them.
+            let gw = SocketAddr::from((Ipv4Addr::new(10, 89, 0, 1), host_port));
+            wait_http(gw, "served-by")
+                .await
+                .unwrap_or_else(|e| panic!("hostPort {gw} not mapped: {e}"));
+            let lo = SocketAddr::from((Ipv4Addr::LOCALHOST, host_port));
+            // And on localhost (portmap's SNAT + route_localnet make that work).
+            wait_http(lo, "served-by")
+                .await
+                .unwrap_or_else(|e| panic!("hostPort {lo} not mapped: {e}"));
+            ctx.stop_remove_sandbox(&sid).await;
+            // Teardown removed the mapping.
+            assert!(
+                http_get(gw).await.is_err(),
+                "hostPort still mapped after teardown"
+            );
+        },
+    )
     .await;
 }
 

@@ -94,10 +94,7 @@ pub async fn build_shim<D: DockerApi>(
             0
         }
     };
-    let network = match &config.cni {
-        Some(c) => Some(network::CniNetwork::new(c.clone())),
-        None => None,
-    };
+    let network = config.cni.clone().map(network::CniNetwork::new);
     let (events, _) = broadcast::channel(events::EVENT_BUFFER);
     let shim = Arc::new(Shim {
         checkpoints: checkpoint::CheckpointStore::new(&config.root_directory)?,

@@ -32,10 +32,9 @@ async fn dockershim_exit_codes_and_reasons() {
             let st = ctx.wait_exited(&failing).await;
             assert_eq!(st.exit_code, 3, "{st:?}");
             assert_eq!(st.reason, "Error", "{st:?}");
-            assert!(
-                st.finished_at >= st.started_at && st.started_at > 0,
-                "{st:?}"
-            );
+            // Both set (Docker may record an instant exit's FinishedAt a hair before StartedAt
+            // under load, so their order is not asserted).
+            assert!(st.finished_at > 0 && st.started_at > 0, "{st:?}");
             let st = ctx.wait_exited(&ok).await;
             assert_eq!(st.exit_code, 0, "{st:?}");
             assert_eq!(st.reason, "Completed", "{st:?}");

@@ -206,6 +206,48 @@ impl BollardDocker {
     }
 }
 
+/// The direct children of `pid`, from /proc (every thread's `children` list).
+fn children_of(pid: libc::pid_t) -> Vec<libc::pid_t> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// SIGKILLs `pid` and every descendant of it. An exec'd `sh -c 'a; b'` forks its commands, and
+/// killing only the shell would leave them running (reparented to the container's PID 1); so
+/// the tree is stopped first (nothing forks or escapes while it is walked), then killed.
+pub fn kill_process_tree(pid: libc::pid_t) {
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        // SAFETY: kill(2) on a pid of the tree being torn down.
+        unsafe {
+            libc::kill(tree[i], libc::SIGSTOP);
+        }
+        for child in children_of(tree[i]) {
+            if !tree.contains(&child) {
+                tree.push(child);
+            }
+        }
+        i += 1;
+    }
+    for p in tree {
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(p, libc::SIGKILL);
+        }
+    }
+}
+
 fn chunk_of(out: LogOutput) -> Option<LogChunk> {
     match out {
         LogOutput::StdOut { message } | LogOutput::Console { message } => Some(LogChunk {
@@ -351,10 +393,7 @@ impl DockerApi for BollardDocker {
                             && pid > 0
                             && info.running == Some(true)
                         {
-                            // SAFETY: kill(2) with a pid Docker reported for this exec.
-                            unsafe {
-                                libc::kill(pid as libc::pid_t, libc::SIGKILL);
-                            }
+                            kill_process_tree(pid as libc::pid_t);
                         }
                         return Err(DockerError::Timeout(t));
                     }
@@ -509,6 +548,39 @@ pub fn split_reference(reference: &str) -> (String, Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kill_process_tree_reaches_grandchildren() {
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 1000; true"])
+            .spawn()
+            .expect("spawn sh");
+        let pid = child.id() as libc::pid_t;
+        let mut grandchildren = Vec::new();
+        for _ in 0..200 {
+            grandchildren = children_of(pid);
+            if !grandchildren.is_empty() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(grandchildren.len(), 1, "sh forked its sleep");
+        kill_process_tree(pid);
+        let status = child.wait().expect("wait sh");
+        assert!(!status.success());
+        let gc = grandchildren[0];
+        let mut gone = false;
+        for _ in 0..200 {
+            let stat = std::fs::read_to_string(format!("/proc/{gc}/stat")).unwrap_or_default();
+            // Gone, or a zombie waiting for init to reap it.
+            if stat.is_empty() || stat.contains(") Z ") {
+                gone = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(gone, "the forked sleep survived its shell");
+    }
 
     #[test]
     fn references_split_like_docker_pull() {

@@ -140,7 +140,70 @@ fn network_usage(s: &ContainerStatsResponse, ts: i64) -> Option<cri::NetworkUsag
     })
 }
 
+/// Network usage from a `/proc/<pid>/net/dev` table (every interface but `lo`): the pod's own
+/// network namespace, for sandboxes whose network Docker does not manage (CNI mode runs the
+/// pause container with `--network=none`, so Docker's stats carry no networks).
+fn netdev_usage(table: &str, ts: i64) -> Option<cri::NetworkUsage> {
+    let mut interfaces: Vec<cri::NetworkInterfaceUsage> = table
+        .lines()
+        .skip(2)
+        .filter_map(|line| {
+            let (name, rest) = line.split_once(':')?;
+            let name = name.trim();
+            let f: Vec<u64> = rest
+                .split_whitespace()
+                .map(|v| v.parse().unwrap_or(0))
+                .collect();
+            // rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes packets errs
+            (name != "lo" && f.len() >= 16).then(|| cri::NetworkInterfaceUsage {
+                name: name.to_string(),
+                rx_bytes: u64v(f[0]),
+                rx_errors: u64v(f[2]),
+                tx_bytes: u64v(f[8]),
+                tx_errors: u64v(f[10]),
+            })
+        })
+        .collect();
+    if interfaces.is_empty() {
+        return None;
+    }
+    interfaces.sort_by(|a, b| a.name.cmp(&b.name));
+    let default = interfaces
+        .iter()
+        .find(|i| i.name == "eth0")
+        .or(interfaces.first())
+        .cloned();
+    Some(cri::NetworkUsage {
+        timestamp: ts,
+        default_interface: default,
+        interfaces,
+    })
+}
+
 impl<D: DockerApi> Shim<D> {
+    /// The network usage of a sandbox: Docker's when Docker manages its network, otherwise read
+    /// from the pause process's network namespace.
+    async fn sandbox_network_usage(
+        &self,
+        id: &str,
+        s: &ContainerStatsResponse,
+        ts: i64,
+    ) -> Option<cri::NetworkUsage> {
+        if let Some(n) = network_usage(s, ts).filter(|n| !n.interfaces.is_empty()) {
+            return Some(n);
+        }
+        let pid = self
+            .docker
+            .inspect_container(id)
+            .await
+            .ok()?
+            .state?
+            .pid
+            .filter(|p| *p > 0)?;
+        let table = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).ok()?;
+        netdev_usage(&table, ts)
+    }
+
     async fn stats_of(&self, c: cri::Container) -> Result<cri::ContainerStats> {
         let s = self.docker.stats(&c.id).await?;
         let ts = now_ns();
@@ -216,6 +279,7 @@ impl<D: DockerApi> Shim<D> {
                 ..Default::default()
             }))
             .await?;
+        let network = self.sandbox_network_usage(&sandbox.id, &s, ts).await;
         let pause_cpu = cpu_usage(&s, ts);
         let pause_mem = memory_usage(&s, ts);
         let sum = |f: &dyn Fn(&cri::ContainerStats) -> u64| containers.iter().map(f).sum::<u64>();
@@ -270,7 +334,7 @@ impl<D: DockerApi> Shim<D> {
                     usage_bytes: u64v(usage_total),
                     ..Default::default()
                 }),
-                network: network_usage(&s, ts),
+                network,
                 process: Some(cri::ProcessUsage {
                     timestamp: ts,
                     process_count: s.pids_stats.as_ref().and_then(|p| p.current).and_then(u64v),
@@ -445,6 +509,24 @@ pub fn is_app_container(docker_labels: &HashMap<String, String>) -> bool {
 mod tests {
     use super::*;
     use bollard::models::{ContainerMemoryStats, ContainerStatsResponse};
+
+    #[test]
+    fn netdev_tables_give_interfaces_without_lo() {
+        let table = "Inter-|   Receive                                                |  Transmit
+ face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:     100       1    0    0    0     0          0         0      100       1    0    0    0     0       0          0
+  eth0:    2048      20    3    0    0     0          0         0     1024      10    4    0    0     0       0          0
+";
+        let n = netdev_usage(table, 7).expect("usage");
+        assert_eq!(n.interfaces.len(), 1);
+        let eth0 = n.default_interface.expect("default");
+        assert_eq!(eth0.name, "eth0");
+        assert_eq!(eth0.rx_bytes.map(|v| v.value), Some(2048));
+        assert_eq!(eth0.rx_errors.map(|v| v.value), Some(3));
+        assert_eq!(eth0.tx_bytes.map(|v| v.value), Some(1024));
+        assert_eq!(eth0.tx_errors.map(|v| v.value), Some(4));
+        assert!(netdev_usage(&table.lines().take(3).collect::<Vec<_>>().join("\n"), 7).is_none());
+    }
 
     #[test]
     fn working_set_subtracts_inactive_file() {

@@ -1,0 +1,214 @@
+//! dockershim on real Docker: GetContainerEvents fan-out to several subscribers, and the stats
+//! RPCs (container and pod sandbox, single and list).
+
+mod dockershim_support;
+
+use std::time::Duration;
+
+use cri_proto::runtime::v1 as cri;
+use dockershim_support::with_dockershim;
+use futures::StreamExt;
+use integration::fixtures::busybox_container;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dockershim_container_events_two_subscribers() {
+    with_dockershim(
+        "dockershim_events",
+        Duration::from_secs(120),
+        |mut ctx| async move {
+            let sconfig = ctx.sandbox_config("events");
+            let sid = ctx.run_sandbox(&sconfig).await;
+            let mut streams = Vec::new();
+            for _ in 0..2 {
+                streams.push(
+                    ctx.rt
+                        .get_container_events(cri::GetEventsRequest {})
+                        .await
+                        .expect("GetContainerEvents")
+                        .into_inner(),
+                );
+            }
+            // Let both subscriptions reach the server's broadcast before anything happens.
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let cid = ctx
+                .run_container(
+                    &sid,
+                    &sconfig,
+                    &busybox_container(
+                        "ev",
+                        &ctx.tb.busybox_image.clone(),
+                        "exec tail -f /dev/null",
+                    ),
+                )
+                .await;
+            ctx.rt
+                .stop_container(cri::StopContainerRequest {
+                    container_id: cid.clone(),
+                    timeout: 1,
+                })
+                .await
+                .expect("StopContainer");
+            ctx.rt
+                .remove_container(cri::RemoveContainerRequest {
+                    container_id: cid.clone(),
+                })
+                .await
+                .expect("RemoveContainer");
+            let want = [
+                cri::ContainerEventType::ContainerCreatedEvent as i32,
+                cri::ContainerEventType::ContainerStartedEvent as i32,
+                cri::ContainerEventType::ContainerStoppedEvent as i32,
+                cri::ContainerEventType::ContainerDeletedEvent as i32,
+            ];
+            for (n, stream) in streams.iter_mut().enumerate() {
+                let mut got = Vec::new();
+                while got.len() < want.len() {
+                    let ev = tokio::time::timeout(Duration::from_secs(30), stream.next())
+                        .await
+                        .unwrap_or_else(|_| panic!("subscriber {n}: only {got:?} arrived"))
+                        .expect("stream ended")
+                        .expect("event");
+                    if ev.container_id != cid {
+                        continue; // other tests' containers share the Docker daemon
+                    }
+                    let ps = ev.pod_sandbox_status.as_ref().unwrap_or_else(|| {
+                        panic!("subscriber {n}: no pod_sandbox_status in {ev:?}")
+                    });
+                    assert_eq!(ps.id, sid);
+                    assert_eq!(ps.metadata, sconfig.metadata);
+                    assert!(ev.created_at > 0);
+                    got.push(ev.container_event_type);
+                }
+                assert_eq!(got, want, "subscriber {n}");
+            }
+            ctx.stop_remove_sandbox(&sid).await;
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dockershim_stats() {
+    with_dockershim("dockershim_stats", Duration::from_secs(180), |mut ctx| async move {
+        let sconfig = ctx.sandbox_config("stats");
+        let sid = ctx.run_sandbox(&sconfig).await;
+        // Busy enough to use CPU, holding some memory.
+        let cid = ctx
+            .run_container(
+                &sid,
+                &sconfig,
+                &busybox_container(
+                    "busy",
+                    &ctx.tb.busybox_image.clone(),
+                    "x=$(head -c 4000000 /dev/zero | tr '\\0' a); while true; do i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; sleep 0.1; done",
+                ),
+            )
+            .await;
+        // Some traffic on the pod's interface.
+        let ip = ctx.sandbox_status(&sid).await.network.expect("net").ip;
+        let _ = std::net::TcpStream::connect_timeout(
+            &format!("{ip}:9").parse().unwrap(),
+            Duration::from_secs(1),
+        );
+
+        let check = |s: &cri::ContainerStats| -> Result<(), String> {
+            let cpu = s.cpu.as_ref().ok_or("no cpu")?;
+            let mem = s.memory.as_ref().ok_or("no memory")?;
+            let used = cpu.usage_core_nano_seconds.as_ref().map(|v| v.value).unwrap_or(0);
+            let ws = mem.working_set_bytes.as_ref().map(|v| v.value).unwrap_or(0);
+            if used == 0 || ws == 0 || cpu.timestamp == 0 {
+                return Err(format!("cpu {used} working set {ws}: {s:?}"));
+            }
+            Ok(())
+        };
+        let mut last = String::new();
+        let mut ok = false;
+        for _ in 0..60 {
+            let s = ctx
+                .rt
+                .container_stats(cri::ContainerStatsRequest {
+                    container_id: cid.clone(),
+                })
+                .await
+                .expect("ContainerStats")
+                .into_inner()
+                .stats
+                .expect("stats");
+            assert_eq!(s.attributes.as_ref().map(|a| a.id.as_str()), Some(cid.as_str()));
+            match check(&s) {
+                Ok(()) => {
+                    ok = true;
+                    break;
+                }
+                Err(e) => last = e,
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        assert!(ok, "ContainerStats: {last}");
+
+        let list = ctx
+            .rt
+            .list_container_stats(cri::ListContainerStatsRequest {
+                filter: Some(cri::ContainerStatsFilter {
+                    pod_sandbox_id: sid.clone(),
+                    ..Default::default()
+                }),
+            })
+            .await
+            .expect("ListContainerStats")
+            .into_inner()
+            .stats;
+        assert_eq!(list.len(), 1, "{list:?}");
+        assert_eq!(list[0].attributes.as_ref().unwrap().id, cid);
+        check(&list[0]).unwrap();
+
+        let check_pod = |p: &cri::PodSandboxStats| -> Result<(), String> {
+            let l = p.linux.as_ref().ok_or("no linux stats")?;
+            let cpu = l.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds.as_ref()).map(|v| v.value);
+            let ws = l.memory.as_ref().and_then(|m| m.working_set_bytes.as_ref()).map(|v| v.value);
+            let net = l.network.as_ref().ok_or("no network stats")?;
+            let iface = net.default_interface.as_ref().ok_or("no default interface")?;
+            if cpu.unwrap_or(0) == 0 || ws.unwrap_or(0) == 0 {
+                return Err(format!("pod cpu {cpu:?} ws {ws:?}"));
+            }
+            let bytes = |v: &Option<cri::UInt64Value>| v.as_ref().map(|v| v.value).unwrap_or(0);
+            // The pod's own eth0 (CNI), which saw the connection attempt above.
+            if iface.name != "eth0" || bytes(&iface.rx_bytes) == 0 || bytes(&iface.tx_bytes) == 0 {
+                return Err(format!("interface {iface:?}"));
+            }
+            if !l.containers.iter().any(|c| c.attributes.as_ref().map(|a| &a.id) == Some(&cid)) {
+                return Err(format!("container missing in {:?}", l.containers));
+            }
+            Ok(())
+        };
+        let p = ctx
+            .rt
+            .pod_sandbox_stats(cri::PodSandboxStatsRequest {
+                pod_sandbox_id: sid.clone(),
+            })
+            .await
+            .expect("PodSandboxStats")
+            .into_inner()
+            .stats
+            .expect("stats");
+        assert_eq!(p.attributes.as_ref().unwrap().id, sid);
+        assert_eq!(p.attributes.as_ref().unwrap().metadata, sconfig.metadata);
+        check_pod(&p).unwrap();
+        let ps = ctx
+            .rt
+            .list_pod_sandbox_stats(cri::ListPodSandboxStatsRequest {
+                filter: Some(cri::PodSandboxStatsFilter {
+                    id: sid.clone(),
+                    ..Default::default()
+                }),
+            })
+            .await
+            .expect("ListPodSandboxStats")
+            .into_inner()
+            .stats;
+        assert_eq!(ps.len(), 1, "{ps:?}");
+        check_pod(&ps[0]).unwrap();
+        ctx.stop_remove_sandbox(&sid).await;
+    })
+    .await;
+}

@@ -1,0 +1,257 @@
+//! dockershim on real Docker: image pulls from the test bed's registries (anonymous and with
+//! credentials), ListImages filters, RemoveImage by tag and by id. Never removes the shared
+//! busybox:latest or pause images: the tag test uses `busybox:1.36`, the id test a private
+//! image committed for it.
+
+mod dockershim_support;
+
+use std::time::Duration;
+
+use cri_proto::runtime::v1 as cri;
+use dockershim_support::{docker, with_dockershim};
+use integration::fixtures::unique_name;
+
+fn spec(image: &str) -> Option<cri::ImageSpec> {
+    Some(cri::ImageSpec {
+        image: image.to_string(),
+        ..Default::default()
+    })
+}
+
+async fn status(
+    img: &mut cri_proto::runtime::v1::image_service_client::ImageServiceClient<
+        tonic::transport::Channel,
+    >,
+    image: &str,
+) -> Option<cri::Image> {
+    img.image_status(cri::ImageStatusRequest {
+        image: spec(image),
+        verbose: false,
+    })
+    .await
+    .expect("ImageStatus")
+    .into_inner()
+    .image
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dockershim_pull_list_remove_by_tag() {
+    with_dockershim(
+        "dockershim_images_tag",
+        Duration::from_secs(180),
+        |mut ctx| async move {
+            let image = format!("{}/busybox:1.36", ctx.tb.registry);
+            let image_ref = ctx
+                .img
+                .pull_image(cri::PullImageRequest {
+                    image: spec(&image),
+                    ..Default::default()
+                })
+                .await
+                .expect("anonymous pull")
+                .into_inner()
+                .image_ref;
+            let st = status(&mut ctx.img, &image).await.expect("pulled image");
+            assert_eq!(st.id, image_ref);
+            assert!(st.repo_tags.contains(&image), "{st:?}");
+            assert!(st.size > 0);
+
+            // ListImages filtered on the tag finds it (and only images carrying it).
+            let listed = ctx
+                .img
+                .list_images(cri::ListImagesRequest {
+                    filter: Some(cri::ImageFilter {
+                        image: spec(&image),
+                    }),
+                })
+                .await
+                .expect("ListImages")
+                .into_inner()
+                .images;
+            assert_eq!(listed.len(), 1, "{listed:?}");
+            assert!(listed[0].repo_tags.contains(&image));
+            let none = ctx
+                .img
+                .list_images(cri::ListImagesRequest {
+                    filter: Some(cri::ImageFilter {
+                        image: spec(&format!("{}/no-such-image:x", ctx.tb.registry)),
+                    }),
+                })
+                .await
+                .expect("ListImages")
+                .into_inner()
+                .images;
+            assert!(none.is_empty(), "{none:?}");
+            let all = ctx
+                .img
+                .list_images(cri::ListImagesRequest { filter: None })
+                .await
+                .expect("ListImages")
+                .into_inner()
+                .images;
+            assert!(
+                all.iter()
+                    .any(|i| i.repo_tags.contains(&ctx.tb.pause_image))
+            );
+
+            // Remove by tag: the tag goes, the image (shared with busybox:latest) stays.
+            ctx.img
+                .remove_image(cri::RemoveImageRequest {
+                    image: spec(&image),
+                })
+                .await
+                .expect("RemoveImage by tag");
+            assert!(
+                status(&mut ctx.img, &image).await.is_none(),
+                "tag still there"
+            );
+            assert!(
+                status(&mut ctx.img, &ctx.tb.busybox_image.clone())
+                    .await
+                    .is_some(),
+                "removing a tag removed busybox:latest"
+            );
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dockershim_pull_with_credentials() {
+    with_dockershim(
+        "dockershim_images_auth",
+        Duration::from_secs(180),
+        |mut ctx| async move {
+            let image = format!("{}/busybox:latest", ctx.tb.auth_registry);
+            let e = ctx
+                .img
+                .pull_image(cri::PullImageRequest {
+                    image: spec(&image),
+                    ..Default::default()
+                })
+                .await
+                .expect_err("pull from an htpasswd registry without credentials");
+            let msg = e.message().to_lowercase();
+            assert!(
+                msg.contains("unauthorized")
+                    || msg.contains("authentication required")
+                    || msg.contains("no basic auth credentials"),
+                "unclear error: {e:?}"
+            );
+            let e = ctx
+                .img
+                .pull_image(cri::PullImageRequest {
+                    image: spec(&image),
+                    auth: Some(cri::AuthConfig {
+                        username: ctx.tb.auth_user.clone(),
+                        password: "wrong-password".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .await
+                .expect_err("pull with a wrong password");
+            assert!(
+                e.message().to_lowercase().contains("unauthorized"),
+                "unclear error: {e:?}"
+            );
+            let image_ref = ctx
+                .img
+                .pull_image(cri::PullImageRequest {
+                    image: spec(&image),
+                    auth: Some(cri::AuthConfig {
+                        username: ctx.tb.auth_user.clone(),
+                        password: ctx.tb.auth_password.clone(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .await
+                .expect("pull with credentials")
+                .into_inner()
+                .image_ref;
+            assert!(image_ref.starts_with("sha256:"), "{image_ref}");
+            let st = status(&mut ctx.img, &image)
+                .await
+                .expect("image after pull");
+            assert!(st.repo_tags.contains(&image), "{st:?}");
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dockershim_remove_image_by_id() {
+    with_dockershim(
+        "dockershim_images_id",
+        Duration::from_secs(120),
+        |mut ctx| async move {
+            // A private image with an id of its own: busybox committed with a unique label.
+            let d = docker(&ctx.tb);
+            let name = unique_name("cri-it-rmid");
+            let tmp = d
+                .create_container(
+                    Some(bollard::query_parameters::CreateContainerOptions {
+                        name: Some(name.clone()),
+                        ..Default::default()
+                    }),
+                    bollard::models::ContainerCreateBody {
+                        image: Some(ctx.tb.busybox_image.clone()),
+                        cmd: Some(vec!["true".into()]),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .expect("create temp container");
+            let committed = d
+                .commit_container(
+                    bollard::query_parameters::CommitContainerOptions {
+                        container: Some(tmp.id.clone()),
+                        repo: Some("cri-it/rmid".into()),
+                        tag: Some(name.clone()),
+                        changes: Some(format!("LABEL cri-it-unique={name}")),
+                        ..Default::default()
+                    },
+                    bollard::models::ContainerConfig::default(),
+                )
+                .await;
+            let _ = d.remove_container(&tmp.id, None).await;
+            let id = committed.expect("commit").id;
+            let tag = format!("cri-it/rmid:{name}");
+            let second_tag = format!("cri-it/rmid2:{name}");
+            d.tag_image(
+                &id,
+                Some(bollard::query_parameters::TagImageOptions {
+                    repo: Some("cri-it/rmid2".into()),
+                    tag: Some(name.clone()),
+                }),
+            )
+            .await
+            .expect("second tag");
+            let st = status(&mut ctx.img, &tag).await.expect("committed image");
+            assert_eq!(st.id, id);
+            assert!(st.repo_tags.contains(&second_tag), "{st:?}");
+
+            // By id: every tag goes with it.
+            ctx.img
+                .remove_image(cri::RemoveImageRequest { image: spec(&id) })
+                .await
+                .expect("RemoveImage by id");
+            assert!(status(&mut ctx.img, &id).await.is_none());
+            assert!(status(&mut ctx.img, &tag).await.is_none());
+            assert!(status(&mut ctx.img, &second_tag).await.is_none());
+            assert!(
+                status(&mut ctx.img, &ctx.tb.busybox_image.clone())
+                    .await
+                    .is_some(),
+                "busybox:latest went too"
+            );
+            // Idempotent.
+            ctx.img
+                .remove_image(cri::RemoveImageRequest { image: spec(&id) })
+                .await
+                .expect("RemoveImage of a removed id");
+        },
+    )
+    .await;
+}

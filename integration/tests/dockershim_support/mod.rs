@@ -1,0 +1,274 @@
+//! Shared harness of the dockershim end-to-end tests: each test gets its own in-process
+//! dockershim (CNI mode, real Docker), runs its body in a task, and whatever the body did
+//! (pass, panic, time out) every sandbox it registered is stopped and removed afterwards.
+
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cri_proto::runtime::v1 as cri;
+use cri_proto::runtime::v1::image_service_client::ImageServiceClient;
+use cri_proto::runtime::v1::runtime_service_client::RuntimeServiceClient;
+use integration::fixtures::{cleanup_sandboxes, ensure_image, sandbox_config};
+use integration::runtimes::{RuntimeKind, TestRuntime};
+use integration::testbed::Testbed;
+use tonic::transport::Channel;
+
+/// What a test body works with.
+pub struct Ctx {
+    pub tb: Testbed,
+    pub rt: RuntimeServiceClient<Channel>,
+    pub img: ImageServiceClient<Channel>,
+    /// Root of the pods' log directories.
+    pub logs: PathBuf,
+    runtime: Arc<tokio::sync::Mutex<TestRuntime>>,
+    sandboxes: Arc<Mutex<Vec<String>>>,
+}
+
+/// Runs `body` against a fresh in-process dockershim, cleaning up its sandboxes whatever
+/// happens; fails when the body panics or exceeds `limit`.
+pub async fn with_dockershim<F, Fut>(name: &str, limit: Duration, body: F)
+where
+    F: FnOnce(Ctx) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let Some(tb) = Testbed::get(name) else {
+        return;
+    };
+    let rt = TestRuntime::new(RuntimeKind::Dockershim, &tb)
+        .await
+        .expect("start dockershim");
+    let (r, i) = (rt.runtime.clone(), rt.image.clone());
+    let runtime = Arc::new(tokio::sync::Mutex::new(rt));
+    let sandboxes = Arc::new(Mutex::new(Vec::new()));
+    let logs = tempfile::Builder::new()
+        .prefix("dockershim-it-logs-")
+        .tempdir()
+        .expect("tempdir");
+    let mut img = i.clone();
+    ensure_image(&mut img, &tb.busybox_image)
+        .await
+        .expect("busybox image");
+    let ctx = Ctx {
+        tb,
+        rt: r,
+        img: i,
+        logs: logs.path().to_path_buf(),
+        runtime: runtime.clone(),
+        sandboxes: sandboxes.clone(),
+    };
+    let task = tokio::spawn(tokio::time::timeout(limit, body(ctx)));
+    let outcome = task.await;
+    let ids = sandboxes.lock().unwrap().clone();
+    let mut client = runtime.lock().await.runtime.clone();
+    cleanup_sandboxes(&mut client, &ids).await;
+    match outcome {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) => panic!("{name}: timed out after {limit:?}"),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("{name}: {e}"),
+    }
+}
+
+impl Ctx {
+    /// A sandbox config with unique names and a log directory under this test's log root.
+    pub fn sandbox_config(&self, prefix: &str) -> cri::PodSandboxConfig {
+        sandbox_config(prefix, &self.logs)
+    }
+
+    /// Registers a sandbox id for the final cleanup.
+    pub fn track(&self, id: &str) {
+        self.sandboxes.lock().unwrap().push(id.to_string());
+    }
+
+    /// RunPodSandbox, registered for cleanup.
+    pub async fn run_sandbox(&mut self, config: &cri::PodSandboxConfig) -> String {
+        let id = self
+            .rt
+            .run_pod_sandbox(cri::RunPodSandboxRequest {
+                config: Some(config.clone()),
+                runtime_handler: String::new(),
+            })
+            .await
+            .expect("RunPodSandbox")
+            .into_inner()
+            .pod_sandbox_id;
+        self.track(&id);
+        id
+    }
+
+    pub async fn create(
+        &mut self,
+        sandbox_id: &str,
+        sconfig: &cri::PodSandboxConfig,
+        cconfig: &cri::ContainerConfig,
+    ) -> Result<String, tonic::Status> {
+        Ok(self
+            .rt
+            .create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: sandbox_id.to_string(),
+                config: Some(cconfig.clone()),
+                sandbox_config: Some(sconfig.clone()),
+            })
+            .await?
+            .into_inner()
+            .container_id)
+    }
+
+    pub async fn start(&mut self, id: &str) -> Result<(), tonic::Status> {
+        self.rt
+            .start_container(cri::StartContainerRequest {
+                container_id: id.to_string(),
+            })
+            .await
+            .map(|_| ())
+    }
+
+    /// CreateContainer + StartContainer, panicking on failure.
+    pub async fn run_container(
+        &mut self,
+        sandbox_id: &str,
+        sconfig: &cri::PodSandboxConfig,
+        cconfig: &cri::ContainerConfig,
+    ) -> String {
+        let id = self
+            .create(sandbox_id, sconfig, cconfig)
+            .await
+            .expect("CreateContainer");
+        self.start(&id).await.expect("StartContainer");
+        id
+    }
+
+    pub async fn status(&mut self, id: &str) -> cri::ContainerStatus {
+        self.rt
+            .container_status(cri::ContainerStatusRequest {
+                container_id: id.to_string(),
+                verbose: false,
+            })
+            .await
+            .expect("ContainerStatus")
+            .into_inner()
+            .status
+            .expect("status")
+    }
+
+    pub async fn sandbox_status(&mut self, id: &str) -> cri::PodSandboxStatus {
+        self.rt
+            .pod_sandbox_status(cri::PodSandboxStatusRequest {
+                pod_sandbox_id: id.to_string(),
+                verbose: false,
+            })
+            .await
+            .expect("PodSandboxStatus")
+            .into_inner()
+            .status
+            .expect("sandbox status")
+    }
+
+    /// Polls ContainerStatus until the container exited (generous deadline).
+    pub async fn wait_exited(&mut self, id: &str) -> cri::ContainerStatus {
+        for _ in 0..600 {
+            let st = self.status(id).await;
+            if st.state == cri::ContainerState::ContainerExited as i32 {
+                return st;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("container {id} did not exit");
+    }
+
+    /// ExecSync `sh -c script`.
+    pub async fn sh(
+        &mut self,
+        id: &str,
+        script: &str,
+        timeout: i64,
+    ) -> Result<cri::ExecSyncResponse, tonic::Status> {
+        Ok(self
+            .rt
+            .exec_sync(cri::ExecSyncRequest {
+                container_id: id.to_string(),
+                cmd: vec!["sh".into(), "-c".into(), script.into()],
+                timeout,
+            })
+            .await?
+            .into_inner())
+    }
+
+    /// ExecSync `sh -c script` expecting exit 0; its stdout as a string.
+    pub async fn sh_ok(&mut self, id: &str, script: &str) -> String {
+        let r = self.sh(id, script, 30).await.expect("ExecSync");
+        assert_eq!(
+            r.exit_code,
+            0,
+            "{script:?}: stdout {:?} stderr {:?}",
+            String::from_utf8_lossy(&r.stdout),
+            String::from_utf8_lossy(&r.stderr)
+        );
+        String::from_utf8_lossy(&r.stdout).into_owned()
+    }
+
+    /// Polls a file until `pred` holds for its content; the last content.
+    pub async fn wait_file(&self, path: &str, pred: impl Fn(&str) -> bool) -> String {
+        let mut content = String::new();
+        for _ in 0..300 {
+            content = std::fs::read_to_string(path).unwrap_or_default();
+            if pred(&content) {
+                return content;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{path}: condition never held; content {content:?}");
+    }
+
+    /// Stops and removes a sandbox, expecting success.
+    pub async fn stop_remove_sandbox(&mut self, id: &str) {
+        self.rt
+            .stop_pod_sandbox(cri::StopPodSandboxRequest {
+                pod_sandbox_id: id.to_string(),
+            })
+            .await
+            .expect("StopPodSandbox");
+        self.rt
+            .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                pod_sandbox_id: id.to_string(),
+            })
+            .await
+            .expect("RemovePodSandbox");
+    }
+
+    /// Restarts dockershim (same root directory) and reconnects this context's clients.
+    pub async fn restart_dockershim(&mut self) {
+        let mut rt = self.runtime.lock().await;
+        rt.restart_dockershim().await.expect("restart dockershim");
+        self.rt = rt.runtime.clone();
+        self.img = rt.image.clone();
+    }
+
+    /// The dockershim root directory (from verbose Status).
+    pub async fn root_directory(&mut self) -> PathBuf {
+        let info = self
+            .rt
+            .status(cri::StatusRequest { verbose: true })
+            .await
+            .expect("Status")
+            .into_inner()
+            .info;
+        let config: serde_json::Value =
+            serde_json::from_str(info.get("config").expect("config info")).expect("json");
+        PathBuf::from(config["rootDirectory"].as_str().expect("rootDirectory"))
+    }
+}
+
+/// A direct Docker client (to act behind dockershim's back).
+pub fn docker(tb: &Testbed) -> bollard::Docker {
+    let path = tb
+        .docker_endpoint
+        .strip_prefix("unix://")
+        .unwrap_or(&tb.docker_endpoint)
+        .to_string();
+    bollard::Docker::connect_with_unix(&path, 120, bollard::API_DEFAULT_VERSION).expect("docker")
+}

@@ -11,3 +11,4 @@ pub mod duration;
 pub mod flags;
 pub mod kubeletconfig;
 pub mod kuberuntime;
+pub mod metrics;

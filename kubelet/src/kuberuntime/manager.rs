@@ -411,7 +411,7 @@ impl KubeGenericRuntimeManager {
     ) -> Result<PodStatus, RuntimeError> {
         let sel = HashMap::from([(POD_UID_LABEL.to_string(), uid.to_string())]);
         let mut sandboxes = self.list_sandboxes(sel.clone()).await?;
-        sandboxes.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        sandboxes.sort_by_key(|c| std::cmp::Reverse(c.created_at));
         let mut status = PodStatus {
             id: uid.to_string(),
             name: name.to_string(),
@@ -472,7 +472,7 @@ impl KubeGenericRuntimeManager {
             });
         }
         let mut containers = self.list_containers(sel).await?;
-        containers.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        containers.sort_by_key(|c| std::cmp::Reverse(c.created_at));
         for c in containers {
             let id = c.id.clone();
             let req = cri::ContainerStatusRequest {
@@ -940,7 +940,7 @@ impl KubeGenericRuntimeManager {
                 .iter()
                 .filter(|c| c.state == ContainerState::Exited)
                 .collect();
-            dead.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+            dead.sort_by_key(|c| std::cmp::Reverse(c.created_at));
             let mut seen = HashSet::new();
             for c in dead {
                 if is_known && seen.insert(c.name.clone()) {
@@ -952,7 +952,7 @@ impl KubeGenericRuntimeManager {
                 }
             }
             let mut sbs: Vec<&RuntimeContainer> = p.sandboxes.iter().collect();
-            sbs.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+            sbs.sort_by_key(|c| std::cmp::Reverse(c.created_at));
             for (i, s) in sbs.into_iter().enumerate() {
                 if s.state == ContainerState::Running || (is_known && i == 0) {
                     continue;
@@ -983,11 +983,13 @@ mod tests {
     fn grace() {
         assert_eq!(grace_period_for(None, None), 30);
         assert_eq!(grace_period_for(None, Some(1)), 2);
-        let mut p = Pod::default();
-        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
-            termination_grace_period_seconds: Some(5),
+        let p = Pod {
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                termination_grace_period_seconds: Some(5),
+                ..Default::default()
+            }),
             ..Default::default()
-        });
+        };
         assert_eq!(grace_period_for(Some(&p), None), 5);
     }
 

@@ -1,0 +1,377 @@
+//! End to end: the `kubelet` BINARY runs static pods from a manifest directory on a real
+//! runtime, parameterized over both: containerd's CRI plugin (`--container-runtime-endpoint`)
+//! and the kubelet's embedded dockershim on Docker (no endpoint, `--network-plugin=cni`).
+//! Checked through the kubelet's read-only `GET /pods` and the runtime's CRI: a two-container
+//! pod becomes Running and Ready beside a malformed manifest; changing one container's command
+//! restarts exactly that container; deleting the manifest removes the pod and leaves no sandbox
+//! or container of its UID. The kubelet gets SIGTERM and the runtime is cleaned up whatever
+//! happened.
+//!
+//! The binary is `target/debug/kubelet`: `cargo build --workspace` must run first (hack/test.sh
+//! does); the test fails with that hint when the binary is missing.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use cri_proto::runtime::v1 as cri;
+use futures::FutureExt;
+use integration::fixtures::unique_name;
+use integration::require_testbed;
+use integration::runtimes::{InProcessShim, RuntimeKind, clients};
+use integration::testbed::Testbed;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+const UID_LABEL: &str = "io.kubernetes.pod.uid";
+
+fn kubelet_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug/kubelet")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+fn manifest(name: &str, uid: &str, image: &str, b_command: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  uid: {uid}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: a
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+  - name: b
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "{b_command}"]
+"#
+    )
+}
+
+/// `GET path` on 127.0.0.1:port; the body, if the request succeeded with 200.
+async fn http_get(port: u16, path: &str) -> Option<String> {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.ok()?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
+}
+
+async fn pods(port: u16) -> Option<Vec<serde_json::Value>> {
+    let body = http_get(port, "/pods").await?;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    assert_eq!(v["kind"], "PodList");
+    v["items"].as_array().cloned()
+}
+
+fn find_pod<'a>(pods: &'a [serde_json::Value], uid: &str) -> Option<&'a serde_json::Value> {
+    pods.iter().find(|p| p["metadata"]["uid"] == uid)
+}
+
+/// containerIDs by name when the pod is Running, Ready, with every container running.
+fn running_ids(pod: &serde_json::Value) -> Option<HashMap<String, String>> {
+    let st = &pod["status"];
+    if st["phase"] != "Running" {
+        return None;
+    }
+    let ready = st["conditions"]
+        .as_array()?
+        .iter()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    if !ready {
+        return None;
+    }
+    let mut out = HashMap::new();
+    for c in st["containerStatuses"].as_array()? {
+        c["state"]["running"].as_object()?;
+        out.insert(
+            c["name"].as_str()?.to_string(),
+            c["containerID"].as_str()?.to_string(),
+        );
+    }
+    Some(out)
+}
+
+async fn wait_for<T, F, Fut>(what: &str, log: &Path, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > end {
+            let tail = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = tail.lines().rev().take(60).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!(
+                "timed out waiting for {what}; kubelet log tail:\n{}",
+                tail.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Sandboxes and containers of `uid` on the runtime at `endpoint`.
+async fn runtime_objects(endpoint: &str, uid: &str) -> Option<(usize, usize)> {
+    let (mut rt, _) = clients(endpoint).await.ok()?;
+    let sel = HashMap::from([(UID_LABEL.to_string(), uid.to_string())]);
+    let sb = rt
+        .list_pod_sandbox(cri::ListPodSandboxRequest {
+            filter: Some(cri::PodSandboxFilter {
+                label_selector: sel.clone(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .ok()?
+        .into_inner()
+        .items;
+    let cs = rt
+        .list_containers(cri::ListContainersRequest {
+            filter: Some(cri::ContainerFilter {
+                label_selector: sel,
+                ..Default::default()
+            }),
+        })
+        .await
+        .ok()?
+        .into_inner()
+        .containers;
+    Some((sb.len(), cs.len()))
+}
+
+/// Stop and remove every sandbox labelled with `uid` (best effort).
+async fn cleanup_runtime(endpoint: &str, uid: &str) {
+    let Ok((mut rt, _)) = clients(endpoint).await else {
+        return;
+    };
+    let sel = HashMap::from([(UID_LABEL.to_string(), uid.to_string())]);
+    let Ok(sb) = rt
+        .list_pod_sandbox(cri::ListPodSandboxRequest {
+            filter: Some(cri::PodSandboxFilter {
+                label_selector: sel,
+                ..Default::default()
+            }),
+        })
+        .await
+    else {
+        return;
+    };
+    for s in sb.into_inner().items {
+        let _ = rt
+            .stop_pod_sandbox(cri::StopPodSandboxRequest {
+                pod_sandbox_id: s.id.clone(),
+            })
+            .await;
+        let _ = rt
+            .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                pod_sandbox_id: s.id,
+            })
+            .await;
+    }
+}
+
+async fn stop_kubelet(child: &mut Child) {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill(2) on the pid of our own child process.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGTERM);
+        }
+    }
+    if tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+}
+
+fn spawn_kubelet(
+    kind: RuntimeKind,
+    tb: &Testbed,
+    root: &Path,
+    manifests: &Path,
+    port: u16,
+    node: &str,
+    log: &Path,
+) -> Child {
+    let bin = kubelet_binary();
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --workspace` first (hack/test.sh does)",
+        bin.display()
+    );
+    let mut cmd = Command::new(bin);
+    cmd.arg("--root-dir")
+        .arg(root)
+        .arg("--pod-manifest-path")
+        .arg(manifests)
+        .arg("--read-only-port")
+        .arg(port.to_string())
+        .arg("--hostname-override")
+        .arg(node)
+        .arg("--pod-infra-container-image")
+        .arg(&tb.pause_image)
+        .arg("--file-check-frequency")
+        .arg("2s")
+        .arg("-v")
+        .arg("2");
+    match kind {
+        RuntimeKind::Containerd => {
+            cmd.arg("--container-runtime-endpoint")
+                .arg(&tb.containerd_endpoint);
+        }
+        RuntimeKind::Dockershim => {
+            cmd.arg("--docker-endpoint")
+                .arg(&tb.docker_endpoint)
+                .arg("--network-plugin=cni")
+                .arg("--cni-bin-dir")
+                .arg(&tb.cni_bin_dir)
+                .arg("--cni-conf-dir")
+                .arg(&tb.dockershim_cni_conf_dir)
+                .arg("--cni-cache-dir")
+                .arg(&tb.dockershim_cni_cache_dir);
+        }
+    }
+    let log_file = std::fs::File::create(log).expect("log file");
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::from(log_file))
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true);
+    cmd.spawn().expect("spawn kubelet")
+}
+
+async fn kubelet_pods(kind: RuntimeKind) {
+    let tb = require_testbed!(&format!("kubelet_pods[{}]", kind.name()));
+    let dir = tempfile::Builder::new()
+        .prefix("kubelet-it-")
+        .tempdir()
+        .expect("tempdir");
+    let root = dir.path().join("root");
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir_all(&manifests).expect("manifest dir");
+    let log = dir.path().join("kubelet.log");
+    let node = unique_name("kl");
+    let uid = format!("{node}-uid");
+    let port = free_port();
+    let pod_file = manifests.join("two.yaml");
+    std::fs::write(
+        &pod_file,
+        manifest("two", &uid, &tb.busybox_image, "sleep 3600"),
+    )
+    .expect("write manifest");
+    std::fs::write(
+        manifests.join("broken.yaml"),
+        "apiVersion: v1\nkind: Pod\nmetadata: [\n",
+    )
+    .expect("write bad manifest");
+
+    let mut child = spawn_kubelet(kind, &tb, &root, &manifests, port, &node, &log);
+    // The CRI endpoint the checks use: containerd's, or the kubelet's embedded dockershim.
+    let endpoint = match kind {
+        RuntimeKind::Containerd => tb.containerd_endpoint.clone(),
+        RuntimeKind::Dockershim => format!("unix://{}/dockershim.sock", root.display()),
+    };
+
+    let body = async {
+        // 1. The good pod runs beside the malformed manifest, Running and Ready.
+        let ids = wait_for("the pod to be Running and Ready", &log, || async {
+            let pods = pods(port).await?;
+            running_ids(find_pod(&pods, &uid)?)
+        })
+        .await;
+        assert_eq!(ids.len(), 2, "two containers: {ids:?}");
+        let prefix = match kind {
+            RuntimeKind::Containerd => "containerd://",
+            RuntimeKind::Dockershim => "docker://",
+        };
+        assert!(ids.values().all(|id| id.starts_with(prefix)), "{ids:?}");
+        let all = pods(port).await.expect("pods");
+        assert_eq!(all.len(), 1, "only the good pod: {all:?}");
+
+        // 2. A changed command restarts exactly that container.
+        std::fs::write(
+            &pod_file,
+            manifest("two", &uid, &tb.busybox_image, "sleep 3601"),
+        )
+        .expect("rewrite manifest");
+        let after = wait_for("container b to be restarted", &log, || async {
+            let pods = pods(port).await?;
+            let now = running_ids(find_pod(&pods, &uid)?)?;
+            (now.get("b") != ids.get("b")).then_some(now)
+        })
+        .await;
+        assert_eq!(after.get("a"), ids.get("a"), "container a must not restart");
+
+        // 3. Deleting the manifest removes the pod, on the kubelet and on the runtime.
+        std::fs::remove_file(&pod_file).expect("remove manifest");
+        wait_for("the pod to leave /pods", &log, || async {
+            let pods = pods(port).await?;
+            find_pod(&pods, &uid).is_none().then_some(())
+        })
+        .await;
+        wait_for(
+            "no sandbox or container of the pod on the runtime",
+            &log,
+            || async { (runtime_objects(&endpoint, &uid).await? == (0, 0)).then_some(()) },
+        )
+        .await;
+        let health = http_get(port, "/healthz").await;
+        assert_eq!(health.as_deref(), Some("ok"));
+        let metrics = http_get(port, "/metrics").await.expect("metrics");
+        assert!(metrics.contains("kubelet_pleg_relist_duration_seconds"));
+        assert!(
+            metrics.contains("kubelet_runtime_operations_total{operation_type=\"run_podsandbox\"}")
+        );
+    };
+    let outcome = std::panic::AssertUnwindSafe(body).catch_unwind().await;
+
+    // Clean up whatever happened: stop the kubelet, then remove the pod's sandboxes.
+    let _ = std::fs::remove_file(&pod_file);
+    stop_kubelet(&mut child).await;
+    match kind {
+        RuntimeKind::Containerd => cleanup_runtime(&tb.containerd_endpoint, &uid).await,
+        RuntimeKind::Dockershim => {
+            // The kubelet's embedded dockershim is gone: clean up through one of our own.
+            if let Ok(mut shim) = InProcessShim::start(&tb).await {
+                let ep = shim.config.endpoint.clone();
+                cleanup_runtime(&ep, &uid).await;
+                shim.stop().await;
+            }
+        }
+    }
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_pods_containerd() {
+    kubelet_pods(RuntimeKind::Containerd).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_pods_dockershim() {
+    kubelet_pods(RuntimeKind::Dockershim).await;
+}

@@ -60,6 +60,33 @@ spec:
     )
 }
 
+fn single_container_manifest(name: &str, uid: &str, image: &str, script: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  uid: {uid}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "{script}"]
+"#
+    )
+}
+
+/// The waiting reason and restart count of a pod's first container.
+fn first_waiting(pod: &serde_json::Value) -> Option<(String, i64)> {
+    let c = &pod["status"]["containerStatuses"][0];
+    Some((
+        c["state"]["waiting"]["reason"].as_str()?.to_string(),
+        c["restartCount"].as_i64().unwrap_or(0),
+    ))
+}
+
 /// `GET path` on 127.0.0.1:port; the body, if the request succeeded with 200.
 async fn http_get(port: u16, path: &str) -> Option<String> {
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -286,6 +313,22 @@ async fn kubelet_pods(kind: RuntimeKind) {
         "apiVersion: v1\nkind: Pod\nmetadata: [\n",
     )
     .expect("write bad manifest");
+    let crash_uid = format!("{node}-crash");
+    let crash_file = manifests.join("crash.yaml");
+    std::fs::write(
+        &crash_file,
+        single_container_manifest("crash", &crash_uid, &tb.busybox_image, "exit 3"),
+    )
+    .expect("write crash manifest");
+    let pull_uid = format!("{node}-pull");
+    let pull_file = manifests.join("pull.yaml");
+    let missing_image = format!("{}/does-not-exist:latest", tb.registry);
+    std::fs::write(
+        &pull_file,
+        single_container_manifest("pull", &pull_uid, &missing_image, "sleep 3600"),
+    )
+    .expect("write pull manifest");
+    let uids = [uid.clone(), crash_uid.clone(), pull_uid.clone()];
 
     let mut child = spawn_kubelet(kind, &tb, &root, &manifests, port, &node, &log);
     // The CRI endpoint the checks use: containerd's, or the kubelet's embedded dockershim.
@@ -308,9 +351,50 @@ async fn kubelet_pods(kind: RuntimeKind) {
         };
         assert!(ids.values().all(|id| id.starts_with(prefix)), "{ids:?}");
         let all = pods(port).await.expect("pods");
-        assert_eq!(all.len(), 1, "only the good pod: {all:?}");
+        assert_eq!(
+            all.len(),
+            3,
+            "every good pod and not the broken one: {all:?}"
+        );
 
-        // 2. A changed command restarts exactly that container.
+        // 2. A crashing container is restarted, then waits in CrashLoopBackOff.
+        wait_for(
+            "the crashing container to be in CrashLoopBackOff",
+            &log,
+            || async {
+                let pods = pods(port).await?;
+                let (reason, restarts) = first_waiting(find_pod(&pods, &crash_uid)?)?;
+                (reason == "CrashLoopBackOff" && restarts >= 1).then_some(())
+            },
+        )
+        .await;
+
+        // 3. A missing image shows ErrImagePull / ImagePullBackOff.
+        wait_for("the missing image to show a pull error", &log, || async {
+            let pods = pods(port).await?;
+            let (reason, _) = first_waiting(find_pod(&pods, &pull_uid)?)?;
+            (reason == "ErrImagePull" || reason == "ImagePullBackOff").then_some(())
+        })
+        .await;
+
+        // 4. A restarted kubelet adopts the running pod without restarting anything.
+        stop_kubelet(&mut child).await;
+        child = spawn_kubelet(kind, &tb, &root, &manifests, port, &node, &log);
+        let adopted = wait_for(
+            "the pod to be Running after a kubelet restart",
+            &log,
+            || async {
+                let pods = pods(port).await?;
+                running_ids(find_pod(&pods, &uid)?)
+            },
+        )
+        .await;
+        assert_eq!(
+            adopted, ids,
+            "a kubelet restart must not restart containers"
+        );
+
+        // 5. A changed command restarts exactly that container.
         std::fs::write(
             &pod_file,
             manifest("two", &uid, &tb.busybox_image, "sleep 3601"),
@@ -324,39 +408,50 @@ async fn kubelet_pods(kind: RuntimeKind) {
         .await;
         assert_eq!(after.get("a"), ids.get("a"), "container a must not restart");
 
-        // 3. Deleting the manifest removes the pod, on the kubelet and on the runtime.
-        std::fs::remove_file(&pod_file).expect("remove manifest");
-        wait_for("the pod to leave /pods", &log, || async {
-            let pods = pods(port).await?;
-            find_pod(&pods, &uid).is_none().then_some(())
-        })
-        .await;
-        wait_for(
-            "no sandbox or container of the pod on the runtime",
-            &log,
-            || async { (runtime_objects(&endpoint, &uid).await? == (0, 0)).then_some(()) },
-        )
-        .await;
+        // 6. Deleting the manifests removes the pods, on the kubelet and on the runtime.
+        for f in [&pod_file, &crash_file, &pull_file] {
+            std::fs::remove_file(f).expect("remove manifest");
+        }
+        for u in &uids {
+            wait_for("the pod to leave /pods", &log, || async {
+                let pods = pods(port).await?;
+                find_pod(&pods, u).is_none().then_some(())
+            })
+            .await;
+            wait_for(
+                "no sandbox or container of the pod on the runtime",
+                &log,
+                || async { (runtime_objects(&endpoint, u).await? == (0, 0)).then_some(()) },
+            )
+            .await;
+        }
         let health = http_get(port, "/healthz").await;
         assert_eq!(health.as_deref(), Some("ok"));
         let metrics = http_get(port, "/metrics").await.expect("metrics");
         assert!(metrics.contains("kubelet_pleg_relist_duration_seconds"));
-        assert!(
-            metrics.contains("kubelet_runtime_operations_total{operation_type=\"run_podsandbox\"}")
-        );
+        assert!(metrics.contains("kubelet_running_pods"));
+        assert!(metrics.contains("kubelet_runtime_operations_total{operation_type="));
     };
     let outcome = std::panic::AssertUnwindSafe(body).catch_unwind().await;
 
     // Clean up whatever happened: stop the kubelet, then remove the pod's sandboxes.
-    let _ = std::fs::remove_file(&pod_file);
+    for f in [&pod_file, &crash_file, &pull_file] {
+        let _ = std::fs::remove_file(f);
+    }
     stop_kubelet(&mut child).await;
     match kind {
-        RuntimeKind::Containerd => cleanup_runtime(&tb.containerd_endpoint, &uid).await,
+        RuntimeKind::Containerd => {
+            for u in &uids {
+                cleanup_runtime(&tb.containerd_endpoint, u).await;
+            }
+        }
         RuntimeKind::Dockershim => {
             // The kubelet's embedded dockershim is gone: clean up through one of our own.
             if let Ok(mut shim) = InProcessShim::start(&tb).await {
                 let ep = shim.config.endpoint.clone();
-                cleanup_runtime(&ep, &uid).await;
+                for u in &uids {
+                    cleanup_runtime(&ep, u).await;
+                }
                 shim.stop().await;
             }
         }

@@ -356,6 +356,26 @@ impl SyncLoop {
                 self.dispatch(pod, true, None);
             }
         }
+        // Desired pods without a worker (re-added while their previous incarnation was being
+        // terminated) get one again.
+        let unserved: Vec<Pod> = self
+            .shared
+            .pods
+            .read()
+            .map(|m| {
+                m.iter()
+                    .filter(|(uid, p)| {
+                        !self.workers.is_known(uid) && p.metadata.deletion_timestamp.is_none()
+                    })
+                    .map(|(_, p)| p.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for pod in unserved {
+            if !self.work_queue.contains_key(&uid_of(&pod)) {
+                self.dispatch(pod, false, None);
+            }
+        }
         for rp in self.shared.pleg.runtime_pods() {
             if desired.contains(&rp.id) || self.workers.is_known(&rp.id) {
                 continue;

@@ -328,7 +328,39 @@ async fn kubelet_pods(kind: RuntimeKind) {
         single_container_manifest("pull", &pull_uid, &missing_image, "sleep 3600"),
     )
     .expect("write pull manifest");
-    let uids = [uid.clone(), crash_uid.clone(), pull_uid.clone()];
+    let init_uid = format!("{node}-init");
+    let init_file = manifests.join("init.yaml");
+    std::fs::write(
+        &init_file,
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: init
+  uid: {init_uid}
+spec:
+  terminationGracePeriodSeconds: 1
+  initContainers:
+  - name: prepare
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "true"]
+  containers:
+  - name: main
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+"#,
+            image = tb.busybox_image
+        ),
+    )
+    .expect("write init manifest");
+    let uids = [
+        uid.clone(),
+        crash_uid.clone(),
+        pull_uid.clone(),
+        init_uid.clone(),
+    ];
 
     let mut child = spawn_kubelet(kind, &tb, &root, &manifests, port, &node, &log);
     // The CRI endpoint the checks use: containerd's, or the kubelet's embedded dockershim.
@@ -350,12 +382,25 @@ async fn kubelet_pods(kind: RuntimeKind) {
             RuntimeKind::Dockershim => "docker://",
         };
         assert!(ids.values().all(|id| id.starts_with(prefix)), "{ids:?}");
+        // The runtime sees the pod through its UID label (so the removal check below is real).
+        let objects = runtime_objects(&endpoint, &uid).await;
+        assert_eq!(objects, Some((1, 2)), "one sandbox, two containers");
         let all = pods(port).await.expect("pods");
         assert_eq!(
             all.len(),
-            3,
+            4,
             "every good pod and not the broken one: {all:?}"
         );
+
+        // An init container runs to completion before the app container.
+        wait_for("the pod with an init container to run", &log, || async {
+            let pods = pods(port).await?;
+            let p = find_pod(&pods, &init_uid)?;
+            let init = &p["status"]["initContainerStatuses"][0];
+            (init["state"]["terminated"]["exitCode"] == 0).then_some(())?;
+            running_ids(p).map(|_| ())
+        })
+        .await;
 
         // 2. A crashing container is restarted, then waits in CrashLoopBackOff.
         wait_for(
@@ -377,8 +422,10 @@ async fn kubelet_pods(kind: RuntimeKind) {
         })
         .await;
 
-        // 4. A restarted kubelet adopts the running pod without restarting anything.
+        // 4. A restarted kubelet adopts the running pod without restarting anything, and
+        // removes a pod whose manifest went away while it was down.
         stop_kubelet(&mut child).await;
+        std::fs::remove_file(&init_file).expect("remove init manifest");
         child = spawn_kubelet(kind, &tb, &root, &manifests, port, &node, &log);
         let adopted = wait_for(
             "the pod to be Running after a kubelet restart",
@@ -393,6 +440,12 @@ async fn kubelet_pods(kind: RuntimeKind) {
             adopted, ids,
             "a kubelet restart must not restart containers"
         );
+        wait_for(
+            "the orphaned pod to be removed from the runtime",
+            &log,
+            || async { (runtime_objects(&endpoint, &init_uid).await? == (0, 0)).then_some(()) },
+        )
+        .await;
 
         // 5. A changed command restarts exactly that container.
         std::fs::write(
@@ -435,7 +488,7 @@ async fn kubelet_pods(kind: RuntimeKind) {
     let outcome = std::panic::AssertUnwindSafe(body).catch_unwind().await;
 
     // Clean up whatever happened: stop the kubelet, then remove the pod's sandboxes.
-    for f in [&pod_file, &crash_file, &pull_file] {
+    for f in [&pod_file, &crash_file, &pull_file, &init_file] {
         let _ = std::fs::remove_file(f);
     }
     stop_kubelet(&mut child).await;

@@ -182,6 +182,7 @@ impl Kubelet {
             metrics: Arc::clone(&self.shared.metrics),
             host_ip: node_ip(),
             sync_frequency: self.config.sync_frequency,
+            root_dir: self.config.root_dir.clone(),
         });
         let (done_tx, mut done_rx) = mpsc::unbounded_channel();
         let workers_cancel = cancel.child_token();
@@ -228,6 +229,16 @@ struct SyncLoop {
     pod_config: PodConfig,
     sources_ready_since: Option<Instant>,
     last_gc: Instant,
+}
+
+/// Is the runtime pod called `pod_name` this node's? Deviation from upstream, which owns the
+/// whole runtime: several kubelets may share one runtime (the test bed), and this kubelet only
+/// runs static pods, whose names all end in `-<node name>`; housekeeping and garbage collection
+/// leave other pods alone.
+pub fn owned_by_node(pod_name: &str, node_name: &str) -> bool {
+    pod_name
+        .strip_suffix(node_name)
+        .is_some_and(|rest| rest.ends_with('-') && rest.len() > 1)
 }
 
 fn uid_of(pod: &Pod) -> String {
@@ -377,7 +388,10 @@ impl SyncLoop {
             }
         }
         for rp in self.shared.pleg.runtime_pods() {
-            if desired.contains(&rp.id) || self.workers.is_known(&rp.id) {
+            if desired.contains(&rp.id)
+                || self.workers.is_known(&rp.id)
+                || !owned_by_node(&rp.name, &self.shared.node_name)
+            {
                 continue;
             }
             tracing::info!(pod = %rp.name, pod_uid = %rp.id, running = rp.is_running(), "cleaning up a pod no source knows");
@@ -395,11 +409,26 @@ impl SyncLoop {
         if self.last_gc.elapsed() >= CONTAINER_GC_PERIOD {
             self.last_gc = Instant::now();
             let rt = self.runtime.clone();
+            let node = self.shared.node_name.clone();
             tokio::spawn(async move {
-                if let Err(e) = rt.garbage_collect(&desired).await {
+                if let Err(e) = rt.garbage_collect(&desired, &node).await {
                     tracing::warn!(error = %e, "container garbage collection failed");
                 }
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ownership_by_node_suffix() {
+        assert!(owned_by_node("web-node1", "node1"));
+        assert!(!owned_by_node("web-node12", "node1"));
+        assert!(!owned_by_node("webnode1", "node1"));
+        assert!(!owned_by_node("-node1", "node1"));
+        assert!(!owned_by_node("", "node1"));
     }
 }

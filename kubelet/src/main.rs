@@ -109,7 +109,8 @@ async fn main() -> anyhow::Result<()> {
     let _ = run.await;
     shim_cancel.cancel();
     if let Some(s) = shim_server {
-        let _ = s.await;
+        // In-flight calls (a StopContainer waiting out a grace period) need not finish.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), s).await;
     }
     tracing::info!("kubelet stopped");
     Ok(())

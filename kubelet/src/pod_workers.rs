@@ -6,6 +6,7 @@
 //! loop when the pod should be synced again (the work queue).
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -63,6 +64,15 @@ pub struct SyncContext {
     pub host_ip: String,
     /// Periodic resync interval.
     pub sync_frequency: Duration,
+    /// The kubelet's root directory (`<root>/pods/<uid>` are the pod data dirs).
+    pub root_dir: PathBuf,
+}
+
+impl SyncContext {
+    /// `<root>/pods/<uid>` (upstream `getPodDir`).
+    pub fn pod_dir(&self, uid: &str) -> PathBuf {
+        self.root_dir.join("pods").join(uid)
+    }
 }
 
 #[derive(Debug)]
@@ -226,6 +236,13 @@ fn meta(pod: &Pod) -> (&str, &str, &str) {
 /// again with the sync's waiting reasons. Returns false when the sync failed.
 pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bool {
     let (uid, name, ns) = meta(pod);
+    // Upstream `makePodDataDirs`.
+    for sub in ["volumes", "plugins", "containers"] {
+        let dir = ctx.pod_dir(uid).join(sub);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            tracing::warn!(pod = %pod_full_name(pod), dir = %dir.display(), error = %e, "cannot create pod data directory");
+        }
+    }
     let status = match ctx.runtime.get_pod_status(uid, name, ns).await {
         Ok(s) => s,
         Err(e) => {
@@ -300,5 +317,16 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
     }
     ctx.cache.delete(uid);
     ctx.status.remove(uid);
+    // Upstream `cleanupOrphanedPodDirs` and the log GC: the pod's data and log directories.
+    let ns = work.pod.metadata.namespace.as_deref().unwrap_or_default();
+    let logs = crate::kuberuntime::sandbox::build_pod_logs_directory(ns, name, uid);
+    for dir in [ctx.pod_dir(uid), logs] {
+        if !uid.is_empty()
+            && dir.exists()
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+        {
+            tracing::warn!(pod = %name, dir = %dir.display(), error = %e, "cannot remove pod directory");
+        }
+    }
     tracing::info!(pod = %name, pod_uid = %uid, "pod terminated and cleaned up");
 }

@@ -931,9 +931,17 @@ impl KubeGenericRuntimeManager {
     /// Container and sandbox garbage collection (upstream `containerGC.GarbageCollect` with
     /// `MaxPerPodContainer = 1`): for pods in `known`, keep the newest dead instance per
     /// container name and the newest sandbox; for other pods remove everything not running.
-    pub async fn garbage_collect(&self, known: &HashSet<String>) -> Result<(), RuntimeError> {
+    /// Only pods of `node_name` are touched (see `kubelet::owned_by_node`).
+    pub async fn garbage_collect(
+        &self,
+        known: &HashSet<String>,
+        node_name: &str,
+    ) -> Result<(), RuntimeError> {
         let pods = self.get_pods(true).await?;
         for p in pods {
+            if !crate::kubelet::owned_by_node(&p.name, node_name) {
+                continue;
+            }
             let is_known = known.contains(&p.id);
             let mut dead: Vec<&RuntimeContainer> = p
                 .containers

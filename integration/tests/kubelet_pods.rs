@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cri_proto::runtime::v1 as cri;
@@ -234,15 +235,18 @@ async fn stop_kubelet(child: &mut Child) {
     }
 }
 
-fn spawn_kubelet(
+/// Where and how one kubelet of a test runs.
+struct KubeletSetup<'a> {
     kind: RuntimeKind,
-    tb: &Testbed,
-    root: &Path,
-    manifests: &Path,
+    tb: &'a Testbed,
+    root: &'a Path,
+    manifests: &'a Path,
     port: u16,
-    node: &str,
-    log: &Path,
-) -> Child {
+    node: &'a str,
+    log: &'a Path,
+}
+
+fn spawn_kubelet(k: &KubeletSetup<'_>, extra: &[String]) -> Child {
     let bin = kubelet_binary();
     assert!(
         bin.exists(),
@@ -251,37 +255,42 @@ fn spawn_kubelet(
     );
     let mut cmd = Command::new(bin);
     cmd.arg("--root-dir")
-        .arg(root)
+        .arg(k.root)
         .arg("--pod-manifest-path")
-        .arg(manifests)
+        .arg(k.manifests)
         .arg("--read-only-port")
-        .arg(port.to_string())
+        .arg(k.port.to_string())
         .arg("--hostname-override")
-        .arg(node)
+        .arg(k.node)
         .arg("--pod-infra-container-image")
-        .arg(&tb.pause_image)
+        .arg(&k.tb.pause_image)
         .arg("--file-check-frequency")
         .arg("2s")
         .arg("-v")
         .arg("2");
-    match kind {
+    match k.kind {
         RuntimeKind::Containerd => {
             cmd.arg("--container-runtime-endpoint")
-                .arg(&tb.containerd_endpoint);
+                .arg(&k.tb.containerd_endpoint);
         }
         RuntimeKind::Dockershim => {
             cmd.arg("--docker-endpoint")
-                .arg(&tb.docker_endpoint)
+                .arg(&k.tb.docker_endpoint)
                 .arg("--network-plugin=cni")
                 .arg("--cni-bin-dir")
-                .arg(&tb.cni_bin_dir)
+                .arg(&k.tb.cni_bin_dir)
                 .arg("--cni-conf-dir")
-                .arg(&tb.dockershim_cni_conf_dir)
+                .arg(&k.tb.dockershim_cni_conf_dir)
                 .arg("--cni-cache-dir")
-                .arg(&tb.dockershim_cni_cache_dir);
+                .arg(&k.tb.dockershim_cni_cache_dir);
         }
     }
-    let log_file = std::fs::File::create(log).expect("log file");
+    cmd.args(extra);
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(k.log)
+        .expect("log file");
     cmd.stdout(Stdio::null())
         .stderr(Stdio::from(log_file))
         .env("NO_COLOR", "1")
@@ -362,7 +371,16 @@ spec:
         init_uid.clone(),
     ];
 
-    let mut child = spawn_kubelet(kind, &tb, &root, &manifests, port, &node, &log);
+    let setup = KubeletSetup {
+        kind,
+        tb: &tb,
+        root: &root,
+        manifests: &manifests,
+        port,
+        node: &node,
+        log: &log,
+    };
+    let mut child = spawn_kubelet(&setup, &[]);
     // The CRI endpoint the checks use: containerd's, or the kubelet's embedded dockershim.
     let endpoint = match kind {
         RuntimeKind::Containerd => tb.containerd_endpoint.clone(),
@@ -426,7 +444,7 @@ spec:
         // removes a pod whose manifest went away while it was down.
         stop_kubelet(&mut child).await;
         std::fs::remove_file(&init_file).expect("remove init manifest");
-        child = spawn_kubelet(kind, &tb, &root, &manifests, port, &node, &log);
+        child = spawn_kubelet(&setup, &[]);
         let adopted = wait_for(
             "the pod to be Running after a kubelet restart",
             &log,
@@ -509,6 +527,110 @@ spec:
             }
         }
     }
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e);
+    }
+}
+
+/// Serve `body` (shared, replaceable) as a 200 JSON response to every request.
+async fn serve_manifest(body: Arc<Mutex<String>>) -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let body = body.lock().map(|b| b.clone()).unwrap_or_default();
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 4096];
+                let mut req = Vec::new();
+                while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => req.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let resp = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = s.write_all(resp.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+/// The http source (`--manifest-url`): a pod served over HTTP runs; when the URL serves an
+/// empty PodList the pod is removed from the runtime. containerd only (the source is
+/// runtime-independent).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_manifest_url_containerd() {
+    let kind = RuntimeKind::Containerd;
+    let tb = require_testbed!("kubelet_manifest_url[containerd]");
+    let dir = tempfile::Builder::new()
+        .prefix("kubelet-it-")
+        .tempdir()
+        .expect("tempdir");
+    let root = dir.path().join("root");
+    let manifests = dir.path().join("manifests");
+    std::fs::create_dir_all(&manifests).expect("manifest dir");
+    let log = dir.path().join("kubelet.log");
+    let node = unique_name("klh");
+    let uid = format!("{node}-http");
+    let port = free_port();
+    let pod = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "uid": uid},
+        "spec": {
+            "terminationGracePeriodSeconds": 1,
+            "containers": [{
+                "name": "main",
+                "image": tb.busybox_image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sleep", "3600"],
+            }],
+        },
+    });
+    let body = Arc::new(Mutex::new(pod.to_string()));
+    let http_port = serve_manifest(Arc::clone(&body)).await;
+    let extra = [
+        "--manifest-url".to_string(),
+        format!("http://127.0.0.1:{http_port}/pods"),
+        "--http-check-frequency".to_string(),
+        "1s".to_string(),
+    ];
+    let setup = KubeletSetup {
+        kind,
+        tb: &tb,
+        root: &root,
+        manifests: &manifests,
+        port,
+        node: &node,
+        log: &log,
+    };
+    let mut child = spawn_kubelet(&setup, &extra);
+    let endpoint = tb.containerd_endpoint.clone();
+    let test = async {
+        wait_for("the http pod to run", &log, || async {
+            let pods = pods(port).await?;
+            running_ids(find_pod(&pods, &uid)?)
+        })
+        .await;
+        if let Ok(mut b) = body.lock() {
+            *b = r#"{"apiVersion":"v1","kind":"PodList","items":[]}"#.to_string();
+        }
+        wait_for("the http pod to be removed", &log, || async {
+            let pods = pods(port).await?;
+            find_pod(&pods, &uid).is_none().then_some(())?;
+            (runtime_objects(&endpoint, &uid).await? == (0, 0)).then_some(())
+        })
+        .await;
+    };
+    let outcome = std::panic::AssertUnwindSafe(test).catch_unwind().await;
+    stop_kubelet(&mut child).await;
+    cleanup_runtime(&tb.containerd_endpoint, &uid).await;
     if let Err(e) = outcome {
         std::panic::resume_unwind(e);
     }

@@ -227,6 +227,53 @@ pub fn get_phase(pod: &Pod, init: &[ApiContainerStatus], app: &[ApiContainerStat
     "Pending".into()
 }
 
+/// Upstream `GetPodQOS` (cpu and memory only): `Guaranteed` when every container has cpu and
+/// memory limits and its requests equal them, `BestEffort` when nothing is requested or
+/// limited, else `Burstable`.
+pub fn get_pod_qos(pod: &Pod) -> &'static str {
+    use crate::kuberuntime::container_config::parse_quantity_scaled;
+    let spec = pod.spec.as_ref();
+    let all = spec
+        .map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
+        .into_iter()
+        .flatten();
+    let value = |m: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+                 k: &str| {
+        m.and_then(|m| m.get(k))
+            .and_then(|q| parse_quantity_scaled(&q.0, 1000.0))
+            .filter(|v| *v > 0)
+    };
+    let (mut any, mut guaranteed) = (false, true);
+    for c in all {
+        let r = c.resources.as_ref();
+        let limits = r.and_then(|r| r.limits.as_ref());
+        let requests = r.and_then(|r| r.requests.as_ref());
+        for k in ["cpu", "memory"] {
+            let (l, q) = (value(limits, k), value(requests, k));
+            any |= l.is_some() || q.is_some();
+            match (l, q) {
+                (Some(l), Some(q)) if l == q => {}
+                (Some(_), None) => {}
+                _ => guaranteed = false,
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
 fn condition(type_: &str, ok: bool, reason: Option<&str>) -> PodCondition {
     PodCondition {
         type_: type_.into(),
@@ -290,7 +337,7 @@ pub fn generate_api_pod_status(
         pod_ips: (!ips.is_empty()).then(|| ips.iter().map(|ip| PodIP { ip: ip.clone() }).collect()),
         container_statuses: Some(app),
         init_container_statuses: (!init_specs.is_empty()).then_some(init),
-        qos_class: Some("BestEffort".into()),
+        qos_class: Some(get_pod_qos(pod).into()),
         ..Default::default()
     }
 }
@@ -442,6 +489,31 @@ mod tests {
                 .and_then(|l| l.terminated.as_ref())
                 .is_some()
         );
+    }
+
+    #[test]
+    fn qos() {
+        use k8s_openapi::api::core::v1::ResourceRequirements;
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let mut p = pod("Always");
+        assert_eq!(get_pod_qos(&p), "BestEffort");
+        let limits = std::collections::BTreeMap::from([
+            ("cpu".to_string(), Quantity("1".into())),
+            ("memory".to_string(), Quantity("64Mi".into())),
+        ]);
+        if let Some(spec) = p.spec.as_mut() {
+            for c in &mut spec.containers {
+                c.resources = Some(ResourceRequirements {
+                    limits: Some(limits.clone()),
+                    ..Default::default()
+                });
+            }
+        }
+        assert_eq!(get_pod_qos(&p), "Guaranteed");
+        if let Some(spec) = p.spec.as_mut() {
+            spec.containers[1].resources = None;
+        }
+        assert_eq!(get_pod_qos(&p), "Burstable");
     }
 
     #[test]

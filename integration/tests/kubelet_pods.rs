@@ -338,6 +338,7 @@ async fn kubelet_pods(kind: RuntimeKind) {
     )
     .expect("write pull manifest");
     let init_uid = format!("{node}-init");
+    let out_dir = dir.path().join("out");
     let init_file = manifests.join("init.yaml");
     std::fs::write(
         &init_file,
@@ -349,18 +350,35 @@ metadata:
   uid: {init_uid}
 spec:
   terminationGracePeriodSeconds: 1
+  volumes:
+  - name: work
+    emptyDir: {{}}
+  - name: out
+    hostPath:
+      path: {out}
+      type: DirectoryOrCreate
   initContainers:
   - name: prepare
     image: {image}
     imagePullPolicy: IfNotPresent
-    command: ["sh", "-c", "true"]
+    command: ["sh", "-c", "echo hello > /work/msg"]
+    volumeMounts:
+    - name: work
+      mountPath: /work
   containers:
   - name: main
     image: {image}
     imagePullPolicy: IfNotPresent
-    command: ["sleep", "3600"]
+    command: ["sh", "-c", "cp /work/msg /out/msg && sleep 3600"]
+    volumeMounts:
+    - name: work
+      mountPath: /work
+      readOnly: true
+    - name: out
+      mountPath: /out
 "#,
-            image = tb.busybox_image
+            image = tb.busybox_image,
+            out = out_dir.display(),
         ),
     )
     .expect("write init manifest");
@@ -418,6 +436,16 @@ spec:
             (init["state"]["terminated"]["exitCode"] == 0).then_some(())?;
             running_ids(p).map(|_| ())
         })
+        .await;
+        // ...through an emptyDir shared with the app container, which copies into a hostPath.
+        wait_for(
+            "the app container to copy the init container's file",
+            &log,
+            || async {
+                let msg = std::fs::read_to_string(out_dir.join("msg")).ok()?;
+                (msg == "hello\n").then_some(())
+            },
+        )
         .await;
 
         // 2. A crashing container is restarted, then waits in CrashLoopBackOff.

@@ -17,3 +17,4 @@ pub mod pleg;
 pub mod pod_workers;
 pub mod server;
 pub mod status;
+pub mod volumemanager;

@@ -92,7 +92,8 @@ async fn main() -> anyhow::Result<()> {
         Arc::clone(&metrics),
     )
     .await
-    .with_context(|| format!("connecting to the container runtime at {endpoint}"))?;
+    .with_context(|| format!("connecting to the container runtime at {endpoint}"))?
+    .with_root_dir(config.root_dir.clone());
     let port = config.read_only_port;
     let addr = format!("{}:{}", config.address, port);
     let kl = Kubelet::new(config, runtime, metrics);

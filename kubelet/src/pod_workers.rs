@@ -251,6 +251,15 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
         }
     };
     ctx.cache.set(uid, status.clone());
+    // Upstream `WaitForAttachAndMount`: no containers start before the volumes are ready.
+    if let Err(e) = crate::volumemanager::mount_pod_volumes(pod, &ctx.pod_dir(uid)) {
+        tracing::warn!(pod = %pod_full_name(pod), error = %e, "unable to mount volumes");
+        ctx.status.set_pod_status(
+            uid,
+            generate_api_pod_status(pod, &status, &WaitingReasons::new(), &ctx.host_ip),
+        );
+        return false;
+    }
     let result = ctx.runtime.sync_pod(pod, &status, backoff).await;
     for e in &result.errors {
         tracing::warn!(pod = %pod_full_name(pod), container = %e.target, reason = %e.reason, message = %e.message, "sync step failed");

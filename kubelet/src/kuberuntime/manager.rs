@@ -7,6 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,6 +46,8 @@ pub mod reasons {
     pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
     /// Image absent with `imagePullPolicy: Never`.
     pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
+    /// The container config could not be generated (e.g. a bad volumeMount).
+    pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
     /// `CreateContainer` failed.
     pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
     /// `StartContainer` failed.
@@ -214,9 +217,22 @@ pub struct KubeGenericRuntimeManager {
     timeout: Duration,
     runtime_name: String,
     metrics: Arc<Metrics>,
+    root_dir: PathBuf,
 }
 
 impl KubeGenericRuntimeManager {
+    /// Use `root` as the kubelet root directory (pod volumes live under `<root>/pods/<uid>`);
+    /// the default is `/var/lib/kubelet`.
+    pub fn with_root_dir(mut self, root: impl Into<PathBuf>) -> Self {
+        self.root_dir = root.into();
+        self
+    }
+
+    /// `<root>/pods/<uid>` (upstream `getPodDir`).
+    pub fn pod_dir(&self, uid: &str) -> PathBuf {
+        self.root_dir.join("pods").join(uid)
+    }
+
     /// Connect to `endpoint` (and `image_endpoint`, defaulting to it) and ask the runtime's name.
     pub async fn connect(
         endpoint: &str,
@@ -235,6 +251,7 @@ impl KubeGenericRuntimeManager {
             timeout,
             runtime_name: String::new(),
             metrics,
+            root_dir: PathBuf::from("/var/lib/kubelet"),
         };
         let v = m
             .rt("version", timeout, |mut c| async move {
@@ -758,7 +775,17 @@ impl KubeGenericRuntimeManager {
         if let Err(e) = std::fs::create_dir_all(&logdir) {
             tracing::warn!(container = %c.name, dir = %logdir.display(), error = %e, "cannot create container log directory");
         }
-        let config = generate_container_config(c, pod, restart_count, &image_ref);
+        let mut config = generate_container_config(c, pod, restart_count, &image_ref);
+        let volumes = crate::volumemanager::volume_host_paths(
+            pod,
+            &self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default()),
+        );
+        config.mounts = crate::volumemanager::make_mounts(c, &volumes).map_err(|e| {
+            (
+                reasons::CREATE_CONTAINER_CONFIG_ERROR.to_string(),
+                e.to_string(),
+            )
+        })?;
         let req = cri::CreateContainerRequest {
             pod_sandbox_id: sandbox_id.to_string(),
             config: Some(config),

@@ -369,7 +369,12 @@ spec:
   - name: main
     image: {image}
     imagePullPolicy: IfNotPresent
-    command: ["sh", "-c", "cp /work/msg /out/msg && sleep 3600"]
+    command: ["sh", "-c", "echo $(POD_NAME) > /out/name && cp /work/msg /out/msg && sleep 3600"]
+    env:
+    - name: POD_NAME
+      valueFrom:
+        fieldRef:
+          fieldPath: metadata.name
     volumeMounts:
     - name: work
       mountPath: /work
@@ -447,6 +452,9 @@ spec:
             },
         )
         .await;
+        // The downward API env var, expanded in the command.
+        let name = std::fs::read_to_string(out_dir.join("name")).unwrap_or_default();
+        assert_eq!(name, format!("init-{node}\n"), "POD_NAME from fieldRef");
 
         // 2. A crashing container is restarted, then waits in CrashLoopBackOff.
         wait_for(

@@ -4,7 +4,7 @@
 //! Linux resources (CPU shares/quota, memory limit from requests/limits, upstream's formulas)
 //! and the basic security context. It performs no I/O.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use cri_proto::runtime::v1 as cri;
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -134,21 +134,106 @@ pub fn container_log_path(name: &str, restart_count: i32) -> String {
     format!("{name}/{restart_count}.log")
 }
 
-/// Upstream `generateContainerConfig` (no volumes yet; env values only, no valueFrom).
+/// Upstream `third_party/forked/golang/expansion.Expand`: `$(VAR)` becomes the variable's
+/// value when defined (else stays as written), `$$` escapes a `$`.
+pub fn expand(input: &str, vars: &HashMap<String, String>) -> String {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('(')
+            && let Some(end) = body.find(')')
+        {
+            let name = &body[..end];
+            match vars.get(name) {
+                Some(v) => out.push_str(v),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = &body[end + 1..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Upstream `podFieldSelectorRuntimeValue` for the downward API in env.
+pub fn pod_field_value(pod: &Pod, path: &str, pod_ips: &[String], host_ip: &str) -> Option<String> {
+    let m = &pod.metadata;
+    let spec = pod.spec.as_ref();
+    let keyed = |prefix: &str, map: Option<&BTreeMap<String, String>>| {
+        let key = path.strip_prefix(prefix)?.strip_suffix("']")?;
+        Some(map.and_then(|m| m.get(key)).cloned().unwrap_or_default())
+    };
+    match path {
+        "metadata.name" => m.name.clone(),
+        "metadata.namespace" => m.namespace.clone(),
+        "metadata.uid" => m.uid.clone(),
+        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()),
+        "spec.serviceAccountName" => spec.and_then(|s| s.service_account_name.clone()),
+        "status.hostIP" | "status.hostIPs" => Some(host_ip.to_string()),
+        "status.podIP" => Some(pod_ips.first().cloned().unwrap_or_default()),
+        "status.podIPs" => Some(pod_ips.join(",")),
+        _ => keyed("metadata.labels['", m.labels.as_ref())
+            .or_else(|| keyed("metadata.annotations['", m.annotations.as_ref())),
+    }
+}
+
+/// Upstream `makeEnvironmentVariables` for plain values and `fieldRef` (the sources that need
+/// no API server), with `$(VAR)` expansion against the variables defined before.
+pub fn make_environment(
+    c: &Container,
+    pod: &Pod,
+    pod_ips: &[String],
+    host_ip: &str,
+) -> Vec<(String, String)> {
+    let mut vars: HashMap<String, String> = HashMap::new();
+    let mut out = Vec::new();
+    for e in c.env.iter().flatten() {
+        let value = if let Some(v) = &e.value {
+            expand(v, &vars)
+        } else if let Some(f) = e.value_from.as_ref().and_then(|v| v.field_ref.as_ref()) {
+            pod_field_value(pod, &f.field_path, pod_ips, host_ip).unwrap_or_default()
+        } else {
+            String::new()
+        };
+        vars.insert(e.name.clone(), value.clone());
+        out.retain(|(k, _): &(String, String)| k != &e.name);
+        out.push((e.name.clone(), value));
+    }
+    out
+}
+
+/// Upstream `generateContainerConfig` (mounts are added by the caller).
 pub fn generate_container_config(
     c: &Container,
     pod: &Pod,
     restart_count: i32,
     image_ref: &str,
+    pod_ips: &[String],
+    host_ip: &str,
 ) -> cri::ContainerConfig {
-    let envs = c
-        .env
-        .iter()
-        .flatten()
-        .map(|e| cri::KeyValue {
-            key: e.name.clone(),
-            value: e.value.clone().unwrap_or_default(),
-        })
+    let env = make_environment(c, pod, pod_ips, host_ip);
+    let vars: HashMap<String, String> = env.iter().cloned().collect();
+    let expand_all = |v: &Option<Vec<String>>| {
+        v.iter()
+            .flatten()
+            .map(|s| expand(s, &vars))
+            .collect::<Vec<_>>()
+    };
+    let envs = env
+        .into_iter()
+        .map(|(key, value)| cri::KeyValue { key, value })
         .collect();
     let image = c.image.clone().unwrap_or_default();
     cri::ContainerConfig {
@@ -165,8 +250,8 @@ pub fn generate_container_config(
             user_specified_image: image,
             ..Default::default()
         }),
-        command: c.command.clone().unwrap_or_default(),
-        args: c.args.clone().unwrap_or_default(),
+        command: expand_all(&c.command),
+        args: expand_all(&c.args),
         working_dir: c.working_dir.clone().unwrap_or_default(),
         envs,
         labels: new_container_labels(c, pod),
@@ -220,6 +305,59 @@ mod tests {
     }
 
     #[test]
+    fn env_and_expansion() {
+        use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector};
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web".into());
+        let field = |p: &str| {
+            Some(EnvVarSource {
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: p.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+        };
+        let c = Container {
+            name: "c".into(),
+            command: Some(vec!["echo".into(), "$(GREETING) $$(X) $(NOPE)".into()]),
+            env: Some(vec![
+                EnvVar {
+                    name: "POD".into(),
+                    value_from: field("metadata.name"),
+                    ..Default::default()
+                },
+                EnvVar {
+                    name: "IP".into(),
+                    value_from: field("status.podIP"),
+                    ..Default::default()
+                },
+                EnvVar {
+                    name: "GREETING".into(),
+                    value: Some("hi $(POD)".into()),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        };
+        let cfg = generate_container_config(&c, &pod, 0, "", &["10.0.0.2".into()], "1.2.3.4");
+        let env: Vec<(String, String)> = cfg
+            .envs
+            .iter()
+            .map(|e| (e.key.clone(), e.value.clone()))
+            .collect();
+        assert_eq!(
+            env,
+            vec![
+                ("POD".to_string(), "web".to_string()),
+                ("IP".to_string(), "10.0.0.2".to_string()),
+                ("GREETING".to_string(), "hi web".to_string()),
+            ]
+        );
+        assert_eq!(cfg.command[1], "hi web $(X) $(NOPE)");
+    }
+
+    #[test]
     fn config_labels() {
         let mut pod = Pod::default();
         pod.metadata.uid = Some("u".into());
@@ -228,7 +366,7 @@ mod tests {
             image: Some("busybox".into()),
             ..Default::default()
         };
-        let cfg = generate_container_config(&c, &pod, 2, "");
+        let cfg = generate_container_config(&c, &pod, 2, "", &[], "");
         assert_eq!(cfg.log_path, "app/2.log");
         assert_eq!(
             cfg.labels

@@ -209,6 +209,13 @@ fn instant_of(t: Option<DateTime<Utc>>, now: Instant) -> Instant {
     }
 }
 
+/// The sandbox containers are started in: id, config and IPs (for the downward API).
+struct SandboxTarget<'a> {
+    id: &'a str,
+    config: &'a cri::PodSandboxConfig,
+    ips: &'a [String],
+}
+
 /// The CRI runtime manager (upstream `kubeGenericRuntimeManager`). Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct KubeGenericRuntimeManager {
@@ -621,6 +628,17 @@ impl KubeGenericRuntimeManager {
         if sandbox_id.is_empty() {
             return result;
         }
+        // The pod IPs for the downward API: the new sandbox's, else the known ones.
+        let pod_ips = if actions.create_sandbox {
+            self.sandbox_ips(&sandbox_id).await
+        } else {
+            status.ips.clone()
+        };
+        let target = SandboxTarget {
+            id: &sandbox_id,
+            config: &sandbox_config,
+            ips: &pod_ips,
+        };
         let spec = pod.spec.as_ref();
         if let Some(i) = actions.next_init_container_to_start
             && let Some(c) = spec
@@ -628,9 +646,7 @@ impl KubeGenericRuntimeManager {
                 .and_then(|v| v.get(i))
         {
             result.changed = true;
-            if let Err((reason, msg)) = self
-                .start_container(&sandbox_id, &sandbox_config, c, pod, status, backoff)
-                .await
+            if let Err((reason, msg)) = self.start_container(&target, c, pod, status, backoff).await
             {
                 result.fail(&c.name, &reason, msg);
                 return result;
@@ -646,15 +662,41 @@ impl KubeGenericRuntimeManager {
                 result.fail(&c.name, reasons::CRASH_LOOP_BACK_OFF, msg);
                 continue;
             }
-            if let Err((reason, msg)) = self
-                .start_container(&sandbox_id, &sandbox_config, c, pod, status, backoff)
-                .await
+            if let Err((reason, msg)) = self.start_container(&target, c, pod, status, backoff).await
             {
                 tracing::warn!(pod = %pod_name, container = %c.name, reason = %reason, message = %msg, "failed to start container");
                 result.fail(&c.name, &reason, msg);
             }
         }
         result
+    }
+
+    async fn sandbox_ips(&self, id: &str) -> Vec<String> {
+        let req = cri::PodSandboxStatusRequest {
+            pod_sandbox_id: id.to_string(),
+            verbose: false,
+        };
+        match self
+            .rt("podsandbox_status", self.timeout, |mut c| async move {
+                c.pod_sandbox_status(req).await
+            })
+            .await
+        {
+            Ok(r) => r
+                .status
+                .and_then(|s| s.network)
+                .filter(|n| !n.ip.is_empty())
+                .map(|n| {
+                    std::iter::once(n.ip)
+                        .chain(n.additional_ips.into_iter().map(|i| i.ip))
+                        .collect()
+                })
+                .unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(sandbox = %id, error = %e, "cannot read the new sandbox's IPs");
+                vec![]
+            }
+        }
     }
 
     /// Upstream `doBackOff`: the CrashLoopBackOff message when `c` must still wait.
@@ -759,8 +801,7 @@ impl KubeGenericRuntimeManager {
     /// Upstream `startContainer`: pull, create, start.
     async fn start_container(
         &self,
-        sandbox_id: &str,
-        sandbox_config: &cri::PodSandboxConfig,
+        target: &SandboxTarget<'_>,
         c: &Container,
         pod: &Pod,
         status: &PodStatus,
@@ -775,7 +816,14 @@ impl KubeGenericRuntimeManager {
         if let Err(e) = std::fs::create_dir_all(&logdir) {
             tracing::warn!(container = %c.name, dir = %logdir.display(), error = %e, "cannot create container log directory");
         }
-        let mut config = generate_container_config(c, pod, restart_count, &image_ref);
+        let mut config = generate_container_config(
+            c,
+            pod,
+            restart_count,
+            &image_ref,
+            target.ips,
+            &crate::kubelet::node_ip(),
+        );
         let volumes = crate::volumemanager::volume_host_paths(
             pod,
             &self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default()),
@@ -787,9 +835,9 @@ impl KubeGenericRuntimeManager {
             )
         })?;
         let req = cri::CreateContainerRequest {
-            pod_sandbox_id: sandbox_id.to_string(),
+            pod_sandbox_id: target.id.to_string(),
             config: Some(config),
-            sandbox_config: Some(sandbox_config.clone()),
+            sandbox_config: Some(target.config.clone()),
         };
         let id = self
             .rt("create_container", self.timeout, |mut c| async move {

@@ -387,11 +387,43 @@ spec:
         ),
     )
     .expect("write init manifest");
+    let probe_uid = format!("{node}-probe");
+    let probe_file = manifests.join("probe.yaml");
+    std::fs::write(
+        &probe_file,
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: probe
+  uid: {probe_uid}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "touch /tmp/ready /tmp/alive; sleep 4; rm /tmp/alive; sleep 3600"]
+    readinessProbe:
+      exec:
+        command: ["cat", "/tmp/ready"]
+      periodSeconds: 1
+    livenessProbe:
+      exec:
+        command: ["cat", "/tmp/alive"]
+      periodSeconds: 1
+      failureThreshold: 1
+"#,
+            image = tb.busybox_image
+        ),
+    )
+    .expect("write probe manifest");
     let uids = [
         uid.clone(),
         crash_uid.clone(),
         pull_uid.clone(),
         init_uid.clone(),
+        probe_uid.clone(),
     ];
 
     let setup = KubeletSetup {
@@ -429,7 +461,7 @@ spec:
         let all = pods(port).await.expect("pods");
         assert_eq!(
             all.len(),
-            4,
+            5,
             "every good pod and not the broken one: {all:?}"
         );
 
@@ -464,6 +496,23 @@ spec:
                 let pods = pods(port).await?;
                 let (reason, restarts) = first_waiting(find_pod(&pods, &crash_uid)?)?;
                 (reason == "CrashLoopBackOff" && restarts >= 1).then_some(())
+            },
+        )
+        .await;
+
+        // Probes: readiness gates Ready; a failing liveness probe restarts the container.
+        wait_for("the probed pod to be Ready", &log, || async {
+            let pods = pods(port).await?;
+            running_ids(find_pod(&pods, &probe_uid)?)
+        })
+        .await;
+        wait_for(
+            "the liveness probe to restart the container",
+            &log,
+            || async {
+                let pods = pods(port).await?;
+                let p = find_pod(&pods, &probe_uid)?;
+                (p["status"]["containerStatuses"][0]["restartCount"].as_i64()? >= 1).then_some(())
             },
         )
         .await;
@@ -516,7 +565,7 @@ spec:
         assert_eq!(after.get("a"), ids.get("a"), "container a must not restart");
 
         // 6. Deleting the manifests removes the pods, on the kubelet and on the runtime.
-        for f in [&pod_file, &crash_file, &pull_file] {
+        for f in [&pod_file, &crash_file, &pull_file, &probe_file] {
             std::fs::remove_file(f).expect("remove manifest");
         }
         for u in &uids {
@@ -542,7 +591,7 @@ spec:
     let outcome = std::panic::AssertUnwindSafe(body).catch_unwind().await;
 
     // Clean up whatever happened: stop the kubelet, then remove the pod's sandboxes.
-    for f in [&pod_file, &crash_file, &pull_file, &init_file] {
+    for f in [&pod_file, &crash_file, &pull_file, &init_file, &probe_file] {
         let _ = std::fs::remove_file(f);
     }
     stop_kubelet(&mut child).await;

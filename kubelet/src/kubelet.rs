@@ -22,6 +22,7 @@ use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::metrics::Metrics;
 use crate::pleg::{GenericPleg, PlegState, PodCache, PodLifecycleEvent, PodLifecycleEventType};
 use crate::pod_workers::{PodWork, PodWorkers, SyncContext, WorkerDone};
+use crate::prober::ProbeManager;
 use crate::status::StatusManager;
 
 /// Upstream `housekeepingPeriod`.
@@ -166,9 +167,22 @@ impl Kubelet {
             tokio::spawn(src.run(cancel.child_token()));
         }
         let cache = PodCache::default();
+        let probe_results = crate::prober::ProbeResults::default();
+        let runtime = self
+            .runtime
+            .clone()
+            .with_probe_results(probe_results.clone());
+        let (probe_tx, mut probe_rx) = mpsc::unbounded_channel();
+        let probes = ProbeManager::new(
+            runtime.clone(),
+            cache.clone(),
+            probe_results.clone(),
+            probe_tx,
+            cancel.child_token(),
+        );
         let (pleg_tx, mut pleg_rx) = mpsc::channel(1000);
         let pleg = GenericPleg::new(
-            self.runtime.clone(),
+            runtime.clone(),
             pleg_tx,
             cache.clone(),
             Arc::clone(&self.shared.pleg),
@@ -176,19 +190,21 @@ impl Kubelet {
         );
         tokio::spawn(pleg.run(cancel.child_token()));
         let ctx = Arc::new(SyncContext {
-            runtime: self.runtime.clone(),
+            runtime: runtime.clone(),
             status: self.shared.status.clone(),
             cache,
             metrics: Arc::clone(&self.shared.metrics),
             host_ip: node_ip(),
             sync_frequency: self.config.sync_frequency,
             root_dir: self.config.root_dir.clone(),
+            probes: probe_results,
         });
         let (done_tx, mut done_rx) = mpsc::unbounded_channel();
         let workers_cancel = cancel.child_token();
         let mut loop_state = SyncLoop {
             shared: Arc::clone(&self.shared),
-            runtime: self.runtime.clone(),
+            runtime,
+            probes,
             workers: PodWorkers::new(ctx, done_tx, workers_cancel.clone()),
             work_queue: HashMap::new(),
             pod_config,
@@ -209,6 +225,7 @@ impl Kubelet {
                 },
                 Some(e) = pleg_rx.recv() => loop_state.handle_pleg_event(e),
                 Some(d) = done_rx.recv() => loop_state.handle_worker_done(d),
+                Some(uid) = probe_rx.recv() => loop_state.handle_probe_update(&uid),
                 _ = sync_tick.tick() => loop_state.sync_due_pods(),
                 _ = housekeeping.tick() => loop_state.housekeeping(),
             }
@@ -224,6 +241,7 @@ impl Kubelet {
 struct SyncLoop {
     shared: Arc<KubeletShared>,
     runtime: KubeGenericRuntimeManager,
+    probes: ProbeManager,
     workers: PodWorkers,
     work_queue: HashMap<String, Instant>,
     pod_config: PodConfig,
@@ -261,16 +279,19 @@ impl SyncLoop {
             let uid = uid_of(&pod);
             match u.op {
                 PodOperation::Add | PodOperation::Update => {
+                    self.probes.add_pod(&pod);
                     self.set_pod(&uid, pod.clone());
                     self.dispatch(pod, false, None);
                 }
                 PodOperation::Reconcile => self.set_pod(&uid, pod),
                 PodOperation::Delete => {
+                    self.probes.remove_pod(&uid);
                     let grace = pod.metadata.deletion_grace_period_seconds;
                     self.set_pod(&uid, pod.clone());
                     self.dispatch(pod, true, grace);
                 }
                 PodOperation::Remove => {
+                    self.probes.remove_pod(&uid);
                     if let Ok(mut m) = self.shared.pods.write() {
                         m.remove(&uid);
                     }
@@ -303,6 +324,15 @@ impl SyncLoop {
         }
         if let Some(pod) = self.pod(&e.id)
             && !self.workers.is_terminating(&e.id)
+        {
+            self.dispatch(pod, false, None);
+        }
+    }
+
+    /// A probe result changed: re-sync the pod (upstream `handleProbeSync`).
+    fn handle_probe_update(&mut self, uid: &str) {
+        if let Some(pod) = self.pod(uid)
+            && !self.workers.is_terminating(uid)
         {
             self.dispatch(pod, false, None);
         }

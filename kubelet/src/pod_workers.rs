@@ -66,6 +66,22 @@ pub struct SyncContext {
     pub sync_frequency: Duration,
     /// The kubelet's root directory (`<root>/pods/<uid>` are the pod data dirs).
     pub root_dir: PathBuf,
+    /// Probe results (readiness/startup feed the API status).
+    pub probes: crate::prober::ProbeResults,
+}
+
+impl SyncContext {
+    fn set_status(
+        &self,
+        pod: &Pod,
+        status: &crate::container::PodStatus,
+        reasons: &WaitingReasons,
+    ) {
+        let mut api = generate_api_pod_status(pod, status, reasons, &self.host_ip);
+        crate::prober::update_pod_status(pod, &mut api, &self.probes);
+        self.status
+            .set_pod_status(pod.metadata.uid.as_deref().unwrap_or_default(), api);
+    }
 }
 
 impl SyncContext {
@@ -254,10 +270,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
     // Upstream `WaitForAttachAndMount`: no containers start before the volumes are ready.
     if let Err(e) = crate::volumemanager::mount_pod_volumes(pod, &ctx.pod_dir(uid)) {
         tracing::warn!(pod = %pod_full_name(pod), error = %e, "unable to mount volumes");
-        ctx.status.set_pod_status(
-            uid,
-            generate_api_pod_status(pod, &status, &WaitingReasons::new(), &ctx.host_ip),
-        );
+        ctx.set_status(pod, &status, &WaitingReasons::new());
         return false;
     }
     let result = ctx.runtime.sync_pod(pod, &status, backoff).await;
@@ -277,10 +290,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
     } else {
         status
     };
-    ctx.status.set_pod_status(
-        uid,
-        generate_api_pod_status(pod, &status, &reasons, &ctx.host_ip),
-    );
+    ctx.set_status(pod, &status, &reasons);
     result.is_ok()
 }
 

@@ -23,7 +23,7 @@ use super::container_config::generate_container_config;
 use super::labels::{
     self, CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
 };
-use super::pod_actions::{ProbeFailures, compute_pod_actions};
+use super::pod_actions::compute_pod_actions;
 use super::sandbox::{generate_pod_sandbox_config, pod_logs_directory};
 use crate::container::{
     ContainerID, ContainerState, ContainerStatus, NamespaceMode, PodStatus, SandboxState,
@@ -225,6 +225,7 @@ pub struct KubeGenericRuntimeManager {
     runtime_name: String,
     metrics: Arc<Metrics>,
     root_dir: PathBuf,
+    probe_results: crate::prober::ProbeResults,
 }
 
 impl KubeGenericRuntimeManager {
@@ -233,6 +234,32 @@ impl KubeGenericRuntimeManager {
     pub fn with_root_dir(mut self, root: impl Into<PathBuf>) -> Self {
         self.root_dir = root.into();
         self
+    }
+
+    /// Read liveness/startup results from `results` (upstream `livenessManager` and
+    /// `startupManager`).
+    pub fn with_probe_results(mut self, results: crate::prober::ProbeResults) -> Self {
+        self.probe_results = results;
+        self
+    }
+
+    /// Upstream `RunInContainer` / CRI `ExecSync`: the command's exit code.
+    pub async fn exec_sync(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        timeout: Duration,
+    ) -> Result<i32, RuntimeError> {
+        let req = cri::ExecSyncRequest {
+            container_id: id.to_string(),
+            cmd,
+            timeout: i64::try_from(timeout.as_secs()).unwrap_or(i64::MAX),
+        };
+        self.rt("exec_sync", self.timeout + timeout, |mut c| async move {
+            c.exec_sync(req).await
+        })
+        .await
+        .map(|r| r.exit_code)
     }
 
     /// `<root>/pods/<uid>` (upstream `getPodDir`).
@@ -259,6 +286,7 @@ impl KubeGenericRuntimeManager {
             runtime_name: String::new(),
             metrics,
             root_dir: PathBuf::from("/var/lib/kubelet"),
+            probe_results: crate::prober::ProbeResults::default(),
         };
         let v = m
             .rt("version", timeout, |mut c| async move {
@@ -570,7 +598,7 @@ impl KubeGenericRuntimeManager {
         backoff: &mut Backoff,
     ) -> SyncResult {
         let mut result = SyncResult::default();
-        let actions = compute_pod_actions(pod, status, &ProbeFailures::default());
+        let actions = compute_pod_actions(pod, status, &self.probe_results.failures(status));
         let pod_name = pod_full_name(pod);
         tracing::debug!(pod = %pod_name, ?actions, "computed pod actions");
         let grace = grace_period_for(Some(pod), None);

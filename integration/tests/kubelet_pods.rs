@@ -39,7 +39,8 @@ fn free_port() -> u16 {
         .expect("free port")
 }
 
-fn manifest(name: &str, uid: &str, image: &str, b_command: &str) -> String {
+fn manifest(name: &str, uid: &str, image: &str, b_command: &str, out: &Path) -> String {
+    let out = out.display();
     format!(
         r#"apiVersion: v1
 kind: Pod
@@ -48,11 +49,26 @@ metadata:
   uid: {uid}
 spec:
   terminationGracePeriodSeconds: 1
+  volumes:
+  - name: out
+    hostPath:
+      path: {out}
+      type: DirectoryOrCreate
   containers:
   - name: a
     image: {image}
     imagePullPolicy: IfNotPresent
     command: ["sleep", "3600"]
+    volumeMounts:
+    - name: out
+      mountPath: /out
+    lifecycle:
+      postStart:
+        exec:
+          command: ["sh", "-c", "echo started > /out/started"]
+      preStop:
+        exec:
+          command: ["sh", "-c", "echo bye > /out/bye"]
   - name: b
     image: {image}
     imagePullPolicy: IfNotPresent
@@ -312,9 +328,10 @@ async fn kubelet_pods(kind: RuntimeKind) {
     let uid = format!("{node}-uid");
     let port = free_port();
     let pod_file = manifests.join("two.yaml");
+    let hooks_dir = dir.path().join("hooks");
     std::fs::write(
         &pod_file,
-        manifest("two", &uid, &tb.busybox_image, "sleep 3600"),
+        manifest("two", &uid, &tb.busybox_image, "sleep 3600", &hooks_dir),
     )
     .expect("write manifest");
     std::fs::write(
@@ -455,6 +472,12 @@ spec:
             RuntimeKind::Dockershim => "docker://",
         };
         assert!(ids.values().all(|id| id.starts_with(prefix)), "{ids:?}");
+        // The postStart hook ran.
+        wait_for("the postStart hook to run", &log, || async {
+            let s = std::fs::read_to_string(hooks_dir.join("started")).ok()?;
+            (s == "started\n").then_some(())
+        })
+        .await;
         // The runtime sees the pod through its UID label (so the removal check below is real).
         let objects = runtime_objects(&endpoint, &uid).await;
         assert_eq!(objects, Some((1, 2)), "one sandbox, two containers");
@@ -553,7 +576,7 @@ spec:
         // 5. A changed command restarts exactly that container.
         std::fs::write(
             &pod_file,
-            manifest("two", &uid, &tb.busybox_image, "sleep 3601"),
+            manifest("two", &uid, &tb.busybox_image, "sleep 3601", &hooks_dir),
         )
         .expect("rewrite manifest");
         let after = wait_for("container b to be restarted", &log, || async {
@@ -581,6 +604,11 @@ spec:
             )
             .await;
         }
+        let bye = std::fs::read_to_string(hooks_dir.join("bye")).unwrap_or_default();
+        assert_eq!(
+            bye, "bye\n",
+            "the preStop hook ran when the pod was removed"
+        );
         let health = http_get(port, "/healthz").await;
         assert_eq!(health.as_deref(), Some("ok"));
         let metrics = http_get(port, "/metrics").await.expect("metrics");

@@ -341,6 +341,7 @@ impl SyncLoop {
     fn handle_worker_done(&mut self, d: WorkerDone) {
         if d.terminated {
             self.workers.forget(&d.uid);
+            self.probes.remove_pod(&d.uid);
             self.work_queue.remove(&d.uid);
             // A gracefully deleted pod is forgotten once terminated.
             if let Ok(mut m) = self.shared.pods.write()
@@ -414,6 +415,7 @@ impl SyncLoop {
             .unwrap_or_default();
         for pod in unserved {
             if !self.work_queue.contains_key(&uid_of(&pod)) {
+                self.probes.add_pod(&pod);
                 self.dispatch(pod, false, None);
             }
         }

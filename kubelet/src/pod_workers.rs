@@ -320,7 +320,11 @@ pub async fn sync_terminating_pod(ctx: &SyncContext, work: &PodWork) {
             break;
         }
         tracing::info!(pod = %name, pod_uid = %uid, grace, attempt, "killing pod");
-        match ctx.runtime.kill_pod_status(&status, grace).await {
+        match ctx
+            .runtime
+            .kill_pod_status(has_spec.then_some(&work.pod), &status, grace)
+            .await
+        {
             Ok(()) => break,
             Err(e) => tracing::warn!(pod = %name, error = %e, "killing pod failed, retrying"),
         }

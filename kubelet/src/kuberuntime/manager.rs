@@ -48,6 +48,8 @@ pub mod reasons {
     pub const ERR_IMAGE_NEVER_PULL: &str = "ErrImageNeverPull";
     /// The container config could not be generated (e.g. a bad volumeMount).
     pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
+    /// The postStart hook failed.
+    pub const POST_START_HOOK_ERROR: &str = "PostStartHookError";
     /// `CreateContainer` failed.
     pub const CREATE_CONTAINER_ERROR: &str = "CreateContainerError";
     /// `StartContainer` failed.
@@ -607,7 +609,7 @@ impl KubeGenericRuntimeManager {
             if !status.sandbox_statuses.is_empty() || !status.container_statuses.is_empty() {
                 result.changed = true;
                 tracing::info!(pod = %pod_name, create_sandbox = actions.create_sandbox, "killing pod to recreate its sandbox or because it is done");
-                if let Err(e) = self.kill_pod_status(status, grace).await {
+                if let Err(e) = self.kill_pod_status(Some(pod), status, grace).await {
                     result.fail("", reasons::KILL_ERROR, e.to_string());
                     return result;
                 }
@@ -616,7 +618,18 @@ impl KubeGenericRuntimeManager {
             for (id, k) in &actions.containers_to_kill {
                 result.changed = true;
                 tracing::info!(pod = %pod_name, container = %k.name, reason = k.reason.as_str(), message = %k.message, "killing container");
-                if let Err(e) = self.kill_container(&id.id, grace).await {
+                let spec = pod.spec.as_ref().and_then(|s| {
+                    if k.init {
+                        s.init_containers.as_ref().and_then(|v| v.get(k.index))
+                    } else {
+                        s.containers.get(k.index)
+                    }
+                });
+                let pod_ip = status.ips.first().cloned().unwrap_or_default();
+                if let Err(e) = self
+                    .kill_container_with_hook(&id.id, spec, &pod_ip, grace)
+                    .await
+                {
                     result.fail(&k.name, reasons::KILL_ERROR, e.to_string());
                     return result;
                 }
@@ -883,7 +896,72 @@ impl KubeGenericRuntimeManager {
         .await
         .map_err(|e| (reasons::RUN_CONTAINER_ERROR.to_string(), e.to_string()))?;
         tracing::info!(pod = %pod_full_name(pod), container = %c.name, id = %id, restart_count, "started container");
+        if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
+            let pod_ip = target.ips.first().map(String::as_str).unwrap_or_default();
+            if let Err(msg) = self.run_hook(&id, h, c, pod_ip, self.timeout).await {
+                tracing::warn!(pod = %pod_full_name(pod), container = %c.name, error = %msg, "postStart hook failed, killing the container");
+                let grace = grace_period_for(Some(pod), None);
+                let _ = self.kill_container(&id, grace).await;
+                return Err((
+                    reasons::POST_START_HOOK_ERROR.to_string(),
+                    format!("PostStartHook failed: {msg}"),
+                ));
+            }
+        }
         Ok(())
+    }
+
+    /// Upstream `handlerRunner.Run`: exec (CRI `ExecSync`), httpGet, tcpSocket or sleep.
+    async fn run_hook(
+        &self,
+        id: &str,
+        h: &k8s_openapi::api::core::v1::LifecycleHandler,
+        c: &Container,
+        pod_ip: &str,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        if let Some(s) = &h.sleep {
+            tokio::time::sleep(Duration::from_secs(u64::try_from(s.seconds).unwrap_or(0))).await;
+            return Ok(());
+        }
+        let probe = k8s_openapi::api::core::v1::Probe {
+            exec: h.exec.clone(),
+            http_get: h.http_get.clone(),
+            tcp_socket: h.tcp_socket.clone(),
+            timeout_seconds: i32::try_from(timeout.as_secs()).ok(),
+            ..Default::default()
+        };
+        crate::prober::run_probe(self, &probe, c, id, pod_ip).await
+    }
+
+    /// Upstream `killContainer` with the container's spec: run `preStop` (bounded by the grace
+    /// period, which it uses up), then `StopContainer` with what remains.
+    pub async fn kill_container_with_hook(
+        &self,
+        id: &str,
+        spec: Option<&Container>,
+        pod_ip: &str,
+        grace_secs: i64,
+    ) -> Result<(), RuntimeError> {
+        let mut grace = grace_secs;
+        if let Some(c) = spec
+            && let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref())
+        {
+            let start = std::time::Instant::now();
+            let budget = Duration::from_secs(u64::try_from(grace_secs).unwrap_or(0));
+            match tokio::time::timeout(budget, self.run_hook(id, h, c, pod_ip, budget)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(container = %c.name, error = %e, "preStop hook failed")
+                }
+                Err(_) => {
+                    tracing::warn!(container = %c.name, "preStop hook did not finish in the grace period")
+                }
+            }
+            let used = i64::try_from(start.elapsed().as_secs()).unwrap_or(i64::MAX);
+            grace = (grace_secs - used).max(MINIMUM_GRACE_PERIOD_SECONDS);
+        }
+        self.kill_container(id, grace).await
     }
 
     /// Upstream `killContainer`: `StopContainer` with the grace period.
@@ -915,12 +993,13 @@ impl KubeGenericRuntimeManager {
 
     async fn kill_all(
         &self,
-        containers: Vec<(String, i64)>,
+        containers: Vec<(String, i64, Option<Container>)>,
+        pod_ip: &str,
         sandboxes: Vec<String>,
     ) -> Result<(), RuntimeError> {
-        let kills = containers
-            .iter()
-            .map(|(id, grace)| self.kill_container(id, *grace));
+        let kills = containers.iter().map(|(id, grace, spec)| {
+            self.kill_container_with_hook(id, spec.as_ref(), pod_ip, *grace)
+        });
         let mut first_err = None;
         for r in futures::future::join_all(kills).await {
             if let Err(e) = r {
@@ -937,11 +1016,18 @@ impl KubeGenericRuntimeManager {
     }
 
     /// Kill a pod from its status: stop running containers in parallel, then its sandboxes.
+    /// With `pod`, containers' `preStop` hooks run first.
     pub async fn kill_pod_status(
         &self,
+        pod: Option<&Pod>,
         status: &PodStatus,
         grace: i64,
     ) -> Result<(), RuntimeError> {
+        let spec_of = |name: &str| {
+            pod.and_then(|p| p.spec.as_ref())
+                .and_then(|s| s.containers.iter().find(|c| c.name == name))
+                .cloned()
+        };
         let containers = status
             .container_statuses
             .iter()
@@ -951,7 +1037,7 @@ impl KubeGenericRuntimeManager {
                     ContainerState::Running | ContainerState::Unknown | ContainerState::Created
                 )
             })
-            .map(|c| (c.id.id.clone(), grace))
+            .map(|c| (c.id.id.clone(), grace, spec_of(&c.name)))
             .collect();
         let sandboxes = status
             .sandbox_statuses
@@ -959,7 +1045,8 @@ impl KubeGenericRuntimeManager {
             .filter(|s| s.state == SandboxState::Ready)
             .map(|s| s.id.clone())
             .collect();
-        self.kill_all(containers, sandboxes).await
+        let pod_ip = status.ips.first().cloned().unwrap_or_default();
+        self.kill_all(containers, &pod_ip, sandboxes).await
     }
 
     /// Kill a pod the kubelet only knows from the runtime (upstream `KillPod` with a runtime
@@ -980,6 +1067,7 @@ impl KubeGenericRuntimeManager {
                         .or(c.grace_period)
                         .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
                         .max(MINIMUM_GRACE_PERIOD_SECONDS),
+                    None,
                 )
             })
             .collect();
@@ -989,7 +1077,7 @@ impl KubeGenericRuntimeManager {
             .filter(|s| s.state == ContainerState::Running)
             .map(|s| s.id.clone())
             .collect();
-        self.kill_all(containers, sandboxes).await
+        self.kill_all(containers, "", sandboxes).await
     }
 
     async fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {

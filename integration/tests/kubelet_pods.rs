@@ -435,7 +435,16 @@ spec:
         ),
     )
     .expect("write probe manifest");
+    let job_uid = format!("{node}-job");
+    let job_file = manifests.join("job.yaml");
+    std::fs::write(
+        &job_file,
+        single_container_manifest("job", &job_uid, &tb.busybox_image, "exit 0")
+            .replace("spec:\n", "spec:\n  restartPolicy: Never\n"),
+    )
+    .expect("write job manifest");
     let uids = [
+        job_uid.clone(),
         uid.clone(),
         crash_uid.clone(),
         pull_uid.clone(),
@@ -484,7 +493,7 @@ spec:
         let all = pods(port).await.expect("pods");
         assert_eq!(
             all.len(),
-            5,
+            6,
             "every good pod and not the broken one: {all:?}"
         );
 
@@ -540,6 +549,14 @@ spec:
         )
         .await;
 
+        // A pod with restartPolicy Never whose container exits 0 is Succeeded.
+        wait_for("the run-once pod to succeed", &log, || async {
+            let pods = pods(port).await?;
+            let p = find_pod(&pods, &job_uid)?;
+            (p["status"]["phase"] == "Succeeded").then_some(())
+        })
+        .await;
+
         // 3. A missing image shows ErrImagePull / ImagePullBackOff.
         wait_for("the missing image to show a pull error", &log, || async {
             let pods = pods(port).await?;
@@ -588,7 +605,7 @@ spec:
         assert_eq!(after.get("a"), ids.get("a"), "container a must not restart");
 
         // 6. Deleting the manifests removes the pods, on the kubelet and on the runtime.
-        for f in [&pod_file, &crash_file, &pull_file, &probe_file] {
+        for f in [&pod_file, &crash_file, &pull_file, &probe_file, &job_file] {
             std::fs::remove_file(f).expect("remove manifest");
         }
         for u in &uids {
@@ -619,7 +636,14 @@ spec:
     let outcome = std::panic::AssertUnwindSafe(body).catch_unwind().await;
 
     // Clean up whatever happened: stop the kubelet, then remove the pod's sandboxes.
-    for f in [&pod_file, &crash_file, &pull_file, &init_file, &probe_file] {
+    for f in [
+        &pod_file,
+        &crash_file,
+        &pull_file,
+        &init_file,
+        &probe_file,
+        &job_file,
+    ] {
         let _ = std::fs::remove_file(f);
     }
     stop_kubelet(&mut child).await;

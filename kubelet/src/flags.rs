@@ -73,6 +73,19 @@ pub struct KubeletFlags {
     /// Use the runtime's container event stream instead of polling (EventedPLEG).
     #[arg(long)]
     pub evented_pleg: bool,
+    /// Dockershim-era network plugin for the embedded dockershim: `cni`, or empty for
+    /// Docker's default bridge.
+    #[arg(long, default_value = "")]
+    pub network_plugin: String,
+    /// Directories (comma-separated) holding CNI plugin binaries (embedded dockershim).
+    #[arg(long, default_value = "/opt/cni/bin")]
+    pub cni_bin_dir: String,
+    /// Directory holding CNI network configs (embedded dockershim).
+    #[arg(long, default_value = "/etc/cni/net.d")]
+    pub cni_conf_dir: PathBuf,
+    /// Directory where CNI caches results (embedded dockershim).
+    #[arg(long, default_value = "/var/lib/cni/cache")]
+    pub cni_cache_dir: PathBuf,
     /// Log verbosity (klog `-v`/`--v`).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub v: i32,

@@ -1,13 +1,25 @@
 //! The kubelet: the Kubernetes node agent, rebuilt in Rust following the upstream Go kubelet's
 //! structure and names (see `design/KUBELET_FLOW.md`).
 //!
-//! This crate's pure-logic core: flags and config file ([`flags`], [`kubeletconfig`]), Go
-//! durations ([`duration`]), pod sources and their merge ([`config`]), runtime-neutral
-//! container types ([`container`]) and the runtime manager's decisions ([`kuberuntime`]).
+//! Pure-logic core: flags and config file ([`flags`], [`kubeletconfig`]), Go durations
+//! ([`duration`]), pod sources and their merge ([`config`]), runtime-neutral container types
+//! ([`container`]), the API status ([`status`]) and the runtime manager's decisions and config
+//! builders ([`kuberuntime`]). Running parts: the CRI runtime manager
+//! ([`kuberuntime::KubeGenericRuntimeManager`]), the PLEG ([`pleg`]), per-pod workers
+//! ([`pod_workers`]), volumes ([`volumemanager`]), probes ([`prober`]), the sync loop
+//! ([`kubelet::Kubelet`]), the read-only HTTP server ([`server`]) and metrics ([`metrics`]).
 
 pub mod config;
 pub mod container;
 pub mod duration;
 pub mod flags;
+pub mod kubelet;
 pub mod kubeletconfig;
 pub mod kuberuntime;
+pub mod metrics;
+pub mod pleg;
+pub mod pod_workers;
+pub mod prober;
+pub mod server;
+pub mod status;
+pub mod volumemanager;

@@ -1,1 +1,118 @@
-fn main() {}
+//! The `kubelet` binary (upstream `cmd/kubelet`): parse flags, set up logging, connect to the
+//! container runtime (a CRI endpoint, or an embedded dockershim serving CRI on
+//! `<root-dir>/dockershim.sock` when no endpoint is given), start the read-only HTTP server and
+//! run the kubelet until SIGTERM/SIGINT. Pods are left running on exit.
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use kubelet::kubelet::Kubelet;
+use kubelet::kuberuntime::KubeGenericRuntimeManager;
+use kubelet::metrics::Metrics;
+use tokio_util::sync::CancellationToken;
+
+fn init_logging(v: i32) {
+    let default = match v {
+        i32::MIN..=0 => "info",
+        1..=3 => "kubelet=debug,dockershim=info,info",
+        _ => "debug",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        std::future::pending::<()>().await;
+        return;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("received SIGTERM"),
+        _ = int.recv() => tracing::info!("received SIGINT"),
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let (flags, config) = match kubelet::flags::load(std::env::args_os()) {
+        Ok(v) => v,
+        Err(kubelet::kubeletconfig::ConfigError::Clap(e)) => e.exit(),
+        Err(e) => return Err(e).context("invalid configuration"),
+    };
+    init_logging(config.verbosity);
+    tracing::info!(node = %config.node_name, root_dir = %config.root_dir.display(), "starting kubelet");
+    std::fs::create_dir_all(&config.root_dir)
+        .with_context(|| format!("creating root dir {}", config.root_dir.display()))?;
+    let cancel = CancellationToken::new();
+    let shim_cancel = CancellationToken::new();
+    let mut shim_server = None;
+    let endpoint = match &config.container_runtime_endpoint {
+        Some(e) => e.clone(),
+        None => {
+            let endpoint = format!("unix://{}/dockershim.sock", config.root_dir.display());
+            let mut shim = dockershim::ShimConfig::with_endpoint(endpoint.clone());
+            shim.docker_endpoint = config.docker_endpoint.clone();
+            shim.pod_infra_image = config.pod_infra_container_image.clone();
+            shim.root_directory = config.root_dir.join("dockershim");
+            if flags.network_plugin == "cni" {
+                shim.cni = Some(dockershim::config::CniSettings {
+                    bin_dirs: flags
+                        .cni_bin_dir
+                        .split(',')
+                        .filter(|d| !d.is_empty())
+                        .map(Into::into)
+                        .collect(),
+                    conf_dir: flags.cni_conf_dir.clone(),
+                    cache_dir: flags.cni_cache_dir.clone(),
+                });
+            }
+            tracing::info!(endpoint = %endpoint, docker = %shim.docker_endpoint, cni = shim.cni.is_some(), "starting embedded dockershim");
+            let running = dockershim::start(shim, shim_cancel.clone())
+                .await
+                .context("starting the embedded dockershim")?;
+            shim_server = Some(running.server);
+            endpoint
+        }
+    };
+    let metrics = Arc::new(Metrics::default());
+    let runtime = KubeGenericRuntimeManager::connect(
+        &endpoint,
+        config.image_service_endpoint.as_deref(),
+        config.runtime_request_timeout,
+        Arc::clone(&metrics),
+    )
+    .await
+    .with_context(|| format!("connecting to the container runtime at {endpoint}"))?
+    .with_root_dir(config.root_dir.clone());
+    let port = config.read_only_port;
+    let addr = format!("{}:{}", config.address, port);
+    let kl = Kubelet::new(config, runtime, metrics);
+    if port > 0 {
+        let (local, serve) = kubelet::server::serve(&addr, kl.shared(), cancel.clone())
+            .await
+            .context("starting the read-only server")?;
+        tracing::info!(address = %local, "read-only server listening");
+        tokio::spawn(serve);
+    }
+    let run = tokio::spawn(kl.run(cancel.clone()));
+    shutdown_signal().await;
+    cancel.cancel();
+    let _ = run.await;
+    shim_cancel.cancel();
+    if let Some(s) = shim_server {
+        // In-flight calls (a StopContainer waiting out a grace period) need not finish.
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), s).await;
+    }
+    tracing::info!("kubelet stopped");
+    Ok(())
+}

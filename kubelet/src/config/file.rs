@@ -184,7 +184,9 @@ impl FileSource {
             self.path.parent().map(Path::to_path_buf)?
         };
         let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-            if res.is_ok() {
+            // Our own reads raise access (open/close) events: reacting to them would relist
+            // forever.
+            if res.is_ok_and(|ev| !matches!(ev.kind, notify::EventKind::Access(_))) {
                 // Full channel = a relist is already pending; dropping is fine.
                 let _ = tx.try_send(());
             }

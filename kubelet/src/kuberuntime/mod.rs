@@ -1,6 +1,13 @@
-//! The runtime-manager logic of the kubelet that needs no CRI types (upstream
-//! `pkg/kubelet/kuberuntime`): the `computePodActions` decision ([`pod_actions`]) and the
-//! per-container restart back-off ([`backoff`]). The CRI-speaking `SyncPod` builds on these.
+//! The runtime manager of the kubelet (upstream `pkg/kubelet/kuberuntime`): the pure
+//! `computePodActions` decision ([`pod_actions`]) and per-container restart back-off
+//! ([`backoff`]), the CRI config builders ([`sandbox`], [`container_config`], [`labels`]) and the
+//! CRI-speaking [`manager::KubeGenericRuntimeManager`] that runs `SyncPod`.
 
 pub mod backoff;
+pub mod container_config;
+pub mod labels;
+pub mod manager;
 pub mod pod_actions;
+pub mod sandbox;
+
+pub use manager::{KubeGenericRuntimeManager, RuntimeError, RuntimePod, SyncResult};

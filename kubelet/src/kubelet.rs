@@ -1,0 +1,466 @@
+//! The kubelet's main loop (upstream `pkg/kubelet/kubelet.go`: `Run`, `syncLoop`,
+//! `syncLoopIteration`, `HandlePod*`, `HandlePodCleanups`). This module owns wiring the pod
+//! sources into [`PodConfig`], the pod manager (UID -> desired pod), dispatching work to the
+//! [`PodWorkers`] on config updates, PLEG events and the periodic work queue, and housekeeping
+//! that terminates pods that are no longer wanted, including pods found on the runtime after a
+//! restart that no source knows. State shared with the HTTP server lives in [`KubeletShared`].
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::file::FileSource;
+use crate::config::http::HttpSource;
+use crate::config::podconfig::PodConfig;
+use crate::config::{FILE_SOURCE, HTTP_SOURCE, PodOperation, PodUpdate};
+use crate::kubeletconfig::KubeletConfig;
+use crate::kuberuntime::KubeGenericRuntimeManager;
+use crate::metrics::Metrics;
+use crate::pleg::{GenericPleg, PlegState, PodCache, PodLifecycleEvent, PodLifecycleEventType};
+use crate::pod_workers::{PodWork, PodWorkers, SyncContext, WorkerDone};
+use crate::prober::ProbeManager;
+use crate::status::StatusManager;
+
+/// Upstream `housekeepingPeriod`.
+pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
+/// How often the work queue is checked (upstream `syncCh` ticker).
+pub const SYNC_TICK: Duration = Duration::from_secs(1);
+/// Container garbage collection period (upstream `ContainerGCPeriod` is 1 min).
+pub const CONTAINER_GC_PERIOD: Duration = Duration::from_secs(60);
+/// The sync loop counts as unhealthy when it has not iterated for this long.
+pub const SYNC_LOOP_HEALTH_THRESHOLD: Duration = Duration::from_secs(30);
+/// Sources must have been ready this long before orphans are killed (the first updates may
+/// still be in flight).
+pub const SOURCES_SETTLE: Duration = Duration::from_secs(2);
+
+/// State the sync loop shares with the HTTP server.
+#[derive(Debug)]
+pub struct KubeletShared {
+    /// The pod manager: desired pods by UID.
+    pub pods: RwLock<HashMap<String, Pod>>,
+    /// API statuses.
+    pub status: StatusManager,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// PLEG health and snapshot.
+    pub pleg: Arc<PlegState>,
+    /// Last sync loop iteration.
+    pub last_sync_loop: RwLock<Instant>,
+    /// Node name.
+    pub node_name: String,
+}
+
+impl KubeletShared {
+    /// The known pods with their live status, sorted by namespace/name.
+    pub fn pods_with_status(&self) -> Vec<Pod> {
+        let mut pods: Vec<Pod> = self
+            .pods
+            .read()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        for p in &mut pods {
+            if let Some(s) = p
+                .metadata
+                .uid
+                .as_deref()
+                .and_then(|u| self.status.get_pod_status(u))
+            {
+                p.status = Some(s);
+            }
+        }
+        pods.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        pods
+    }
+
+    /// Upstream health checks `syncloop` and `pleg`.
+    pub fn healthz(&self) -> Result<(), String> {
+        let last = self
+            .last_sync_loop
+            .read()
+            .map(|t| t.elapsed())
+            .unwrap_or_default();
+        if last > SYNC_LOOP_HEALTH_THRESHOLD {
+            return Err(format!(
+                "syncloop: sync loop took too long: last iteration {last:?} ago"
+            ));
+        }
+        self.pleg.healthy().map_err(|e| format!("pleg: {e}"))
+    }
+}
+
+/// The node's primary IP (the source address of the default route), or loopback.
+pub fn node_ip() -> String {
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| {
+            s.connect("8.8.8.8:53")?;
+            s.local_addr()
+        })
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|_| "127.0.0.1".into())
+}
+
+/// The kubelet (upstream `Kubelet`).
+#[derive(Debug)]
+pub struct Kubelet {
+    config: KubeletConfig,
+    runtime: KubeGenericRuntimeManager,
+    shared: Arc<KubeletShared>,
+}
+
+impl Kubelet {
+    /// A kubelet with `config` talking to `runtime`.
+    pub fn new(
+        config: KubeletConfig,
+        runtime: KubeGenericRuntimeManager,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let shared = Arc::new(KubeletShared {
+            pods: RwLock::new(HashMap::new()),
+            status: StatusManager::default(),
+            metrics,
+            pleg: Arc::new(PlegState::default()),
+            last_sync_loop: RwLock::new(Instant::now()),
+            node_name: config.node_name.clone(),
+        });
+        Self {
+            config,
+            runtime,
+            shared,
+        }
+    }
+
+    /// State shared with the HTTP server.
+    pub fn shared(&self) -> Arc<KubeletShared> {
+        Arc::clone(&self.shared)
+    }
+
+    /// Start sources and PLEG, then run the sync loop until `cancel` fires (upstream `Run`).
+    /// Pods are left running on exit.
+    pub async fn run(self, cancel: CancellationToken) {
+        let (pod_config, mut updates) = PodConfig::new(cancel.child_token());
+        if let Some(path) = &self.config.static_pod_path {
+            tracing::info!(path = %path.display(), "adding static pod path");
+            let (src, _errors) = FileSource::new(
+                path.clone(),
+                self.config.node_name.clone(),
+                self.config.file_check_frequency,
+                pod_config.channel(FILE_SOURCE),
+            );
+            tokio::spawn(src.run(cancel.child_token()));
+        }
+        if let Some(url) = &self.config.static_pod_url {
+            tracing::info!(url = %url, "adding pod URL with HTTP source");
+            let (src, _errors) = HttpSource::new(
+                url.clone(),
+                self.config.static_pod_url_header.clone(),
+                self.config.node_name.clone(),
+                self.config.http_check_frequency,
+                pod_config.channel(HTTP_SOURCE),
+            );
+            tokio::spawn(src.run(cancel.child_token()));
+        }
+        let cache = PodCache::default();
+        let probe_results = crate::prober::ProbeResults::default();
+        let runtime = self
+            .runtime
+            .clone()
+            .with_probe_results(probe_results.clone());
+        let (probe_tx, mut probe_rx) = mpsc::unbounded_channel();
+        let probes = ProbeManager::new(
+            runtime.clone(),
+            cache.clone(),
+            probe_results.clone(),
+            probe_tx,
+            cancel.child_token(),
+        );
+        let (pleg_tx, mut pleg_rx) = mpsc::channel(1000);
+        let pleg = GenericPleg::new(
+            runtime.clone(),
+            pleg_tx,
+            cache.clone(),
+            Arc::clone(&self.shared.pleg),
+            Arc::clone(&self.shared.metrics),
+        );
+        tokio::spawn(pleg.run(cancel.child_token()));
+        let ctx = Arc::new(SyncContext {
+            runtime: runtime.clone(),
+            status: self.shared.status.clone(),
+            cache,
+            metrics: Arc::clone(&self.shared.metrics),
+            host_ip: node_ip(),
+            sync_frequency: self.config.sync_frequency,
+            root_dir: self.config.root_dir.clone(),
+            probes: probe_results,
+        });
+        let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+        let workers_cancel = cancel.child_token();
+        let mut loop_state = SyncLoop {
+            shared: Arc::clone(&self.shared),
+            runtime,
+            probes,
+            workers: PodWorkers::new(ctx, done_tx, workers_cancel.clone()),
+            work_queue: HashMap::new(),
+            pod_config,
+            sources_ready_since: None,
+            last_gc: Instant::now(),
+        };
+        let mut sync_tick = tokio::time::interval(SYNC_TICK);
+        let mut housekeeping = tokio::time::interval(HOUSEKEEPING_PERIOD);
+        sync_tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        housekeeping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tracing::info!(node = %self.config.node_name, "starting kubelet main sync loop");
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => break,
+                u = updates.recv() => match u {
+                    Some(u) => loop_state.handle_update(u),
+                    None => break,
+                },
+                Some(e) = pleg_rx.recv() => loop_state.handle_pleg_event(e),
+                Some(d) = done_rx.recv() => loop_state.handle_worker_done(d),
+                Some(uid) = probe_rx.recv() => loop_state.handle_probe_update(&uid),
+                _ = sync_tick.tick() => loop_state.sync_due_pods(),
+                _ = housekeeping.tick() => loop_state.housekeeping(),
+            }
+            if let Ok(mut t) = self.shared.last_sync_loop.write() {
+                *t = Instant::now();
+            }
+        }
+        workers_cancel.cancel();
+        tracing::info!("kubelet sync loop stopped; pods are left running");
+    }
+}
+
+struct SyncLoop {
+    shared: Arc<KubeletShared>,
+    runtime: KubeGenericRuntimeManager,
+    probes: ProbeManager,
+    workers: PodWorkers,
+    work_queue: HashMap<String, Instant>,
+    pod_config: PodConfig,
+    sources_ready_since: Option<Instant>,
+    last_gc: Instant,
+}
+
+/// Is the runtime pod called `pod_name` this node's? Deviation from upstream, which owns the
+/// whole runtime: several kubelets may share one runtime (the test bed), and this kubelet only
+/// runs static pods, whose names all end in `-<node name>`; housekeeping and garbage collection
+/// leave other pods alone.
+pub fn owned_by_node(pod_name: &str, node_name: &str) -> bool {
+    pod_name
+        .strip_suffix(node_name)
+        .is_some_and(|rest| rest.ends_with('-') && rest.len() > 1)
+}
+
+fn uid_of(pod: &Pod) -> String {
+    pod.metadata.uid.clone().unwrap_or_default()
+}
+
+impl SyncLoop {
+    fn dispatch(&mut self, pod: Pod, kill: bool, grace_override: Option<i64>) {
+        self.workers.update_pod(PodWork {
+            pod,
+            kill,
+            grace_override,
+        });
+    }
+
+    /// Upstream `HandlePodAdditions` / `Updates` / `Removes` / `Reconcile`.
+    fn handle_update(&mut self, u: PodUpdate) {
+        tracing::info!(op = %u.op, source = %u.source, pods = ?u.pods.iter().map(crate::container::pod_full_name).collect::<Vec<_>>(), "pod update");
+        for pod in u.pods {
+            let uid = uid_of(&pod);
+            match u.op {
+                PodOperation::Add | PodOperation::Update => {
+                    self.probes.add_pod(&pod);
+                    self.set_pod(&uid, pod.clone());
+                    self.dispatch(pod, false, None);
+                }
+                PodOperation::Reconcile => self.set_pod(&uid, pod),
+                PodOperation::Delete => {
+                    self.probes.remove_pod(&uid);
+                    let grace = pod.metadata.deletion_grace_period_seconds;
+                    self.set_pod(&uid, pod.clone());
+                    self.dispatch(pod, true, grace);
+                }
+                PodOperation::Remove => {
+                    self.probes.remove_pod(&uid);
+                    if let Ok(mut m) = self.shared.pods.write() {
+                        m.remove(&uid);
+                    }
+                    self.work_queue.remove(&uid);
+                    self.dispatch(pod, true, None);
+                }
+                PodOperation::Set => {}
+            }
+        }
+    }
+
+    fn set_pod(&self, uid: &str, pod: Pod) {
+        if let Ok(mut m) = self.shared.pods.write() {
+            m.insert(uid.to_string(), pod);
+        }
+    }
+
+    fn pod(&self, uid: &str) -> Option<Pod> {
+        self.shared
+            .pods
+            .read()
+            .ok()
+            .and_then(|m| m.get(uid).cloned())
+    }
+
+    /// PLEG events re-sync the pod (upstream `handlePodSyncs` for non-removed events).
+    fn handle_pleg_event(&mut self, e: PodLifecycleEvent) {
+        if e.type_ == PodLifecycleEventType::ContainerRemoved {
+            return;
+        }
+        if let Some(pod) = self.pod(&e.id)
+            && !self.workers.is_terminating(&e.id)
+        {
+            self.dispatch(pod, false, None);
+        }
+    }
+
+    /// A probe result changed: re-sync the pod (upstream `handleProbeSync`).
+    fn handle_probe_update(&mut self, uid: &str) {
+        if let Some(pod) = self.pod(uid)
+            && !self.workers.is_terminating(uid)
+        {
+            self.dispatch(pod, false, None);
+        }
+    }
+
+    fn handle_worker_done(&mut self, d: WorkerDone) {
+        if d.terminated {
+            self.workers.forget(&d.uid);
+            self.probes.remove_pod(&d.uid);
+            self.work_queue.remove(&d.uid);
+            // A gracefully deleted pod is forgotten once terminated.
+            if let Ok(mut m) = self.shared.pods.write()
+                && m.get(&d.uid)
+                    .is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+            {
+                m.remove(&d.uid);
+            }
+            return;
+        }
+        self.work_queue
+            .insert(d.uid, Instant::now() + d.requeue_after);
+    }
+
+    /// Sync pods whose time in the work queue has come (upstream `getPodsToSync`).
+    fn sync_due_pods(&mut self) {
+        let now = Instant::now();
+        let due: Vec<String> = self
+            .work_queue
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(u, _)| u.clone())
+            .collect();
+        for uid in due {
+            self.work_queue.remove(&uid);
+            if let Some(pod) = self.pod(&uid)
+                && !self.workers.is_terminating(&uid)
+            {
+                self.dispatch(pod, false, None);
+            }
+        }
+    }
+
+    /// Upstream `HandlePodCleanups`: terminate pods with a worker but no longer desired, and
+    /// pods running on the runtime that no source knows; periodically collect dead containers.
+    fn housekeeping(&mut self) {
+        if !self.pod_config.all_sources_ready() {
+            return;
+        }
+        let ready_since = *self.sources_ready_since.get_or_insert_with(Instant::now);
+        if ready_since.elapsed() < SOURCES_SETTLE || !self.shared.pleg.has_relisted() {
+            return;
+        }
+        let desired: HashSet<String> = self
+            .shared
+            .pods
+            .read()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        for uid in self.workers.uids() {
+            if !desired.contains(&uid) && !self.workers.is_terminating(&uid) {
+                let mut pod = Pod::default();
+                pod.metadata.uid = Some(uid);
+                self.dispatch(pod, true, None);
+            }
+        }
+        // Desired pods without a worker (re-added while their previous incarnation was being
+        // terminated) get one again.
+        let unserved: Vec<Pod> = self
+            .shared
+            .pods
+            .read()
+            .map(|m| {
+                m.iter()
+                    .filter(|(uid, p)| {
+                        !self.workers.is_known(uid) && p.metadata.deletion_timestamp.is_none()
+                    })
+                    .map(|(_, p)| p.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        for pod in unserved {
+            if !self.work_queue.contains_key(&uid_of(&pod)) {
+                self.probes.add_pod(&pod);
+                self.dispatch(pod, false, None);
+            }
+        }
+        for rp in self.shared.pleg.runtime_pods() {
+            if desired.contains(&rp.id)
+                || self.workers.is_known(&rp.id)
+                || !owned_by_node(&rp.name, &self.shared.node_name)
+            {
+                continue;
+            }
+            tracing::info!(pod = %rp.name, pod_uid = %rp.id, running = rp.is_running(), "cleaning up a pod no source knows");
+            let grace = rp.containers.iter().filter_map(|c| c.grace_period).max();
+            let mut pod = Pod::default();
+            pod.metadata.uid = Some(rp.id.clone());
+            pod.metadata.name = Some(rp.name.clone());
+            pod.metadata.namespace = Some(rp.namespace.clone());
+            self.dispatch(
+                pod,
+                true,
+                Some(grace.unwrap_or(crate::kuberuntime::manager::DEFAULT_GRACE_PERIOD_SECONDS)),
+            );
+        }
+        if self.last_gc.elapsed() >= CONTAINER_GC_PERIOD {
+            self.last_gc = Instant::now();
+            let rt = self.runtime.clone();
+            let node = self.shared.node_name.clone();
+            tokio::spawn(async move {
+                if let Err(e) = rt.garbage_collect(&desired, &node).await {
+                    tracing::warn!(error = %e, "container garbage collection failed");
+                }
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ownership_by_node_suffix() {
+        assert!(owned_by_node("web-node1", "node1"));
+        assert!(!owned_by_node("web-node12", "node1"));
+        assert!(!owned_by_node("webnode1", "node1"));
+        assert!(!owned_by_node("-node1", "node1"));
+        assert!(!owned_by_node("", "node1"));
+    }
+}

@@ -1,0 +1,355 @@
+//! Per-pod workers (upstream `pkg/kubelet/pod_workers.go`). Each pod gets its own tokio task;
+//! updates for one pod are serialized and, while a sync runs, only the newest pending update is
+//! kept. A worker runs `syncPod` (API status + runtime `SyncPod`), or, once the pod is to be
+//! terminated, `syncTerminatingPod` (kill with the grace period) then `syncTerminatedPod`
+//! (remove its containers and sandboxes) and exits. After every sync it reports to the sync
+//! loop when the pod should be synced again (the work queue).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::container::{ContainerState, pod_full_name};
+use crate::kuberuntime::KubeGenericRuntimeManager;
+use crate::kuberuntime::backoff::Backoff;
+use crate::kuberuntime::manager::grace_period_for;
+use crate::metrics::Metrics;
+use crate::pleg::PodCache;
+use crate::status::{StatusManager, WaitingReasons, generate_api_pod_status};
+
+/// Upstream `backOffPeriod`: how soon a pod is synced again after a failed sync.
+pub const BACKOFF_PERIOD: Duration = Duration::from_secs(10);
+/// How many times termination is retried within one terminating sync.
+pub const KILL_ATTEMPTS: usize = 3;
+
+/// What a worker must do (upstream `UpdatePodOptions`).
+#[derive(Debug, Clone)]
+pub struct PodWork {
+    /// The pod (for orphans found on the runtime: metadata only).
+    pub pod: Pod,
+    /// Terminate the pod instead of syncing it.
+    pub kill: bool,
+    /// Grace period override in seconds (deletion grace, orphan containers' grace).
+    pub grace_override: Option<i64>,
+}
+
+/// A worker's report to the sync loop (upstream `wrapUp` / `completeTerminated`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerDone {
+    /// Pod UID.
+    pub uid: String,
+    /// The pod was terminated and its worker exited.
+    pub terminated: bool,
+    /// Sync again after this long.
+    pub requeue_after: Duration,
+}
+
+/// Everything a worker needs to sync.
+#[derive(Debug)]
+pub struct SyncContext {
+    /// The runtime manager.
+    pub runtime: KubeGenericRuntimeManager,
+    /// Where API statuses go.
+    pub status: StatusManager,
+    /// The PLEG's status cache.
+    pub cache: PodCache,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// The node IP for statuses.
+    pub host_ip: String,
+    /// Periodic resync interval.
+    pub sync_frequency: Duration,
+    /// The kubelet's root directory (`<root>/pods/<uid>` are the pod data dirs).
+    pub root_dir: PathBuf,
+    /// Probe results (readiness/startup feed the API status).
+    pub probes: crate::prober::ProbeResults,
+}
+
+impl SyncContext {
+    fn set_status(
+        &self,
+        pod: &Pod,
+        status: &crate::container::PodStatus,
+        reasons: &WaitingReasons,
+    ) {
+        let mut api = generate_api_pod_status(pod, status, reasons, &self.host_ip);
+        crate::prober::update_pod_status(pod, &mut api, &self.probes);
+        self.status
+            .set_pod_status(pod.metadata.uid.as_deref().unwrap_or_default(), api);
+    }
+}
+
+impl SyncContext {
+    /// `<root>/pods/<uid>` (upstream `getPodDir`).
+    pub fn pod_dir(&self, uid: &str) -> PathBuf {
+        self.root_dir.join("pods").join(uid)
+    }
+}
+
+#[derive(Debug)]
+struct Worker {
+    pending: Arc<Mutex<Option<PodWork>>>,
+    notify: Arc<Notify>,
+    terminating: bool,
+}
+
+/// The pod workers (upstream `podWorkers`).
+#[derive(Debug)]
+pub struct PodWorkers {
+    workers: HashMap<String, Worker>,
+    ctx: Arc<SyncContext>,
+    done: mpsc::UnboundedSender<WorkerDone>,
+    cancel: CancellationToken,
+}
+
+impl PodWorkers {
+    /// Workers reporting on `done`; all stop when `cancel` fires.
+    pub fn new(
+        ctx: Arc<SyncContext>,
+        done: mpsc::UnboundedSender<WorkerDone>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            workers: HashMap::new(),
+            ctx,
+            done,
+            cancel,
+        }
+    }
+
+    /// Hand `work` to the pod's worker, starting it on first use (upstream `UpdatePod`). Once a
+    /// pod is terminating, sync updates are ignored.
+    pub fn update_pod(&mut self, work: PodWork) {
+        let uid = work.pod.metadata.uid.clone().unwrap_or_default();
+        if uid.is_empty() {
+            tracing::warn!(pod = %pod_full_name(&work.pod), "pod without uid, ignoring");
+            return;
+        }
+        if let Some(w) = self.workers.get_mut(&uid) {
+            if w.terminating && !work.kill {
+                return;
+            }
+            w.terminating |= work.kill;
+            if let Ok(mut p) = w.pending.lock() {
+                // A pending kill is never replaced by a sync.
+                if !p.as_ref().is_some_and(|p| p.kill && !work.kill) {
+                    *p = Some(work);
+                }
+            }
+            w.notify.notify_one();
+            return;
+        }
+        let w = Worker {
+            pending: Arc::new(Mutex::new(None)),
+            notify: Arc::new(Notify::new()),
+            terminating: work.kill,
+        };
+        if let Ok(mut p) = w.pending.lock() {
+            *p = Some(work);
+        }
+        w.notify.notify_one();
+        tokio::spawn(manage_pod_loop(
+            uid.clone(),
+            Arc::clone(&w.pending),
+            Arc::clone(&w.notify),
+            Arc::clone(&self.ctx),
+            self.done.clone(),
+            self.cancel.clone(),
+        ));
+        self.workers.insert(uid, w);
+    }
+
+    /// True when `uid` has a worker.
+    pub fn is_known(&self, uid: &str) -> bool {
+        self.workers.contains_key(uid)
+    }
+
+    /// True when `uid`'s worker is terminating it.
+    pub fn is_terminating(&self, uid: &str) -> bool {
+        self.workers.get(uid).is_some_and(|w| w.terminating)
+    }
+
+    /// Forget a terminated pod's worker.
+    pub fn forget(&mut self, uid: &str) {
+        self.workers.remove(uid);
+    }
+
+    /// UIDs with workers.
+    pub fn uids(&self) -> Vec<String> {
+        self.workers.keys().cloned().collect()
+    }
+}
+
+async fn manage_pod_loop(
+    uid: String,
+    pending: Arc<Mutex<Option<PodWork>>>,
+    notify: Arc<Notify>,
+    ctx: Arc<SyncContext>,
+    done: mpsc::UnboundedSender<WorkerDone>,
+    cancel: CancellationToken,
+) {
+    let mut backoff = Backoff::default();
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = notify.notified() => {}
+        }
+        let Some(work) = pending.lock().ok().and_then(|mut p| p.take()) else {
+            continue;
+        };
+        if work.kill {
+            let start = Instant::now();
+            sync_terminating_pod(&ctx, &work).await;
+            ctx.metrics
+                .observe_pod_worker("terminating", start.elapsed());
+            let start = Instant::now();
+            sync_terminated_pod(&ctx, &work).await;
+            ctx.metrics
+                .observe_pod_worker("terminated", start.elapsed());
+            let _ = done.send(WorkerDone {
+                uid,
+                terminated: true,
+                requeue_after: Duration::ZERO,
+            });
+            return;
+        }
+        let start = Instant::now();
+        let ok = sync_pod(&ctx, &work.pod, &mut backoff).await;
+        ctx.metrics.observe_pod_worker("sync", start.elapsed());
+        backoff.gc(tokio::time::Instant::now());
+        let requeue_after = if ok {
+            ctx.sync_frequency
+        } else {
+            BACKOFF_PERIOD.min(ctx.sync_frequency)
+        };
+        if done
+            .send(WorkerDone {
+                uid: uid.clone(),
+                terminated: false,
+                requeue_after,
+            })
+            .is_err()
+        {
+            return;
+        }
+    }
+}
+
+fn meta(pod: &Pod) -> (&str, &str, &str) {
+    (
+        pod.metadata.uid.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default(),
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+    )
+}
+
+/// Upstream `Kubelet.SyncPod`: status first, then the runtime's `SyncPod`, then the status
+/// again with the sync's waiting reasons. Returns false when the sync failed.
+pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bool {
+    let (uid, name, ns) = meta(pod);
+    // Upstream `makePodDataDirs`.
+    for sub in ["volumes", "plugins", "containers"] {
+        let dir = ctx.pod_dir(uid).join(sub);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            tracing::warn!(pod = %pod_full_name(pod), dir = %dir.display(), error = %e, "cannot create pod data directory");
+        }
+    }
+    let status = match ctx.runtime.get_pod_status(uid, name, ns).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(pod = %pod_full_name(pod), error = %e, "cannot read pod status from the runtime");
+            return false;
+        }
+    };
+    ctx.cache.set(uid, status.clone());
+    // Upstream `WaitForAttachAndMount`: no containers start before the volumes are ready.
+    if let Err(e) = crate::volumemanager::mount_pod_volumes(pod, &ctx.pod_dir(uid)) {
+        tracing::warn!(pod = %pod_full_name(pod), error = %e, "unable to mount volumes");
+        ctx.set_status(pod, &status, &WaitingReasons::new());
+        return false;
+    }
+    let result = ctx.runtime.sync_pod(pod, &status, backoff).await;
+    for e in &result.errors {
+        tracing::warn!(pod = %pod_full_name(pod), container = %e.target, reason = %e.reason, message = %e.message, "sync step failed");
+    }
+    let reasons: WaitingReasons = result.container_reasons();
+    // Re-read after changes so the status reflects what was just done.
+    let status = if result.changed {
+        match ctx.runtime.get_pod_status(uid, name, ns).await {
+            Ok(s) => {
+                ctx.cache.set(uid, s.clone());
+                s
+            }
+            Err(_) => status,
+        }
+    } else {
+        status
+    };
+    ctx.set_status(pod, &status, &reasons);
+    result.is_ok()
+}
+
+/// Upstream `syncTerminatingPod`: kill all containers with the grace period, then the sandbox,
+/// retrying until nothing runs.
+pub async fn sync_terminating_pod(ctx: &SyncContext, work: &PodWork) {
+    let (uid, name, ns) = meta(&work.pod);
+    let has_spec = work.pod.spec.is_some();
+    let grace = grace_period_for(has_spec.then_some(&work.pod), work.grace_override);
+    for attempt in 0..KILL_ATTEMPTS {
+        let status = match ctx.runtime.get_pod_status(uid, name, ns).await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(pod = %name, error = %e, "cannot read status of terminating pod");
+                continue;
+            }
+        };
+        let running = status
+            .container_statuses
+            .iter()
+            .any(|c| c.state == ContainerState::Running)
+            || status
+                .sandbox_statuses
+                .iter()
+                .any(|s| s.state == crate::container::SandboxState::Ready);
+        if !running {
+            break;
+        }
+        tracing::info!(pod = %name, pod_uid = %uid, grace, attempt, "killing pod");
+        match ctx
+            .runtime
+            .kill_pod_status(has_spec.then_some(&work.pod), &status, grace)
+            .await
+        {
+            Ok(()) => break,
+            Err(e) => tracing::warn!(pod = %name, error = %e, "killing pod failed, retrying"),
+        }
+    }
+}
+
+/// Upstream `syncTerminatedPod` plus the garbage collection of a removed pod: remove its dead
+/// containers and sandboxes, forget its status.
+pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
+    let (uid, name, _) = meta(&work.pod);
+    if let Err(e) = ctx.runtime.remove_pod(uid).await {
+        tracing::warn!(pod = %name, error = %e, "cannot remove the containers of a terminated pod");
+    }
+    ctx.cache.delete(uid);
+    ctx.status.remove(uid);
+    // Upstream `cleanupOrphanedPodDirs` and the log GC: the pod's data and log directories.
+    let ns = work.pod.metadata.namespace.as_deref().unwrap_or_default();
+    let logs = crate::kuberuntime::sandbox::build_pod_logs_directory(ns, name, uid);
+    for dir in [ctx.pod_dir(uid), logs] {
+        if !uid.is_empty()
+            && dir.exists()
+            && let Err(e) = std::fs::remove_dir_all(&dir)
+        {
+            tracing::warn!(pod = %name, dir = %dir.display(), error = %e, "cannot remove pod directory");
+        }
+    }
+    tracing::info!(pod = %name, pod_uid = %uid, "pod terminated and cleaned up");
+}

@@ -1,0 +1,479 @@
+//! Container probes (upstream `pkg/kubelet/prober`: `prober_manager.go`, `worker.go`,
+//! `prober.go`, `results`). This module owns one tokio task per (pod, container, probe type)
+//! that runs the container's liveness, readiness or startup probe every `periodSeconds`
+//! (exec through CRI `ExecSync`, `httpGet`, `tcpSocket`), applies the success/failure
+//! thresholds, and publishes results per container id in [`ProbeResults`]. A changed result
+//! is sent to the sync loop, which re-syncs the pod: failed liveness/startup probes make
+//! `computePodActions` restart the container, readiness feeds the `Ready` condition.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::Utc;
+use http_body_util::Empty;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use k8s_openapi::api::core::v1::{Container, Pod, Probe};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::container::{ContainerState, PodStatus, pod_full_name};
+use crate::kuberuntime::KubeGenericRuntimeManager;
+use crate::kuberuntime::pod_actions::ProbeFailures;
+use crate::pleg::PodCache;
+
+/// Probe kinds (upstream `probeType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ProbeType {
+    /// Restart the container when it fails.
+    Liveness,
+    /// Gate the container's readiness.
+    Readiness,
+    /// Hold the other probes until it succeeds; restart when it fails.
+    Startup,
+}
+
+/// Latest probe results per (type, runtime container id) (upstream `results.Manager`).
+#[derive(Debug, Clone, Default)]
+pub struct ProbeResults {
+    inner: Arc<RwLock<HashMap<(ProbeType, String), bool>>>,
+}
+
+impl ProbeResults {
+    /// The result for container `id`, if any.
+    pub fn get(&self, kind: ProbeType, id: &str) -> Option<bool> {
+        self.inner
+            .read()
+            .ok()
+            .and_then(|m| m.get(&(kind, id.to_string())).copied())
+    }
+
+    /// Store a result; true when it changed.
+    pub fn set(&self, kind: ProbeType, id: &str, ok: bool) -> bool {
+        self.inner
+            .write()
+            .map(|mut m| m.insert((kind, id.to_string()), ok) != Some(ok))
+            .unwrap_or(false)
+    }
+
+    /// Forget container `id`.
+    pub fn remove(&self, id: &str) {
+        if let Ok(mut m) = self.inner.write() {
+            m.retain(|(_, i), _| i != id);
+        }
+    }
+
+    /// Failing liveness/startup probes of `status`'s running containers, for
+    /// `computePodActions`.
+    pub fn failures(&self, status: &PodStatus) -> ProbeFailures {
+        let mut f = ProbeFailures::default();
+        for c in status.running_container_statuses() {
+            if self.get(ProbeType::Liveness, &c.id.id) == Some(false) {
+                f.liveness.insert(c.id.clone());
+            }
+            if self.get(ProbeType::Startup, &c.id.id) == Some(false) {
+                f.startup.insert(c.id.clone());
+            }
+        }
+        f
+    }
+}
+
+fn probe_of(c: &Container, kind: ProbeType) -> Option<&Probe> {
+    match kind {
+        ProbeType::Liveness => c.liveness_probe.as_ref(),
+        ProbeType::Readiness => c.readiness_probe.as_ref(),
+        ProbeType::Startup => c.startup_probe.as_ref(),
+    }
+}
+
+/// Apply readiness/startup results to an API status (upstream `UpdatePodStatus`): a running
+/// container with a readiness probe is ready only once it succeeded; with a startup probe it
+/// is started (and can be ready) only once that succeeded. Recomputes `ContainersReady`/`Ready`.
+pub fn update_pod_status(
+    pod: &Pod,
+    status: &mut k8s_openapi::api::core::v1::PodStatus,
+    results: &ProbeResults,
+) {
+    let specs = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or(&[]);
+    let mut all_ready = true;
+    for cs in status.container_statuses.iter_mut().flatten() {
+        let Some(spec) = specs.iter().find(|c| c.name == cs.name) else {
+            continue;
+        };
+        let running = cs.state.as_ref().is_some_and(|s| s.running.is_some());
+        let id = cs
+            .container_id
+            .as_deref()
+            .and_then(|i| i.split_once("://"))
+            .map(|(_, id)| id)
+            .unwrap_or_default();
+        let started =
+            spec.startup_probe.is_none() || results.get(ProbeType::Startup, id) == Some(true);
+        cs.started = Some(running && started);
+        let ready_probe =
+            spec.readiness_probe.is_none() || results.get(ProbeType::Readiness, id) == Some(true);
+        cs.ready = running && started && ready_probe;
+        all_ready &= cs.ready;
+    }
+    let all_ready = all_ready && !specs.is_empty();
+    for c in status.conditions.iter_mut().flatten() {
+        if c.type_ == "ContainersReady" || c.type_ == "Ready" {
+            c.status = if all_ready { "True" } else { "False" }.into();
+            c.reason = (!all_ready).then(|| "ContainersNotReady".to_string());
+        }
+    }
+}
+
+/// Resolve a probe port: a number, or a named container port.
+fn resolve_port(port: &IntOrString, c: &Container) -> Option<u16> {
+    match port {
+        IntOrString::Int(p) => u16::try_from(*p).ok(),
+        IntOrString::String(name) => c
+            .ports
+            .iter()
+            .flatten()
+            .find(|p| p.name.as_deref() == Some(name.as_str()))
+            .and_then(|p| u16::try_from(p.container_port).ok())
+            .or_else(|| name.parse().ok()),
+    }
+}
+
+/// Run `probe` once against container `id` of a pod with IP `pod_ip` (upstream `prober.runProbe`).
+pub async fn run_probe(
+    runtime: &KubeGenericRuntimeManager,
+    probe: &Probe,
+    c: &Container,
+    id: &str,
+    pod_ip: &str,
+) -> Result<(), String> {
+    let timeout =
+        Duration::from_secs(u64::try_from(probe.timeout_seconds.unwrap_or(1).max(1)).unwrap_or(1));
+    if let Some(exec) = &probe.exec {
+        let cmd = exec.command.clone().unwrap_or_default();
+        let code = runtime
+            .exec_sync(id, cmd, timeout)
+            .await
+            .map_err(|e| e.to_string())?;
+        return if code == 0 {
+            Ok(())
+        } else {
+            Err(format!("command exited with {code}"))
+        };
+    }
+    if let Some(h) = &probe.http_get {
+        let port = resolve_port(&h.port, c).ok_or("invalid port")?;
+        let host = h
+            .host
+            .clone()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| pod_ip.to_string());
+        let path = h.path.clone().unwrap_or_else(|| "/".into());
+        let url = format!("http://{host}:{port}{path}");
+        let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
+        let mut req = hyper::Request::get(&url).header("User-Agent", "kube-probe/1.34");
+        for hd in h.http_headers.iter().flatten() {
+            req = req.header(hd.name.as_str(), hd.value.as_str());
+        }
+        let req = req.body(Empty::new()).map_err(|e| e.to_string())?;
+        let resp = tokio::time::timeout(timeout, client.request(req))
+            .await
+            .map_err(|_| format!("GET {url}: timeout"))?
+            .map_err(|e| format!("GET {url}: {e}"))?;
+        let code = resp.status().as_u16();
+        return if (200..400).contains(&code) {
+            Ok(())
+        } else {
+            Err(format!("HTTP probe failed with statuscode: {code}"))
+        };
+    }
+    if let Some(t) = &probe.tcp_socket {
+        let port = resolve_port(&t.port, c).ok_or("invalid port")?;
+        let host = t
+            .host
+            .clone()
+            .filter(|h| !h.is_empty())
+            .unwrap_or_else(|| pod_ip.to_string());
+        return tokio::time::timeout(
+            timeout,
+            tokio::net::TcpStream::connect((host.as_str(), port)),
+        )
+        .await
+        .map_err(|_| "dial timeout".to_string())?
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    }
+    // gRPC probes are not supported: count as success so the pod is not killed for it.
+    Ok(())
+}
+
+struct ProbeWorker {
+    uid: String,
+    pod: Pod,
+    container: Container,
+    kind: ProbeType,
+    runtime: KubeGenericRuntimeManager,
+    cache: PodCache,
+    results: ProbeResults,
+    updates: mpsc::UnboundedSender<String>,
+}
+
+impl ProbeWorker {
+    /// Upstream `worker.run` / `doProbe`.
+    async fn run(self, cancel: CancellationToken) {
+        let Some(probe) = probe_of(&self.container, self.kind).cloned() else {
+            return;
+        };
+        let period = Duration::from_secs(
+            u64::try_from(probe.period_seconds.unwrap_or(10).max(1)).unwrap_or(10),
+        );
+        let success_threshold = probe.success_threshold.unwrap_or(1).max(1);
+        let failure_threshold = probe.failure_threshold.unwrap_or(3).max(1);
+        let initial_delay = i64::from(probe.initial_delay_seconds.unwrap_or(0));
+        let (mut current_id, mut successes, mut failures) = (String::new(), 0, 0);
+        let mut tick = tokio::time::interval(period);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let Some((status, _)) = self.cache.get(&self.uid) else {
+                continue;
+            };
+            let Some(cs) = status
+                .find_container_status_by_name(&self.container.name)
+                .filter(|c| c.state == ContainerState::Running)
+                .cloned()
+            else {
+                continue;
+            };
+            if cs.id.id != current_id {
+                // A new container instance: start over (upstream: liveness starts as success,
+                // readiness as failure, startup unknown).
+                if !current_id.is_empty() {
+                    self.results.remove(&current_id);
+                }
+                current_id.clone_from(&cs.id.id);
+                successes = 0;
+                failures = 0;
+                match self.kind {
+                    ProbeType::Liveness => self.results.set(self.kind, &current_id, true),
+                    ProbeType::Readiness => self.results.set(self.kind, &current_id, false),
+                    ProbeType::Startup => false,
+                };
+            }
+            let started_for = cs
+                .started_at
+                .map(|t| (Utc::now() - t).num_seconds())
+                .unwrap_or(0);
+            if started_for < initial_delay {
+                continue;
+            }
+            if self.kind == ProbeType::Startup
+                && self.results.get(ProbeType::Startup, &current_id) == Some(true)
+            {
+                continue;
+            }
+            if self.kind != ProbeType::Startup
+                && self.container.startup_probe.is_some()
+                && self.results.get(ProbeType::Startup, &current_id) != Some(true)
+            {
+                continue;
+            }
+            let pod_ip = status.ips.first().cloned().unwrap_or_default();
+            let outcome =
+                run_probe(&self.runtime, &probe, &self.container, &current_id, &pod_ip).await;
+            let result = match outcome {
+                Ok(()) => {
+                    successes += 1;
+                    failures = 0;
+                    (successes >= success_threshold).then_some(true)
+                }
+                Err(e) => {
+                    tracing::debug!(pod = %pod_full_name(&self.pod), container = %self.container.name, probe = ?self.kind, error = %e, "probe failed");
+                    failures += 1;
+                    successes = 0;
+                    (failures >= failure_threshold).then_some(false)
+                }
+            };
+            if let Some(ok) = result
+                && self.results.set(self.kind, &current_id, ok)
+            {
+                tracing::info!(pod = %pod_full_name(&self.pod), container = %self.container.name, probe = ?self.kind, ok, "probe result changed");
+                if self.updates.send(self.uid.clone()).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The prober manager (upstream `prober.Manager`): starts and stops probe workers per pod.
+#[derive(Debug)]
+pub struct ProbeManager {
+    runtime: KubeGenericRuntimeManager,
+    cache: PodCache,
+    results: ProbeResults,
+    updates: mpsc::UnboundedSender<String>,
+    workers: HashMap<(String, String, ProbeType), CancellationToken>,
+    cancel: CancellationToken,
+}
+
+impl ProbeManager {
+    /// A manager whose workers report changed results (pod UIDs) on `updates`.
+    pub fn new(
+        runtime: KubeGenericRuntimeManager,
+        cache: PodCache,
+        results: ProbeResults,
+        updates: mpsc::UnboundedSender<String>,
+        cancel: CancellationToken,
+    ) -> Self {
+        Self {
+            runtime,
+            cache,
+            results,
+            updates,
+            workers: HashMap::new(),
+            cancel,
+        }
+    }
+
+    /// Start workers for the pod's probes (upstream `AddPod`); existing ones are kept unless
+    /// the container's spec changed.
+    pub fn add_pod(&mut self, pod: &Pod) {
+        let uid = pod.metadata.uid.clone().unwrap_or_default();
+        let specs = pod
+            .spec
+            .as_ref()
+            .map(|s| s.containers.as_slice())
+            .unwrap_or(&[]);
+        for c in specs {
+            for kind in [
+                ProbeType::Liveness,
+                ProbeType::Readiness,
+                ProbeType::Startup,
+            ] {
+                let key = (uid.clone(), c.name.clone(), kind);
+                if probe_of(c, kind).is_none() {
+                    if let Some(t) = self.workers.remove(&key) {
+                        t.cancel();
+                    }
+                    continue;
+                }
+                if let Some(t) = self.workers.remove(&key) {
+                    // Restart the worker so it probes with the current spec.
+                    t.cancel();
+                }
+                let token = self.cancel.child_token();
+                let w = ProbeWorker {
+                    uid: uid.clone(),
+                    pod: pod.clone(),
+                    container: c.clone(),
+                    kind,
+                    runtime: self.runtime.clone(),
+                    cache: self.cache.clone(),
+                    results: self.results.clone(),
+                    updates: self.updates.clone(),
+                };
+                tokio::spawn(w.run(token.clone()));
+                self.workers.insert(key, token);
+            }
+        }
+    }
+
+    /// Stop the pod's workers (upstream `RemovePod`).
+    pub fn remove_pod(&mut self, uid: &str) {
+        self.workers.retain(|(u, _, _), t| {
+            if u == uid {
+                t.cancel();
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{ContainerPort, ExecAction, PodSpec};
+
+    #[test]
+    fn named_ports() {
+        let c = Container {
+            name: "c".into(),
+            ports: Some(vec![ContainerPort {
+                name: Some("http".into()),
+                container_port: 8080,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        assert_eq!(
+            resolve_port(&IntOrString::String("http".into()), &c),
+            Some(8080)
+        );
+        assert_eq!(resolve_port(&IntOrString::Int(80), &c), Some(80));
+        assert_eq!(resolve_port(&IntOrString::String("nope".into()), &c), None);
+    }
+
+    #[test]
+    fn readiness_gates_ready() {
+        let probe = Probe {
+            exec: Some(ExecAction {
+                command: Some(vec!["true".into()]),
+            }),
+            ..Default::default()
+        };
+        let pod = Pod {
+            spec: Some(PodSpec {
+                containers: vec![Container {
+                    name: "a".into(),
+                    readiness_probe: Some(probe),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let st = PodStatus {
+            container_statuses: vec![crate::container::ContainerStatus {
+                id: crate::container::ContainerID::new("containerd", "x1"),
+                name: "a".into(),
+                state: ContainerState::Running,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut api = crate::status::generate_api_pod_status(
+            &pod,
+            &st,
+            &crate::status::WaitingReasons::new(),
+            "h",
+        );
+        let results = ProbeResults::default();
+        update_pod_status(&pod, &mut api, &results);
+        let ready = |api: &k8s_openapi::api::core::v1::PodStatus| {
+            api.conditions
+                .iter()
+                .flatten()
+                .find(|c| c.type_ == "Ready")
+                .map(|c| c.status.clone())
+        };
+        assert_eq!(ready(&api).as_deref(), Some("False"));
+        results.set(ProbeType::Readiness, "x1", true);
+        update_pod_status(&pod, &mut api, &results);
+        assert_eq!(ready(&api).as_deref(), Some("True"));
+        results.set(ProbeType::Liveness, "x1", false);
+        assert_eq!(results.failures(&st).liveness.len(), 1);
+    }
+}

@@ -1,0 +1,540 @@
+//! The pod's API status (upstream `kubelet_pods.go` `generateAPIPodStatus`, `getPhase`,
+//! `convertToAPIContainerStatuses`, and `status/status_manager.go`). This module owns turning
+//! the runtime's [`container::PodStatus`] plus the last sync's waiting reasons into a
+//! Kubernetes `PodStatus` (phase, conditions, container states, IPs, start time), and the
+//! status manager that keeps the newest status per pod UID for the HTTP server.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use chrono::Utc;
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState as ApiState, ContainerStateRunning, ContainerStateTerminated,
+    ContainerStateWaiting, ContainerStatus as ApiContainerStatus, HostIP, Pod, PodCondition, PodIP,
+    PodStatus as ApiPodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::container::{self, ContainerState, PodStatus, restart_policy};
+
+/// Waiting reasons from the last sync, per container name: (reason, message).
+pub type WaitingReasons = HashMap<String, (String, String)>;
+
+fn time(t: Option<chrono::DateTime<Utc>>) -> Option<Time> {
+    let ns = t?.timestamp_nanos_opt()?;
+    k8s_openapi::jiff::Timestamp::from_nanosecond(i128::from(ns))
+        .ok()
+        .map(Time)
+}
+
+fn now() -> Time {
+    Time(k8s_openapi::jiff::Timestamp::now())
+}
+
+fn terminated(cs: &container::ContainerStatus) -> ContainerStateTerminated {
+    let reason = if !cs.reason.is_empty() {
+        cs.reason.clone()
+    } else if cs.exit_code == 0 {
+        "Completed".into()
+    } else {
+        "Error".into()
+    };
+    ContainerStateTerminated {
+        exit_code: cs.exit_code,
+        reason: Some(reason),
+        message: (!cs.message.is_empty()).then(|| cs.message.clone()),
+        started_at: time(cs.started_at),
+        finished_at: time(cs.finished_at),
+        container_id: Some(cs.id.to_string()),
+        ..Default::default()
+    }
+}
+
+fn waiting(reason: &str, message: Option<&str>) -> ApiState {
+    ApiState {
+        waiting: Some(ContainerStateWaiting {
+            reason: Some(reason.into()),
+            message: message.filter(|m| !m.is_empty()).map(str::to_string),
+        }),
+        ..Default::default()
+    }
+}
+
+/// Upstream `convertToAPIContainerStatuses` for one list of containers.
+fn container_statuses(
+    specs: &[Container],
+    status: &PodStatus,
+    reasons: &WaitingReasons,
+    default_waiting: &str,
+) -> Vec<ApiContainerStatus> {
+    specs
+        .iter()
+        .map(|c| {
+            let instances: Vec<&container::ContainerStatus> = status
+                .container_statuses
+                .iter()
+                .filter(|s| s.name == c.name)
+                .collect();
+            let mut out = ApiContainerStatus {
+                name: c.name.clone(),
+                image: c.image.clone().unwrap_or_default(),
+                ready: false,
+                started: Some(false),
+                ..Default::default()
+            };
+            let Some(cur) = instances.first() else {
+                let (r, m) = reasons
+                    .get(&c.name)
+                    .map(|(r, m)| (r.as_str(), Some(m.as_str())))
+                    .unwrap_or((default_waiting, None));
+                out.state = Some(waiting(r, m));
+                return out;
+            };
+            out.container_id = Some(cur.id.to_string());
+            out.image_id = if cur.image_ref.is_empty() {
+                cur.image_id.clone()
+            } else {
+                cur.image_ref.clone()
+            };
+            out.restart_count = cur.restart_count;
+            match cur.state {
+                ContainerState::Running => {
+                    out.state = Some(ApiState {
+                        running: Some(ContainerStateRunning {
+                            started_at: time(cur.started_at),
+                        }),
+                        ..Default::default()
+                    });
+                    out.ready = true;
+                    out.started = Some(true);
+                    if let Some(prev) = instances
+                        .get(1)
+                        .filter(|p| p.state == ContainerState::Exited)
+                    {
+                        out.last_state = Some(ApiState {
+                            terminated: Some(terminated(prev)),
+                            ..Default::default()
+                        });
+                    }
+                }
+                ContainerState::Exited => {
+                    let t = terminated(cur);
+                    if let Some((r, m)) = reasons.get(&c.name) {
+                        // About to be restarted but waiting (back-off, pull error): upstream
+                        // shows Waiting with the reason and the exit as lastState.
+                        out.state = Some(waiting(r, Some(m)));
+                        out.last_state = Some(ApiState {
+                            terminated: Some(t),
+                            ..Default::default()
+                        });
+                    } else {
+                        out.state = Some(ApiState {
+                            terminated: Some(t),
+                            ..Default::default()
+                        });
+                        if let Some(prev) = instances
+                            .get(1)
+                            .filter(|p| p.state == ContainerState::Exited)
+                        {
+                            out.last_state = Some(ApiState {
+                                terminated: Some(terminated(prev)),
+                                ..Default::default()
+                            });
+                        }
+                    }
+                }
+                ContainerState::Created | ContainerState::Unknown => {
+                    let (r, m) = reasons
+                        .get(&c.name)
+                        .map(|(r, m)| (r.as_str(), Some(m.as_str())))
+                        .unwrap_or(("ContainerCreating", None));
+                    out.state = Some(waiting(r, m));
+                }
+            }
+            out
+        })
+        .collect()
+}
+
+fn is_terminated(s: &ApiContainerStatus) -> Option<&ContainerStateTerminated> {
+    s.state.as_ref().and_then(|st| st.terminated.as_ref())
+}
+
+fn is_running(s: &ApiContainerStatus) -> bool {
+    s.state.as_ref().is_some_and(|st| st.running.is_some())
+}
+
+/// Upstream `getPhase`.
+pub fn get_phase(pod: &Pod, init: &[ApiContainerStatus], app: &[ApiContainerStatus]) -> String {
+    let policy = restart_policy(pod);
+    let init_done = init
+        .iter()
+        .all(|s| is_terminated(s).is_some_and(|t| t.exit_code == 0));
+    if !init_done {
+        let failed = init.iter().any(|s| {
+            is_terminated(s).is_some_and(|t| t.exit_code != 0)
+                || s.last_state
+                    .as_ref()
+                    .and_then(|l| l.terminated.as_ref())
+                    .is_some_and(|t| t.exit_code != 0)
+                    && s.state.as_ref().is_some_and(|st| st.waiting.is_some())
+        });
+        if failed && policy == "Never" {
+            return "Failed".into();
+        }
+        return "Pending".into();
+    }
+    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    for s in app {
+        if is_running(s) {
+            running += 1;
+        } else if let Some(t) = is_terminated(s) {
+            stopped += 1;
+            if t.exit_code == 0 {
+                succeeded += 1;
+            }
+        } else if s
+            .last_state
+            .as_ref()
+            .and_then(|l| l.terminated.as_ref())
+            .is_some()
+        {
+            // Waiting to restart after having run.
+            stopped += 1;
+            if let Some(t) = s.last_state.as_ref().and_then(|l| l.terminated.as_ref())
+                && t.exit_code == 0
+            {
+                succeeded += 1;
+            }
+        } else {
+            waiting += 1;
+        }
+    }
+    if waiting > 0 {
+        return "Pending".into();
+    }
+    if running > 0 {
+        return "Running".into();
+    }
+    if stopped > 0 {
+        return match policy {
+            "Always" => "Running".into(),
+            "OnFailure" if stopped > succeeded => "Running".into(),
+            _ if stopped == succeeded => "Succeeded".into(),
+            _ => "Failed".into(),
+        };
+    }
+    "Pending".into()
+}
+
+/// Upstream `GetPodQOS` (cpu and memory only): `Guaranteed` when every container has cpu and
+/// memory limits and its requests equal them, `BestEffort` when nothing is requested or
+/// limited, else `Burstable`.
+pub fn get_pod_qos(pod: &Pod) -> &'static str {
+    use crate::kuberuntime::container_config::parse_quantity_scaled;
+    let spec = pod.spec.as_ref();
+    let all = spec
+        .map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
+        .into_iter()
+        .flatten();
+    let value = |m: Option<
+        &std::collections::BTreeMap<
+            String,
+            k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+        >,
+    >,
+                 k: &str| {
+        m.and_then(|m| m.get(k))
+            .and_then(|q| parse_quantity_scaled(&q.0, 1000.0))
+            .filter(|v| *v > 0)
+    };
+    let (mut any, mut guaranteed) = (false, true);
+    for c in all {
+        let r = c.resources.as_ref();
+        let limits = r.and_then(|r| r.limits.as_ref());
+        let requests = r.and_then(|r| r.requests.as_ref());
+        for k in ["cpu", "memory"] {
+            let (l, q) = (value(limits, k), value(requests, k));
+            any |= l.is_some() || q.is_some();
+            match (l, q) {
+                (Some(l), Some(q)) if l == q => {}
+                (Some(_), None) => {}
+                _ => guaranteed = false,
+            }
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
+fn condition(type_: &str, ok: bool, reason: Option<&str>) -> PodCondition {
+    PodCondition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: if ok { None } else { reason.map(str::to_string) },
+        ..Default::default()
+    }
+}
+
+/// Upstream `generateAPIPodStatus`.
+pub fn generate_api_pod_status(
+    pod: &Pod,
+    status: &PodStatus,
+    reasons: &WaitingReasons,
+    host_ip: &str,
+) -> ApiPodStatus {
+    let spec = pod.spec.as_ref();
+    let init_specs = spec
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or(&[]);
+    let app_specs = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
+    let init = container_statuses(init_specs, status, reasons, "PodInitializing");
+    let initialized = init
+        .iter()
+        .all(|s| is_terminated(s).is_some_and(|t| t.exit_code == 0));
+    let app = container_statuses(
+        app_specs,
+        status,
+        reasons,
+        if initialized {
+            "ContainerCreating"
+        } else {
+            "PodInitializing"
+        },
+    );
+    let phase = get_phase(pod, &init, &app);
+    let containers_ready = !app.is_empty() && app.iter().all(|s| s.ready);
+    let conditions = vec![
+        condition("PodScheduled", true, None),
+        condition("Initialized", initialized, Some("ContainersNotInitialized")),
+        condition(
+            "ContainersReady",
+            containers_ready,
+            Some("ContainersNotReady"),
+        ),
+        condition("Ready", containers_ready, Some("ContainersNotReady")),
+    ];
+    let ips: Vec<String> = if container::is_host_network_pod(pod) {
+        vec![host_ip.to_string()]
+    } else {
+        status.ips.clone()
+    };
+    ApiPodStatus {
+        phase: Some(phase),
+        conditions: Some(conditions),
+        host_ip: Some(host_ip.to_string()),
+        host_ips: Some(vec![HostIP {
+            ip: host_ip.to_string(),
+        }]),
+        pod_ip: ips.first().cloned(),
+        pod_ips: (!ips.is_empty()).then(|| ips.iter().map(|ip| PodIP { ip: ip.clone() }).collect()),
+        container_statuses: Some(app),
+        init_container_statuses: (!init_specs.is_empty()).then_some(init),
+        qos_class: Some(get_pod_qos(pod).into()),
+        ..Default::default()
+    }
+}
+
+/// The status manager (upstream `status.Manager` without the API server side): newest status
+/// per pod UID, keeping the first start time.
+#[derive(Debug, Clone, Default)]
+pub struct StatusManager {
+    statuses: Arc<RwLock<HashMap<String, ApiPodStatus>>>,
+}
+
+impl StatusManager {
+    /// Record `status` for `uid` (upstream `SetPodStatus`); the start time is set once.
+    pub fn set_pod_status(&self, uid: &str, mut status: ApiPodStatus) {
+        if let Ok(mut m) = self.statuses.write() {
+            let start = m
+                .get(uid)
+                .and_then(|s| s.start_time.clone())
+                .unwrap_or_else(now);
+            status.start_time = Some(start);
+            // Keep condition transition times stable while the status does not change.
+            if let Some(old) = m.get(uid) {
+                let now = now();
+                for c in status.conditions.iter_mut().flatten() {
+                    let prev = old.conditions.iter().flatten().find(|o| o.type_ == c.type_);
+                    c.last_transition_time = match prev {
+                        Some(p) if p.status == c.status => p.last_transition_time.clone(),
+                        _ => Some(now.clone()),
+                    };
+                }
+            } else {
+                for c in status.conditions.iter_mut().flatten() {
+                    c.last_transition_time = status.start_time.clone();
+                }
+            }
+            m.insert(uid.to_string(), status);
+        }
+    }
+
+    /// The status of `uid`.
+    pub fn get_pod_status(&self, uid: &str) -> Option<ApiPodStatus> {
+        self.statuses.read().ok().and_then(|m| m.get(uid).cloned())
+    }
+
+    /// Forget `uid`.
+    pub fn remove(&self, uid: &str) {
+        if let Ok(mut m) = self.statuses.write() {
+            m.remove(uid);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::container::ContainerID;
+    use k8s_openapi::api::core::v1::PodSpec;
+
+    fn pod(policy: &str) -> Pod {
+        Pod {
+            spec: Some(PodSpec {
+                restart_policy: Some(policy.into()),
+                containers: vec![
+                    Container {
+                        name: "a".into(),
+                        image: Some("busybox".into()),
+                        ..Default::default()
+                    },
+                    Container {
+                        name: "b".into(),
+                        image: Some("busybox".into()),
+                        ..Default::default()
+                    },
+                ],
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn cs(name: &str, state: ContainerState, exit: i32) -> container::ContainerStatus {
+        container::ContainerStatus {
+            id: ContainerID::new("containerd", format!("id-{name}")),
+            name: name.into(),
+            state,
+            exit_code: exit,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn running_and_ready() {
+        let st = PodStatus {
+            ips: vec!["10.88.0.5".into()],
+            container_statuses: vec![
+                cs("a", ContainerState::Running, 0),
+                cs("b", ContainerState::Running, 0),
+            ],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(&pod("Always"), &st, &WaitingReasons::new(), "1.2.3.4");
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        assert_eq!(s.pod_ip.as_deref(), Some("10.88.0.5"));
+        let ready = s
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "Ready")
+            .map(|c| c.status.clone());
+        assert_eq!(ready.as_deref(), Some("True"));
+        let cid = s
+            .container_statuses
+            .as_ref()
+            .and_then(|v| v[0].container_id.clone());
+        assert_eq!(cid.as_deref(), Some("containerd://id-a"));
+    }
+
+    #[test]
+    fn pending_and_crashloop() {
+        let st = PodStatus {
+            container_statuses: vec![cs("a", ContainerState::Running, 0)],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(&pod("Always"), &st, &WaitingReasons::new(), "h");
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        let st = PodStatus {
+            container_statuses: vec![
+                cs("a", ContainerState::Exited, 1),
+                cs("b", ContainerState::Running, 0),
+            ],
+            ..Default::default()
+        };
+        let reasons = WaitingReasons::from([(
+            "a".to_string(),
+            ("CrashLoopBackOff".to_string(), "back-off".to_string()),
+        )]);
+        let s = generate_api_pod_status(&pod("Always"), &st, &reasons, "h");
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let a = &s.container_statuses.as_ref().expect("statuses")[0];
+        let w = a
+            .state
+            .as_ref()
+            .and_then(|s| s.waiting.as_ref())
+            .expect("waiting");
+        assert_eq!(w.reason.as_deref(), Some("CrashLoopBackOff"));
+        assert!(
+            a.last_state
+                .as_ref()
+                .and_then(|l| l.terminated.as_ref())
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn qos() {
+        use k8s_openapi::api::core::v1::ResourceRequirements;
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let mut p = pod("Always");
+        assert_eq!(get_pod_qos(&p), "BestEffort");
+        let limits = std::collections::BTreeMap::from([
+            ("cpu".to_string(), Quantity("1".into())),
+            ("memory".to_string(), Quantity("64Mi".into())),
+        ]);
+        if let Some(spec) = p.spec.as_mut() {
+            for c in &mut spec.containers {
+                c.resources = Some(ResourceRequirements {
+                    limits: Some(limits.clone()),
+                    ..Default::default()
+                });
+            }
+        }
+        assert_eq!(get_pod_qos(&p), "Guaranteed");
+        if let Some(spec) = p.spec.as_mut() {
+            spec.containers[1].resources = None;
+        }
+        assert_eq!(get_pod_qos(&p), "Burstable");
+    }
+
+    #[test]
+    fn succeeded_and_failed() {
+        let done = PodStatus {
+            container_statuses: vec![
+                cs("a", ContainerState::Exited, 0),
+                cs("b", ContainerState::Exited, 0),
+            ],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(&pod("Never"), &done, &WaitingReasons::new(), "h");
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+        let failed = PodStatus {
+            container_statuses: vec![
+                cs("a", ContainerState::Exited, 0),
+                cs("b", ContainerState::Exited, 2),
+            ],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(&pod("Never"), &failed, &WaitingReasons::new(), "h");
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+    }
+}

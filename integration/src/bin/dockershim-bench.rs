@@ -16,14 +16,14 @@ use anyhow::{Context, Result, anyhow, bail};
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, HostConfig};
 use bollard::query_parameters::{
-    CreateContainerOptions, InspectContainerOptions, ListContainersOptions,
-    RemoveContainerOptions, StatsOptions, StopContainerOptions,
+    CreateContainerOptions, InspectContainerOptions, ListContainersOptions, RemoveContainerOptions,
+    StatsOptions, StopContainerOptions,
 };
 use clap::Parser;
 use cri_proto::runtime::v1 as cri;
 use cri_proto::runtime::v1::runtime_service_client::RuntimeServiceClient;
 use dockershim::{labels, naming};
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use integration::fixtures;
 use integration::testbed::Testbed;
 use tonic::transport::Channel;
@@ -269,9 +269,12 @@ impl Ctx {
             name: Some(name.to_string()),
             platform: String::new(),
         };
-        Ok(bounded("docker create", self.docker.create_container(Some(opts), body))
-            .await?
-            .id)
+        Ok(bounded(
+            "docker create",
+            self.docker.create_container(Some(opts), body),
+        )
+        .await?
+        .id)
     }
     async fn d_inspect(&self, id: &str) -> Result<bollard::models::ContainerInspectResponse> {
         bounded(
@@ -622,7 +625,11 @@ async fn scale_phase(
         .await;
     let failed: Vec<_> = results.into_iter().filter_map(|r| r.err()).collect();
     if let Some(e) = failed.first() {
-        bail!("{} of {} containers failed: {e}", failed.len(), args.containers);
+        bail!(
+            "{} of {} containers failed: {e}",
+            failed.len(),
+            args.containers
+        );
     }
     out.setup_seconds = setup.elapsed().as_secs_f64();
     eprintln!(
@@ -696,14 +703,18 @@ async fn scale_phase(
                     .d_list(type_label.clone(), false)
                     .await?
                     .into_iter()
-                    .filter(|c| c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running"))
+                    .filter(|c| {
+                        c.state.as_ref().map(|s| s.to_string()).as_deref() == Some("running")
+                    })
                     .filter_map(|c| c.id)
                     .collect();
+                // Like the shim, a container that stopped between list and stats is skipped
+                // (other users of this Docker may be starting and stopping containers).
                 futures::stream::iter(ids)
                     .map(|id| async move { ctx.d_stats(&id).await })
                     .buffer_unordered(SHIM_STATS_CONCURRENCY)
-                    .try_collect::<Vec<()>>()
-                    .await?;
+                    .collect::<Vec<Result<()>>>()
+                    .await;
                 direct.push(s.elapsed());
             }
         }
@@ -733,7 +744,9 @@ async fn main() -> Result<()> {
     let tb = Testbed::get("dockershim-bench")
         .ok_or_else(|| anyhow!("the test bed is needed (root, hack/testbed.sh up)"))?;
     let shim_bin = find_shim_binary(args.dockershim.clone())?;
-    let tmp = tempfile::Builder::new().prefix("dockershim-bench").tempdir()?;
+    let tmp = tempfile::Builder::new()
+        .prefix("dockershim-bench")
+        .tempdir()?;
     let sock = tmp.path().join("dockershim.sock");
     let endpoint = format!("unix://{}", sock.display());
     let shim_log = std::fs::File::create(tmp.path().join("dockershim.log"))?;
@@ -909,7 +922,11 @@ async fn main() -> Result<()> {
                 scale.list_containers_returned
             ),
             scale.list_containers,
-            if lc < 20.0 { "< 20 ms: met" } else { "< 20 ms: NOT met" },
+            if lc < 20.0 {
+                "< 20 ms: met"
+            } else {
+                "< 20 ms: NOT met"
+            },
         );
         row("docker ps (all, label filter)", scale.docker_list, "");
         row(
@@ -923,7 +940,11 @@ async fn main() -> Result<()> {
                 scale.list_container_stats_returned
             ),
             scale.list_container_stats,
-            if ls < 200.0 { "< 200 ms: met" } else { "< 200 ms: NOT met" },
+            if ls < 200.0 {
+                "< 200 ms: met"
+            } else {
+                "< 200 ms: NOT met"
+            },
         );
         row(
             &format!("docker ps + one-shot stats x N (concurrency {SHIM_STATS_CONCURRENCY})"),

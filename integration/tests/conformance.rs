@@ -44,7 +44,11 @@ async fn full_pass(kind: RuntimeKind) {
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Fail(_)))
         .collect();
-    assert!(failed.is_empty(), "failed cases on {}: {failed:#?}", kind.name());
+    assert!(
+        failed.is_empty(),
+        "failed cases on {}: {failed:#?}",
+        kind.name()
+    );
     // Skips are allowed only for what the runtime declares Unimplemented.
     for r in &reports {
         if let Outcome::Skip(why) = &r.outcome {
@@ -101,7 +105,10 @@ impl cri_proto::RuntimeService for LabelDropper {
         &self,
         req: Request<cri::RemovePodSandboxRequest>,
     ) -> Result<Response<cri::RemovePodSandboxResponse>, Status> {
-        self.inner.clone().remove_pod_sandbox(req.into_inner()).await
+        self.inner
+            .clone()
+            .remove_pod_sandbox(req.into_inner())
+            .await
     }
 }
 
@@ -115,15 +122,21 @@ async fn a_wrong_runtime_fails_the_relevant_case() {
     let sock = dir.path().join("wrong.sock");
     let listener = cri_proto::bind_unix(&sock).await.expect("bind");
     let stop = CancellationToken::new();
-    let router = tonic::transport::Server::builder().add_service(cri_proto::runtime_server(
-        LabelDropper {
+    let router =
+        tonic::transport::Server::builder().add_service(cri_proto::runtime_server(LabelDropper {
             inner: rt.runtime.clone(),
-        },
+        }));
+    let server = tokio::spawn(cri_proto::serve_with_listener(
+        router,
+        listener,
+        stop.clone(),
     ));
-    let server = tokio::spawn(cri_proto::serve_with_listener(router, listener, stop.clone()));
-    let ch = cri_proto::connect(&format!("unix://{}", sock.display()), Duration::from_secs(5))
-        .await
-        .expect("connect");
+    let ch = cri_proto::connect(
+        &format!("unix://{}", sock.display()),
+        Duration::from_secs(5),
+    )
+    .await
+    .expect("connect");
     let ctx = Ctx {
         runtime: cri_proto::runtime_client(ch),
         image: rt.image.clone(),

@@ -8,7 +8,10 @@ use clap::Parser;
 use integration::conformance::{self, Ctx, Settings, report};
 
 #[derive(Debug, Parser)]
-#[command(name = "cri-conformance", about = "CRI conformance suite for any CRI runtime")]
+#[command(
+    name = "cri-conformance",
+    about = "CRI conformance suite for any CRI runtime"
+)]
 struct Args {
     /// CRI runtime endpoint (unix:///path or a socket path).
     #[arg(long, default_value = "unix:///var/run/dockershim.sock")]
@@ -55,8 +58,18 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let focus = args.focus.as_deref().map(regex::Regex::new).transpose().context("--focus")?;
-    let skip = args.skip.as_deref().map(regex::Regex::new).transpose().context("--skip")?;
+    let focus = args
+        .focus
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .context("--focus")?;
+    let skip = args
+        .skip
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .context("--skip")?;
     let cases = conformance::select(conformance::cases::all(), focus.as_ref(), skip.as_ref());
     if args.list {
         for c in &cases {
@@ -69,7 +82,9 @@ async fn main() -> anyhow::Result<()> {
         Some(e) => cri_proto::connect(e, Duration::from_secs(10)).await?,
         None => rt.clone(),
     };
-    let log_root = tempfile::Builder::new().prefix("cri-conformance-").tempdir()?;
+    let log_root = tempfile::Builder::new()
+        .prefix("cri-conformance-")
+        .tempdir()?;
     let ctx = Ctx {
         runtime: cri_proto::runtime_client(rt),
         image: cri_proto::image_client(img),
@@ -86,13 +101,17 @@ async fn main() -> anyhow::Result<()> {
             log_root: log_root.path().to_path_buf(),
         },
     };
-    let reports = conformance::run(ctx, cases, args.parallel, Duration::from_secs(args.timeout)).await;
+    let reports =
+        conformance::run(ctx, cases, args.parallel, Duration::from_secs(args.timeout)).await;
     print!("{}", report::table(&args.runtime_endpoint, &reports));
     if let Some(p) = &args.junit {
         std::fs::write(p, report::junit(&args.runtime_endpoint, &reports))?;
     }
     if let Some(p) = &args.json {
-        std::fs::write(p, serde_json::to_vec_pretty(&report::json(&args.runtime_endpoint, &reports))?)?;
+        std::fs::write(
+            p,
+            serde_json::to_vec_pretty(&report::json(&args.runtime_endpoint, &reports))?,
+        )?;
     }
     let (_, failed, _) = report::counts(&reports);
     std::process::exit(if failed > 0 { 1 } else { 0 });

@@ -25,34 +25,97 @@ pub fn all() -> Vec<Case> {
         };
     }
     vec![
-        case!("[runtime] Version reports name, version and API v1", runtime_version),
-        case!("[runtime] Status reports RuntimeReady and NetworkReady", runtime_status),
-        case!("[image] pull by tag; status by tag, id and digest", image_pull_status),
+        case!(
+            "[runtime] Version reports name, version and API v1",
+            runtime_version
+        ),
+        case!(
+            "[runtime] Status reports RuntimeReady and NetworkReady",
+            runtime_status
+        ),
+        case!(
+            "[image] pull by tag; status by tag, id and digest",
+            image_pull_status
+        ),
         case!("[image] pull without a tag means latest", image_pull_no_tag),
-        case!("[image] ListImages lists a pulled image, filter by name", image_list),
-        case!("[image] status of a missing image is empty", image_status_missing),
+        case!(
+            "[image] ListImages lists a pulled image, filter by name",
+            image_list
+        ),
+        case!(
+            "[image] status of a missing image is empty",
+            image_status_missing
+        ),
         case!("[image] remove by tag, idempotent", image_remove_by_tag),
         case!("[image] pull with credentials", image_pull_auth),
-        case!("[sandbox] run, status, stop, remove round-trip metadata", sandbox_lifecycle),
-        case!("[sandbox] list with id, state and label filters", sandbox_list_filters),
+        case!(
+            "[sandbox] run, status, stop, remove round-trip metadata",
+            sandbox_lifecycle
+        ),
+        case!(
+            "[sandbox] list with id, state and label filters",
+            sandbox_list_filters
+        ),
         case!("[sandbox] hostname is set", sandbox_hostname),
-        case!("[sandbox] DNS config is written to resolv.conf", sandbox_dns),
+        case!(
+            "[sandbox] DNS config is written to resolv.conf",
+            sandbox_dns
+        ),
         case!("[sandbox] namespaced sysctls are applied", sandbox_sysctls),
-        case!("[sandbox] pod network has an IP, host network has none", sandbox_network),
-        case!("[container] create, start, stop, remove with status at each step", container_lifecycle),
-        case!("[container] list with id, state, sandbox and label filters", container_list_filters),
+        case!(
+            "[sandbox] pod network has an IP, host network has none",
+            sandbox_network
+        ),
+        case!(
+            "[container] create, start, stop, remove with status at each step",
+            container_lifecycle
+        ),
+        case!(
+            "[container] list with id, state, sandbox and label filters",
+            container_list_filters
+        ),
         case!("[container] exit code and reason", container_exit_codes),
-        case!("[container] ExecSync output and exit code", container_exec_sync),
-        case!("[container] ExecSync with a timeout ends", container_exec_timeout),
-        case!("[container] logs in the CRI format at the log path", container_logs),
-        case!("[container] command, args, env and working dir", container_command_env),
-        case!("[container] read-only root filesystem", container_readonly_rootfs),
-        case!("[container] run as user and group, supplemental groups", container_run_as),
+        case!(
+            "[container] ExecSync output and exit code",
+            container_exec_sync
+        ),
+        case!(
+            "[container] ExecSync with a timeout ends",
+            container_exec_timeout
+        ),
+        case!(
+            "[container] logs in the CRI format at the log path",
+            container_logs
+        ),
+        case!(
+            "[container] command, args, env and working dir",
+            container_command_env
+        ),
+        case!(
+            "[container] read-only root filesystem",
+            container_readonly_rootfs
+        ),
+        case!(
+            "[container] run as user and group, supplemental groups",
+            container_run_as
+        ),
         case!("[container] bind mounts, read-only", container_mounts),
-        case!("[container] containers of a pod share its network", container_shared_network),
-        case!("[stats] container and sandbox stats have CPU and memory", stats),
-        case!("[events] GetContainerEvents reports a container's lifecycle", events),
-        case!("[errors] stop and remove of missing objects succeed", idempotency),
+        case!(
+            "[container] containers of a pod share its network",
+            container_shared_network
+        ),
+        case!(
+            "[stats] container and sandbox stats have CPU and memory",
+            stats
+        ),
+        case!(
+            "[events] GetContainerEvents reports a container's lifecycle",
+            events
+        ),
+        case!(
+            "[errors] stop and remove of missing objects succeed",
+            idempotency
+        ),
         case!("[errors] unknown ids are NotFound", not_found),
     ]
 }
@@ -66,7 +129,11 @@ fn spec(image: &str) -> Option<cri::ImageSpec> {
     })
 }
 
-async fn pull(ctx: &mut Ctx, image: &str, auth: Option<cri::AuthConfig>) -> Result<String, CaseError> {
+async fn pull(
+    ctx: &mut Ctx,
+    image: &str,
+    auth: Option<cri::AuthConfig>,
+) -> Result<String, CaseError> {
     Ok(ctx
         .image
         .pull_image(cri::PullImageRequest {
@@ -193,7 +260,9 @@ async fn wait_exited(ctx: &mut Ctx, id: &str) -> Result<cri::ContainerStatus, Ca
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    Err(CaseError::Fail(format!("container {id} did not exit in 30 s")))
+    Err(CaseError::Fail(format!(
+        "container {id} did not exit in 30 s"
+    )))
 }
 
 fn labels(pairs: &[(&str, &str)]) -> HashMap<String, String> {
@@ -233,7 +302,10 @@ async fn runtime_status(mut ctx: Ctx) -> CaseResult {
     for want in ["RuntimeReady", "NetworkReady"] {
         let c = conds.iter().find(|c| c.r#type == want);
         ensure!(c.is_some(), "condition {want} missing from {conds:?}");
-        ensure!(c.is_some_and(|c| c.status), "condition {want} is false: {c:?}");
+        ensure!(
+            c.is_some_and(|c| c.status),
+            "condition {want} is false: {c:?}"
+        );
     }
     Ok(())
 }
@@ -243,18 +315,29 @@ async fn runtime_status(mut ctx: Ctx) -> CaseResult {
 async fn image_pull_status(mut ctx: Ctx) -> CaseResult {
     let image = ctx.settings.busybox_image.clone();
     let image_ref = pull(&mut ctx, &image, None).await?;
-    ensure!(!image_ref.is_empty(), "PullImage returned an empty image_ref");
+    ensure!(
+        !image_ref.is_empty(),
+        "PullImage returned an empty image_ref"
+    );
     let by_tag = image_status(&mut ctx, &image).await?;
     let Some(img) = by_tag else {
         return Err(CaseError::Fail(format!("no status for {image} after pull")));
     };
-    ensure!(img.repo_tags.contains(&image), "repo_tags {:?} lack {image}", img.repo_tags);
+    ensure!(
+        img.repo_tags.contains(&image),
+        "repo_tags {:?} lack {image}",
+        img.repo_tags
+    );
     ensure!(img.size > 0, "size is 0");
     let by_id = image_status(&mut ctx, &img.id).await?;
     ensure_eq!(by_id.map(|i| i.id), Some(img.id.clone()), "status by id");
     if let Some(digest) = img.repo_digests.first() {
         let by_digest = image_status(&mut ctx, digest).await?;
-        ensure_eq!(by_digest.map(|i| i.id), Some(img.id.clone()), "status by digest");
+        ensure_eq!(
+            by_digest.map(|i| i.id),
+            Some(img.id.clone()),
+            "status by digest"
+        );
     } else {
         return Err(CaseError::Fail("a pulled image has no repo digest".into()));
     }
@@ -265,7 +348,10 @@ async fn image_pull_no_tag(mut ctx: Ctx) -> CaseResult {
     let untagged = format!("{}/busybox", ctx.settings.registry);
     pull(&mut ctx, &untagged, None).await?;
     let st = image_status(&mut ctx, &format!("{untagged}:latest")).await?;
-    ensure!(st.is_some(), "{untagged}:latest absent after pulling {untagged}");
+    ensure!(
+        st.is_some(),
+        "{untagged}:latest absent after pulling {untagged}"
+    );
     Ok(())
 }
 
@@ -286,7 +372,9 @@ async fn image_list(mut ctx: Ctx) -> CaseResult {
     let filtered = ctx
         .image
         .list_images(cri::ListImagesRequest {
-            filter: Some(cri::ImageFilter { image: spec(&image) }),
+            filter: Some(cri::ImageFilter {
+                image: spec(&image),
+            }),
         })
         .await?
         .into_inner()
@@ -310,10 +398,15 @@ async fn image_status_missing(mut ctx: Ctx) -> CaseResult {
 async fn image_remove_by_tag(mut ctx: Ctx) -> CaseResult {
     let tagged = format!("{}/busybox:1.36", ctx.settings.registry);
     pull(&mut ctx, &tagged, None).await?;
-    ensure!(image_status(&mut ctx, &tagged).await?.is_some(), "pulled {tagged} is absent");
+    ensure!(
+        image_status(&mut ctx, &tagged).await?.is_some(),
+        "pulled {tagged} is absent"
+    );
     for _ in 0..2 {
         ctx.image
-            .remove_image(cri::RemoveImageRequest { image: spec(&tagged) })
+            .remove_image(cri::RemoveImageRequest {
+                image: spec(&tagged),
+            })
             .await?;
     }
     let st = image_status(&mut ctx, &tagged).await?;
@@ -326,7 +419,9 @@ async fn image_remove_by_tag(mut ctx: Ctx) -> CaseResult {
 
 async fn image_pull_auth(mut ctx: Ctx) -> CaseResult {
     let Some((registry, user, password)) = ctx.settings.auth_registry.clone() else {
-        return Err(CaseError::Skip("no registry with credentials configured".into()));
+        return Err(CaseError::Skip(
+            "no registry with credentials configured".into(),
+        ));
     };
     let image = format!("{registry}/busybox:latest");
     let denied = ctx
@@ -337,14 +432,20 @@ async fn image_pull_auth(mut ctx: Ctx) -> CaseResult {
             sandbox_config: None,
         })
         .await;
-    ensure!(denied.is_err(), "pull from {registry} without credentials succeeded");
+    ensure!(
+        denied.is_err(),
+        "pull from {registry} without credentials succeeded"
+    );
     let auth = cri::AuthConfig {
         username: user,
         password,
         ..Default::default()
     };
     pull(&mut ctx, &image, Some(auth)).await?;
-    ensure!(image_status(&mut ctx, &image).await?.is_some(), "{image} absent after pull");
+    ensure!(
+        image_status(&mut ctx, &image).await?.is_some(),
+        "{image} absent after pull"
+    );
     Ok(())
 }
 
@@ -363,93 +464,160 @@ async fn sandbox_status(ctx: &mut Ctx, id: &str) -> Result<cri::PodSandboxStatus
 }
 
 async fn sandbox_lifecycle(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-sb", |_| {}, |mut ctx, id, cfg| async move {
-        let st = sandbox_status(&mut ctx, &id).await?;
-        ensure_eq!(st.id, id, "status id");
-        ensure_eq!(st.metadata, cfg.metadata, "metadata");
-        ensure_eq!(st.labels, cfg.labels, "labels");
-        ensure_eq!(st.annotations, cfg.annotations, "annotations");
-        ensure_eq!(st.state, cri::PodSandboxState::SandboxReady as i32, "state");
-        ensure!(st.created_at > 0, "created_at is 0");
-        ctx.runtime
-            .stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: id.clone() })
-            .await?;
-        let st = sandbox_status(&mut ctx, &id).await?;
-        ensure_eq!(st.state, cri::PodSandboxState::SandboxNotready as i32, "state after stop");
-        ctx.runtime
-            .remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: id.clone() })
-            .await?;
-        let gone = ctx
-            .runtime
-            .pod_sandbox_status(cri::PodSandboxStatusRequest {
-                pod_sandbox_id: id.clone(),
-                verbose: false,
-            })
-            .await;
-        ensure!(
-            gone.as_ref().err().map(|s| s.code()) == Some(tonic::Code::NotFound),
-            "status after remove: {gone:?}"
-        );
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-sb",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let st = sandbox_status(&mut ctx, &id).await?;
+            ensure_eq!(st.id, id, "status id");
+            ensure_eq!(st.metadata, cfg.metadata, "metadata");
+            ensure_eq!(st.labels, cfg.labels, "labels");
+            ensure_eq!(st.annotations, cfg.annotations, "annotations");
+            ensure_eq!(st.state, cri::PodSandboxState::SandboxReady as i32, "state");
+            ensure!(st.created_at > 0, "created_at is 0");
+            ctx.runtime
+                .stop_pod_sandbox(cri::StopPodSandboxRequest {
+                    pod_sandbox_id: id.clone(),
+                })
+                .await?;
+            let st = sandbox_status(&mut ctx, &id).await?;
+            ensure_eq!(
+                st.state,
+                cri::PodSandboxState::SandboxNotready as i32,
+                "state after stop"
+            );
+            ctx.runtime
+                .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                    pod_sandbox_id: id.clone(),
+                })
+                .await?;
+            let gone = ctx
+                .runtime
+                .pod_sandbox_status(cri::PodSandboxStatusRequest {
+                    pod_sandbox_id: id.clone(),
+                    verbose: false,
+                })
+                .await;
+            ensure!(
+                gone.as_ref().err().map(|s| s.code()) == Some(tonic::Code::NotFound),
+                "status after remove: {gone:?}"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
-async fn list_sandboxes(ctx: &mut Ctx, filter: cri::PodSandboxFilter) -> Result<Vec<cri::PodSandbox>, CaseError> {
+async fn list_sandboxes(
+    ctx: &mut Ctx,
+    filter: cri::PodSandboxFilter,
+) -> Result<Vec<cri::PodSandbox>, CaseError> {
     Ok(ctx
         .runtime
-        .list_pod_sandbox(cri::ListPodSandboxRequest { filter: Some(filter) })
+        .list_pod_sandbox(cri::ListPodSandboxRequest {
+            filter: Some(filter),
+        })
         .await?
         .into_inner()
         .items)
 }
 
 async fn sandbox_list_filters(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-sblist", |_| {}, |mut ctx, id, cfg| async move {
-        let by_id = list_sandboxes(&mut ctx, cri::PodSandboxFilter { id: id.clone(), ..Default::default() }).await?;
-        ensure!(by_id.len() == 1 && by_id[0].id == id, "by id: {by_id:?}");
-        let by_prefix = list_sandboxes(&mut ctx, cri::PodSandboxFilter { id: id[..12].to_string(), ..Default::default() }).await?;
-        ensure!(by_prefix.iter().any(|s| s.id == id), "by id prefix: {by_prefix:?}");
-        let pod = cfg.labels.get("pod").cloned().unwrap_or_default();
-        let by_label = list_sandboxes(&mut ctx, cri::PodSandboxFilter {
-            label_selector: labels(&[("pod", &pod)]),
-            ..Default::default()
-        })
-        .await?;
-        ensure!(by_label.len() == 1 && by_label[0].id == id, "by label: {by_label:?}");
-        ensure_eq!(by_label[0].metadata, cfg.metadata, "listed metadata");
-        let ready = list_sandboxes(&mut ctx, cri::PodSandboxFilter {
-            id: id.clone(),
-            state: Some(cri::PodSandboxStateValue { state: cri::PodSandboxState::SandboxReady as i32 }),
-            ..Default::default()
-        })
-        .await?;
-        ensure!(ready.len() == 1, "ready filter: {ready:?}");
-        let notready = list_sandboxes(&mut ctx, cri::PodSandboxFilter {
-            id: id.clone(),
-            state: Some(cri::PodSandboxStateValue { state: cri::PodSandboxState::SandboxNotready as i32 }),
-            ..Default::default()
-        })
-        .await?;
-        ensure!(notready.is_empty(), "not-ready filter matched a ready sandbox: {notready:?}");
-        let none = list_sandboxes(&mut ctx, cri::PodSandboxFilter {
-            label_selector: labels(&[("pod", "no-such-pod")]),
-            ..Default::default()
-        })
-        .await?;
-        ensure!(none.is_empty(), "label filter for nothing matched {none:?}");
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-sblist",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let by_id = list_sandboxes(
+                &mut ctx,
+                cri::PodSandboxFilter {
+                    id: id.clone(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            ensure!(by_id.len() == 1 && by_id[0].id == id, "by id: {by_id:?}");
+            let by_prefix = list_sandboxes(
+                &mut ctx,
+                cri::PodSandboxFilter {
+                    id: id[..12].to_string(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            ensure!(
+                by_prefix.iter().any(|s| s.id == id),
+                "by id prefix: {by_prefix:?}"
+            );
+            let pod = cfg.labels.get("pod").cloned().unwrap_or_default();
+            let by_label = list_sandboxes(
+                &mut ctx,
+                cri::PodSandboxFilter {
+                    label_selector: labels(&[("pod", &pod)]),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            ensure!(
+                by_label.len() == 1 && by_label[0].id == id,
+                "by label: {by_label:?}"
+            );
+            ensure_eq!(by_label[0].metadata, cfg.metadata, "listed metadata");
+            let ready = list_sandboxes(
+                &mut ctx,
+                cri::PodSandboxFilter {
+                    id: id.clone(),
+                    state: Some(cri::PodSandboxStateValue {
+                        state: cri::PodSandboxState::SandboxReady as i32,
+                    }),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            ensure!(ready.len() == 1, "ready filter: {ready:?}");
+            let notready = list_sandboxes(
+                &mut ctx,
+                cri::PodSandboxFilter {
+                    id: id.clone(),
+                    state: Some(cri::PodSandboxStateValue {
+                        state: cri::PodSandboxState::SandboxNotready as i32,
+                    }),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            ensure!(
+                notready.is_empty(),
+                "not-ready filter matched a ready sandbox: {notready:?}"
+            );
+            let none = list_sandboxes(
+                &mut ctx,
+                cri::PodSandboxFilter {
+                    label_selector: labels(&[("pod", "no-such-pod")]),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            ensure!(none.is_empty(), "label filter for nothing matched {none:?}");
+            Ok(())
+        },
+    )
     .await
 }
 
 async fn sandbox_hostname(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-host", |c| c.hostname = "cf-hostname".into(), |mut ctx, id, cfg| async move {
-        let c = container(&mut ctx, &id, &cfg, "h", "sleep 3600", |_| {}, true).await?;
-        let h = exec_out(&mut ctx, &c, "hostname").await?;
-        ensure_eq!(h, "cf-hostname".to_string(), "hostname in the container");
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-host",
+        |c| c.hostname = "cf-hostname".into(),
+        |mut ctx, id, cfg| async move {
+            let c = container(&mut ctx, &id, &cfg, "h", "sleep 3600", |_| {}, true).await?;
+            let h = exec_out(&mut ctx, &c, "hostname").await?;
+            ensure_eq!(h, "cf-hostname".to_string(), "hostname in the container");
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -464,7 +632,11 @@ async fn sandbox_dns(ctx: Ctx) -> CaseResult {
     in_sandbox(&ctx, "cf-dns", tweak, |mut ctx, id, cfg| async move {
         let c = container(&mut ctx, &id, &cfg, "dns", "sleep 3600", |_| {}, true).await?;
         let conf = exec_out(&mut ctx, &c, "cat /etc/resolv.conf").await?;
-        for want in ["nameserver 10.96.0.10", "search ns.svc.cluster.local svc.cluster.local", "options ndots:5"] {
+        for want in [
+            "nameserver 10.96.0.10",
+            "search ns.svc.cluster.local svc.cluster.local",
+            "options ndots:5",
+        ] {
             ensure!(conf.contains(want), "resolv.conf lacks {want:?}: {conf:?}");
         }
         Ok(())
@@ -488,17 +660,28 @@ async fn sandbox_sysctls(ctx: Ctx) -> CaseResult {
 }
 
 async fn sandbox_network(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-net", |_| {}, |mut ctx, id, _| async move {
-        let st = sandbox_status(&mut ctx, &id).await?;
-        let ip = st.network.map(|n| n.ip).unwrap_or_default();
-        ensure!(ip.parse::<std::net::IpAddr>().is_ok(), "pod IP {ip:?} is not an IP");
-        ensure_eq!(
-            st.linux.and_then(|l| l.namespaces).and_then(|n| n.options).map(|o| o.network),
-            Some(cri::NamespaceMode::Pod as i32),
-            "network namespace mode"
-        );
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-net",
+        |_| {},
+        |mut ctx, id, _| async move {
+            let st = sandbox_status(&mut ctx, &id).await?;
+            let ip = st.network.map(|n| n.ip).unwrap_or_default();
+            ensure!(
+                ip.parse::<std::net::IpAddr>().is_ok(),
+                "pod IP {ip:?} is not an IP"
+            );
+            ensure_eq!(
+                st.linux
+                    .and_then(|l| l.namespaces)
+                    .and_then(|n| n.options)
+                    .map(|o| o.network),
+                Some(cri::NamespaceMode::Pod as i32),
+                "network namespace mode"
+            );
+            Ok(())
+        },
+    )
     .await?;
     let host = |c: &mut cri::PodSandboxConfig| {
         // A host-network pod has the node's UTS namespace: no hostname of its own.
@@ -517,7 +700,10 @@ async fn sandbox_network(ctx: Ctx) -> CaseResult {
     in_sandbox(&ctx, "cf-hostnet", host, |mut ctx, id, cfg| async move {
         let st = sandbox_status(&mut ctx, &id).await?;
         ensure_eq!(
-            st.linux.and_then(|l| l.namespaces).and_then(|n| n.options).map(|o| o.network),
+            st.linux
+                .and_then(|l| l.namespaces)
+                .and_then(|n| n.options)
+                .map(|o| o.network),
             Some(cri::NamespaceMode::Node as i32),
             "host network namespace mode"
         );
@@ -544,189 +730,321 @@ async fn sandbox_network(ctx: Ctx) -> CaseResult {
 // ---- containers ----
 
 async fn container_lifecycle(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-ctr", |_| {}, |mut ctx, id, cfg| async move {
-        let c = container(&mut ctx, &id, &cfg, "life", "sleep 3600", |_| {}, false).await?;
-        let st = cstatus(&mut ctx, &c).await?;
-        ensure_eq!(st.state, cri::ContainerState::ContainerCreated as i32, "state after create");
-        ensure_eq!(st.metadata.as_ref().map(|m| m.name.as_str()), Some("life"), "metadata name");
-        ensure_eq!(st.labels, labels(&[("container", "life")]), "labels");
-        ensure_eq!(st.annotations, labels(&[("cri-it/c", "c value")]), "annotations");
-        ctx.runtime
-            .start_container(cri::StartContainerRequest { container_id: c.clone() })
-            .await?;
-        let st = cstatus(&mut ctx, &c).await?;
-        ensure_eq!(st.state, cri::ContainerState::ContainerRunning as i32, "state after start");
-        ensure!(st.started_at > 0, "started_at is 0");
-        ctx.runtime
-            .stop_container(cri::StopContainerRequest { container_id: c.clone(), timeout: 0 })
-            .await?;
-        let st = cstatus(&mut ctx, &c).await?;
-        ensure_eq!(st.state, cri::ContainerState::ContainerExited as i32, "state after stop");
-        ensure!(st.finished_at >= st.started_at, "finished_at before started_at");
-        ctx.runtime
-            .remove_container(cri::RemoveContainerRequest { container_id: c.clone() })
-            .await?;
-        let gone = ctx
-            .runtime
-            .container_status(cri::ContainerStatusRequest { container_id: c.clone(), verbose: false })
-            .await;
-        ensure!(
-            gone.as_ref().err().map(|s| s.code()) == Some(tonic::Code::NotFound),
-            "status after remove: {gone:?}"
-        );
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-ctr",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let c = container(&mut ctx, &id, &cfg, "life", "sleep 3600", |_| {}, false).await?;
+            let st = cstatus(&mut ctx, &c).await?;
+            ensure_eq!(
+                st.state,
+                cri::ContainerState::ContainerCreated as i32,
+                "state after create"
+            );
+            ensure_eq!(
+                st.metadata.as_ref().map(|m| m.name.as_str()),
+                Some("life"),
+                "metadata name"
+            );
+            ensure_eq!(st.labels, labels(&[("container", "life")]), "labels");
+            ensure_eq!(
+                st.annotations,
+                labels(&[("cri-it/c", "c value")]),
+                "annotations"
+            );
+            ctx.runtime
+                .start_container(cri::StartContainerRequest {
+                    container_id: c.clone(),
+                })
+                .await?;
+            let st = cstatus(&mut ctx, &c).await?;
+            ensure_eq!(
+                st.state,
+                cri::ContainerState::ContainerRunning as i32,
+                "state after start"
+            );
+            ensure!(st.started_at > 0, "started_at is 0");
+            ctx.runtime
+                .stop_container(cri::StopContainerRequest {
+                    container_id: c.clone(),
+                    timeout: 0,
+                })
+                .await?;
+            let st = cstatus(&mut ctx, &c).await?;
+            ensure_eq!(
+                st.state,
+                cri::ContainerState::ContainerExited as i32,
+                "state after stop"
+            );
+            ensure!(
+                st.finished_at >= st.started_at,
+                "finished_at before started_at"
+            );
+            ctx.runtime
+                .remove_container(cri::RemoveContainerRequest {
+                    container_id: c.clone(),
+                })
+                .await?;
+            let gone = ctx
+                .runtime
+                .container_status(cri::ContainerStatusRequest {
+                    container_id: c.clone(),
+                    verbose: false,
+                })
+                .await;
+            ensure!(
+                gone.as_ref().err().map(|s| s.code()) == Some(tonic::Code::NotFound),
+                "status after remove: {gone:?}"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
-async fn list_containers(ctx: &mut Ctx, filter: cri::ContainerFilter) -> Result<Vec<cri::Container>, CaseError> {
+async fn list_containers(
+    ctx: &mut Ctx,
+    filter: cri::ContainerFilter,
+) -> Result<Vec<cri::Container>, CaseError> {
     Ok(ctx
         .runtime
-        .list_containers(cri::ListContainersRequest { filter: Some(filter) })
+        .list_containers(cri::ListContainersRequest {
+            filter: Some(filter),
+        })
         .await?
         .into_inner()
         .containers)
 }
 
 async fn container_list_filters(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-clist", |_| {}, |mut ctx, id, cfg| async move {
-        let running = container(&mut ctx, &id, &cfg, "running", "sleep 3600", |_| {}, true).await?;
-        let created = container(&mut ctx, &id, &cfg, "created", "sleep 3600", |_| {}, false).await?;
-        let in_pod = list_containers(&mut ctx, cri::ContainerFilter { pod_sandbox_id: id.clone(), ..Default::default() }).await?;
-        let mut ids: Vec<_> = in_pod.iter().map(|c| c.id.clone()).collect();
-        ids.sort();
-        let mut want = vec![running.clone(), created.clone()];
-        want.sort();
-        ensure_eq!(ids, want, "containers of the sandbox");
-        let by_id = list_containers(&mut ctx, cri::ContainerFilter { id: running.clone(), ..Default::default() }).await?;
-        ensure!(by_id.len() == 1 && by_id[0].id == running, "by id: {by_id:?}");
-        ensure_eq!(by_id[0].pod_sandbox_id, id, "pod_sandbox_id");
-        let by_state = list_containers(&mut ctx, cri::ContainerFilter {
-            pod_sandbox_id: id.clone(),
-            state: Some(cri::ContainerStateValue { state: cri::ContainerState::ContainerCreated as i32 }),
-            ..Default::default()
-        })
-        .await?;
-        ensure!(by_state.len() == 1 && by_state[0].id == created, "by state CREATED: {by_state:?}");
-        let by_label = list_containers(&mut ctx, cri::ContainerFilter {
-            pod_sandbox_id: id.clone(),
-            label_selector: labels(&[("container", "running")]),
-            ..Default::default()
-        })
-        .await?;
-        ensure!(by_label.len() == 1 && by_label[0].id == running, "by label: {by_label:?}");
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-clist",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let running =
+                container(&mut ctx, &id, &cfg, "running", "sleep 3600", |_| {}, true).await?;
+            let created =
+                container(&mut ctx, &id, &cfg, "created", "sleep 3600", |_| {}, false).await?;
+            let in_pod = list_containers(
+                &mut ctx,
+                cri::ContainerFilter {
+                    pod_sandbox_id: id.clone(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            let mut ids: Vec<_> = in_pod.iter().map(|c| c.id.clone()).collect();
+            ids.sort();
+            let mut want = vec![running.clone(), created.clone()];
+            want.sort();
+            ensure_eq!(ids, want, "containers of the sandbox");
+            let by_id = list_containers(
+                &mut ctx,
+                cri::ContainerFilter {
+                    id: running.clone(),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            ensure!(
+                by_id.len() == 1 && by_id[0].id == running,
+                "by id: {by_id:?}"
+            );
+            ensure_eq!(by_id[0].pod_sandbox_id, id, "pod_sandbox_id");
+            let by_state = list_containers(
+                &mut ctx,
+                cri::ContainerFilter {
+                    pod_sandbox_id: id.clone(),
+                    state: Some(cri::ContainerStateValue {
+                        state: cri::ContainerState::ContainerCreated as i32,
+                    }),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            ensure!(
+                by_state.len() == 1 && by_state[0].id == created,
+                "by state CREATED: {by_state:?}"
+            );
+            let by_label = list_containers(
+                &mut ctx,
+                cri::ContainerFilter {
+                    pod_sandbox_id: id.clone(),
+                    label_selector: labels(&[("container", "running")]),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            ensure!(
+                by_label.len() == 1 && by_label[0].id == running,
+                "by label: {by_label:?}"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
 async fn container_exit_codes(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-exit", |_| {}, |mut ctx, id, cfg| async move {
-        let bad = container(&mut ctx, &id, &cfg, "bad", "exit 3", |_| {}, true).await?;
-        let good = container(&mut ctx, &id, &cfg, "good", "exit 0", |_| {}, true).await?;
-        let st = wait_exited(&mut ctx, &bad).await?;
-        ensure_eq!(st.exit_code, 3, "exit code of `exit 3`");
-        ensure_eq!(st.reason.as_str(), "Error", "reason of `exit 3`");
-        let st = wait_exited(&mut ctx, &good).await?;
-        ensure_eq!(st.exit_code, 0, "exit code of `exit 0`");
-        ensure_eq!(st.reason.as_str(), "Completed", "reason of `exit 0`");
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-exit",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let bad = container(&mut ctx, &id, &cfg, "bad", "exit 3", |_| {}, true).await?;
+            let good = container(&mut ctx, &id, &cfg, "good", "exit 0", |_| {}, true).await?;
+            let st = wait_exited(&mut ctx, &bad).await?;
+            ensure_eq!(st.exit_code, 3, "exit code of `exit 3`");
+            ensure_eq!(st.reason.as_str(), "Error", "reason of `exit 3`");
+            let st = wait_exited(&mut ctx, &good).await?;
+            ensure_eq!(st.exit_code, 0, "exit code of `exit 0`");
+            ensure_eq!(st.reason.as_str(), "Completed", "reason of `exit 0`");
+            Ok(())
+        },
+    )
     .await
 }
 
 async fn container_exec_sync(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-exec", |_| {}, |mut ctx, id, cfg| async move {
-        let c = container(&mut ctx, &id, &cfg, "x", "sleep 3600", |_| {}, true).await?;
-        let r = exec(&mut ctx, &c, "echo out; echo err >&2; exit 7").await?;
-        ensure_eq!(String::from_utf8_lossy(&r.stdout).to_string(), "out\n".to_string(), "stdout");
-        ensure_eq!(String::from_utf8_lossy(&r.stderr).to_string(), "err\n".to_string(), "stderr");
-        ensure_eq!(r.exit_code, 7, "exit code");
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-exec",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let c = container(&mut ctx, &id, &cfg, "x", "sleep 3600", |_| {}, true).await?;
+            let r = exec(&mut ctx, &c, "echo out; echo err >&2; exit 7").await?;
+            ensure_eq!(
+                String::from_utf8_lossy(&r.stdout).to_string(),
+                "out\n".to_string(),
+                "stdout"
+            );
+            ensure_eq!(
+                String::from_utf8_lossy(&r.stderr).to_string(),
+                "err\n".to_string(),
+                "stderr"
+            );
+            ensure_eq!(r.exit_code, 7, "exit code");
+            Ok(())
+        },
+    )
     .await
 }
 
 async fn container_exec_timeout(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-exect", |_| {}, |mut ctx, id, cfg| async move {
-        let c = container(&mut ctx, &id, &cfg, "x", "sleep 3600", |_| {}, true).await?;
-        let started = std::time::Instant::now();
-        let r = ctx
-            .runtime
-            .exec_sync(cri::ExecSyncRequest {
-                container_id: c.clone(),
-                cmd: vec!["sleep".into(), "60".into()],
-                timeout: 1,
-            })
-            .await;
-        ensure!(r.is_err(), "ExecSync of `sleep 60` with timeout 1 s returned {r:?}");
-        ensure!(
-            started.elapsed() < Duration::from_secs(30),
-            "ExecSync timeout was not honoured (took {:?})",
-            started.elapsed()
-        );
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-exect",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let c = container(&mut ctx, &id, &cfg, "x", "sleep 3600", |_| {}, true).await?;
+            let started = std::time::Instant::now();
+            let r = ctx
+                .runtime
+                .exec_sync(cri::ExecSyncRequest {
+                    container_id: c.clone(),
+                    cmd: vec!["sleep".into(), "60".into()],
+                    timeout: 1,
+                })
+                .await;
+            ensure!(
+                r.is_err(),
+                "ExecSync of `sleep 60` with timeout 1 s returned {r:?}"
+            );
+            ensure!(
+                started.elapsed() < Duration::from_secs(30),
+                "ExecSync timeout was not honoured (took {:?})",
+                started.elapsed()
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
 async fn container_logs(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-logs", |_| {}, |mut ctx, id, cfg| async move {
-        let c = container(&mut ctx, &id, &cfg, "logger", "echo hello; echo oops >&2; sleep 3600", |_| {}, true).await?;
-        let st = cstatus(&mut ctx, &c).await?;
-        let want_path = format!("{}/logger/0.log", cfg.log_directory);
-        ensure_eq!(st.log_path, want_path, "log_path");
-        let mut text = String::new();
-        for _ in 0..100 {
-            text = std::fs::read_to_string(&st.log_path).unwrap_or_default();
-            if text.lines().count() >= 2 {
-                break;
+    in_sandbox(
+        &ctx,
+        "cf-logs",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let c = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "logger",
+                "echo hello; echo oops >&2; sleep 3600",
+                |_| {},
+                true,
+            )
+            .await?;
+            let st = cstatus(&mut ctx, &c).await?;
+            let want_path = format!("{}/logger/0.log", cfg.log_directory);
+            ensure_eq!(st.log_path, want_path, "log_path");
+            let mut text = String::new();
+            for _ in 0..100 {
+                text = std::fs::read_to_string(&st.log_path).unwrap_or_default();
+                if text.lines().count() >= 2 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        let mut seen = (false, false);
-        for line in text.lines() {
-            let parts: Vec<&str> = line.splitn(4, ' ').collect();
-            ensure!(parts.len() == 4, "not a CRI log line: {line:?}");
+            let mut seen = (false, false);
+            for line in text.lines() {
+                let parts: Vec<&str> = line.splitn(4, ' ').collect();
+                ensure!(parts.len() == 4, "not a CRI log line: {line:?}");
+                ensure!(
+                    chrono::DateTime::parse_from_rfc3339(parts[0]).is_ok(),
+                    "bad timestamp in {line:?}"
+                );
+                match (parts[1], parts[2], parts[3]) {
+                    ("stdout", "F", "hello") => seen.0 = true,
+                    ("stderr", "F", "oops") => seen.1 = true,
+                    _ => {}
+                }
+            }
             ensure!(
-                chrono::DateTime::parse_from_rfc3339(parts[0]).is_ok(),
-                "bad timestamp in {line:?}"
+                seen == (true, true),
+                "log lacks the stdout/stderr lines: {text:?}"
             );
-            match (parts[1], parts[2], parts[3]) {
-                ("stdout", "F", "hello") => seen.0 = true,
-                ("stderr", "F", "oops") => seen.1 = true,
-                _ => {}
-            }
-        }
-        ensure!(seen == (true, true), "log lacks the stdout/stderr lines: {text:?}");
-        Ok(())
-    })
+            Ok(())
+        },
+    )
     .await
 }
 
 async fn container_command_env(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-cmd", |_| {}, |mut ctx, id, cfg| async move {
-        let tweak = |c: &mut cri::ContainerConfig| {
-            c.command = vec!["sh".into(), "-c".into()];
-            c.args = vec!["echo \"$GREETING from $(pwd)\"; sleep 3600".into()];
-            c.envs = vec![cri::KeyValue { key: "GREETING".into(), value: "hi there".into() }];
-            c.working_dir = "/tmp".into();
-        };
-        let c = container(&mut ctx, &id, &cfg, "cmd", "", tweak, true).await?;
-        let st = cstatus(&mut ctx, &c).await?;
-        let mut text = String::new();
-        for _ in 0..100 {
-            text = std::fs::read_to_string(&st.log_path).unwrap_or_default();
-            if !text.is_empty() {
-                break;
+    in_sandbox(
+        &ctx,
+        "cf-cmd",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let tweak = |c: &mut cri::ContainerConfig| {
+                c.command = vec!["sh".into(), "-c".into()];
+                c.args = vec!["echo \"$GREETING from $(pwd)\"; sleep 3600".into()];
+                c.envs = vec![cri::KeyValue {
+                    key: "GREETING".into(),
+                    value: "hi there".into(),
+                }];
+                c.working_dir = "/tmp".into();
+            };
+            let c = container(&mut ctx, &id, &cfg, "cmd", "", tweak, true).await?;
+            let st = cstatus(&mut ctx, &c).await?;
+            let mut text = String::new();
+            for _ in 0..100 {
+                text = std::fs::read_to_string(&st.log_path).unwrap_or_default();
+                if !text.is_empty() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        ensure!(text.contains("hi there from /tmp"), "output {text:?}");
-        let env = exec_out(&mut ctx, &c, "echo $GREETING").await?;
-        ensure_eq!(env, "hi there".to_string(), "env seen by exec");
-        Ok(())
-    })
+            ensure!(text.contains("hi there from /tmp"), "output {text:?}");
+            let env = exec_out(&mut ctx, &c, "echo $GREETING").await?;
+            ensure_eq!(env, "hi there".to_string(), "env seen by exec");
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -736,77 +1054,159 @@ fn security(c: &mut cri::ContainerConfig, f: impl FnOnce(&mut cri::LinuxContaine
 }
 
 async fn container_readonly_rootfs(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-ro", |_| {}, |mut ctx, id, cfg| async move {
-        let c = container(&mut ctx, &id, &cfg, "ro", "sleep 3600", |c| security(c, |s| s.readonly_rootfs = true), true).await?;
-        let r = exec(&mut ctx, &c, "touch /should-fail").await?;
-        ensure!(r.exit_code != 0, "writing to a read-only root filesystem succeeded");
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-ro",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let c = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "ro",
+                "sleep 3600",
+                |c| security(c, |s| s.readonly_rootfs = true),
+                true,
+            )
+            .await?;
+            let r = exec(&mut ctx, &c, "touch /should-fail").await?;
+            ensure!(
+                r.exit_code != 0,
+                "writing to a read-only root filesystem succeeded"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
 async fn container_run_as(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-user", |_| {}, |mut ctx, id, cfg| async move {
-        let tweak = |c: &mut cri::ContainerConfig| {
-            security(c, |s| {
-                s.run_as_user = Some(cri::Int64Value { value: 1234 });
-                s.run_as_group = Some(cri::Int64Value { value: 2345 });
-                s.supplemental_groups = vec![3456];
-            })
-        };
-        let c = container(&mut ctx, &id, &cfg, "user", "sleep 3600", tweak, true).await?;
-        ensure_eq!(exec_out(&mut ctx, &c, "id -u").await?, "1234".to_string(), "uid");
-        ensure_eq!(exec_out(&mut ctx, &c, "id -g").await?, "2345".to_string(), "gid");
-        let groups = exec_out(&mut ctx, &c, "id -G").await?;
-        ensure!(groups.split_whitespace().any(|g| g == "3456"), "supplemental groups {groups:?}");
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-user",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let tweak = |c: &mut cri::ContainerConfig| {
+                security(c, |s| {
+                    s.run_as_user = Some(cri::Int64Value { value: 1234 });
+                    s.run_as_group = Some(cri::Int64Value { value: 2345 });
+                    s.supplemental_groups = vec![3456];
+                })
+            };
+            let c = container(&mut ctx, &id, &cfg, "user", "sleep 3600", tweak, true).await?;
+            ensure_eq!(
+                exec_out(&mut ctx, &c, "id -u").await?,
+                "1234".to_string(),
+                "uid"
+            );
+            ensure_eq!(
+                exec_out(&mut ctx, &c, "id -g").await?,
+                "2345".to_string(),
+                "gid"
+            );
+            let groups = exec_out(&mut ctx, &c, "id -G").await?;
+            ensure!(
+                groups.split_whitespace().any(|g| g == "3456"),
+                "supplemental groups {groups:?}"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
 async fn container_mounts(ctx: Ctx) -> CaseResult {
     let dir = tempfile::tempdir().map_err(|e| CaseError::Fail(e.to_string()))?;
-    std::fs::write(dir.path().join("hello.txt"), "from the host").map_err(|e| CaseError::Fail(e.to_string()))?;
+    std::fs::write(dir.path().join("hello.txt"), "from the host")
+        .map_err(|e| CaseError::Fail(e.to_string()))?;
     let host = dir.path().to_string_lossy().into_owned();
-    in_sandbox(&ctx, "cf-mnt", |_| {}, |mut ctx, id, cfg| async move {
-        let tweak = |c: &mut cri::ContainerConfig| {
-            c.mounts = vec![
-                cri::Mount { container_path: "/rw".into(), host_path: host.clone(), ..Default::default() },
-                cri::Mount { container_path: "/ro".into(), host_path: host.clone(), readonly: true, ..Default::default() },
-            ]
-        };
-        let c = container(&mut ctx, &id, &cfg, "m", "sleep 3600", tweak, true).await?;
-        ensure_eq!(exec_out(&mut ctx, &c, "cat /ro/hello.txt").await?, "from the host".to_string(), "file via read-only mount");
-        let r = exec(&mut ctx, &c, "touch /ro/x").await?;
-        ensure!(r.exit_code != 0, "writing through a read-only mount succeeded");
-        exec_out(&mut ctx, &c, "echo back > /rw/back.txt").await?;
-        let back = std::fs::read_to_string(dir.path().join("back.txt")).unwrap_or_default();
-        ensure_eq!(back.trim(), "back", "file written through the read-write mount");
-        let st = cstatus(&mut ctx, &c).await?;
-        let ro = st.mounts.iter().find(|m| m.container_path == "/ro");
-        ensure!(ro.is_some_and(|m| m.readonly), "status mounts lack read-only /ro: {:?}", st.mounts);
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-mnt",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let tweak = |c: &mut cri::ContainerConfig| {
+                c.mounts = vec![
+                    cri::Mount {
+                        container_path: "/rw".into(),
+                        host_path: host.clone(),
+                        ..Default::default()
+                    },
+                    cri::Mount {
+                        container_path: "/ro".into(),
+                        host_path: host.clone(),
+                        readonly: true,
+                        ..Default::default()
+                    },
+                ]
+            };
+            let c = container(&mut ctx, &id, &cfg, "m", "sleep 3600", tweak, true).await?;
+            ensure_eq!(
+                exec_out(&mut ctx, &c, "cat /ro/hello.txt").await?,
+                "from the host".to_string(),
+                "file via read-only mount"
+            );
+            let r = exec(&mut ctx, &c, "touch /ro/x").await?;
+            ensure!(
+                r.exit_code != 0,
+                "writing through a read-only mount succeeded"
+            );
+            exec_out(&mut ctx, &c, "echo back > /rw/back.txt").await?;
+            let back = std::fs::read_to_string(dir.path().join("back.txt")).unwrap_or_default();
+            ensure_eq!(
+                back.trim(),
+                "back",
+                "file written through the read-write mount"
+            );
+            let st = cstatus(&mut ctx, &c).await?;
+            let ro = st.mounts.iter().find(|m| m.container_path == "/ro");
+            ensure!(
+                ro.is_some_and(|m| m.readonly),
+                "status mounts lack read-only /ro: {:?}",
+                st.mounts
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
 async fn container_shared_network(ctx: Ctx) -> CaseResult {
-    in_sandbox(&ctx, "cf-share", |_| {}, |mut ctx, id, cfg| async move {
-        let server = container(&mut ctx, &id, &cfg, "server", "mkdir -p /www && echo shared > /www/index.html && httpd -f -p 8080 -h /www", |_| {}, true).await?;
-        let client = container(&mut ctx, &id, &cfg, "client", "sleep 3600", |_| {}, true).await?;
-        let _ = server;
-        let mut body = String::new();
-        for _ in 0..50 {
-            let r = exec(&mut ctx, &client, "wget -q -O - http://127.0.0.1:8080/").await?;
-            body = String::from_utf8_lossy(&r.stdout).trim().to_string();
-            if r.exit_code == 0 {
-                break;
+    in_sandbox(
+        &ctx,
+        "cf-share",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let server = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "server",
+                "mkdir -p /www && echo shared > /www/index.html && httpd -f -p 8080 -h /www",
+                |_| {},
+                true,
+            )
+            .await?;
+            let client =
+                container(&mut ctx, &id, &cfg, "client", "sleep 3600", |_| {}, true).await?;
+            let _ = server;
+            let mut body = String::new();
+            for _ in 0..50 {
+                let r = exec(&mut ctx, &client, "wget -q -O - http://127.0.0.1:8080/").await?;
+                body = String::from_utf8_lossy(&r.stdout).trim().to_string();
+                if r.exit_code == 0 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-        ensure_eq!(body, "shared".to_string(), "response over the pod's loopback");
-        Ok(())
-    })
+            ensure_eq!(
+                body,
+                "shared".to_string(),
+                "response over the pod's loopback"
+            );
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -824,7 +1224,17 @@ async fn stats(ctx: Ctx) -> CaseResult {
         }
     };
     let result = stats_in(&ctx, with_cgroup).await;
-    for sub in ["", "cpu,cpuacct", "memory", "pids", "cpu", "cpuacct", "blkio", "cpuset", "devices"] {
+    for sub in [
+        "",
+        "cpu,cpuacct",
+        "memory",
+        "pids",
+        "cpu",
+        "cpuacct",
+        "blkio",
+        "cpuset",
+        "devices",
+    ] {
         let _ = std::fs::remove_dir(format!("/sys/fs/cgroup/{sub}{parent}"));
     }
     result
@@ -835,36 +1245,66 @@ async fn stats_in(ctx: &Ctx, tweak: impl FnOnce(&mut cri::PodSandboxConfig)) -> 
         let c = container(&mut ctx, &id, &cfg, "busy", "sleep 3600", |_| {}, true).await?;
         let s = ctx
             .runtime
-            .container_stats(cri::ContainerStatsRequest { container_id: c.clone() })
+            .container_stats(cri::ContainerStatsRequest {
+                container_id: c.clone(),
+            })
             .await?
             .into_inner()
             .stats
             .ok_or_else(|| CaseError::Fail("no stats".into()))?;
-        ensure_eq!(s.attributes.as_ref().map(|a| a.id.clone()), Some(c.clone()), "stats id");
-        ensure!(s.cpu.as_ref().and_then(|c| c.usage_core_nano_seconds.as_ref()).is_some(), "no CPU usage");
+        ensure_eq!(
+            s.attributes.as_ref().map(|a| a.id.clone()),
+            Some(c.clone()),
+            "stats id"
+        );
         ensure!(
-            s.memory.as_ref().and_then(|m| m.working_set_bytes.as_ref()).is_some_and(|v| v.value > 0),
+            s.cpu
+                .as_ref()
+                .and_then(|c| c.usage_core_nano_seconds.as_ref())
+                .is_some(),
+            "no CPU usage"
+        );
+        ensure!(
+            s.memory
+                .as_ref()
+                .and_then(|m| m.working_set_bytes.as_ref())
+                .is_some_and(|v| v.value > 0),
             "no memory working set: {:?}",
             s.memory
         );
         let listed = ctx
             .runtime
             .list_container_stats(cri::ListContainerStatsRequest {
-                filter: Some(cri::ContainerStatsFilter { pod_sandbox_id: id.clone(), ..Default::default() }),
+                filter: Some(cri::ContainerStatsFilter {
+                    pod_sandbox_id: id.clone(),
+                    ..Default::default()
+                }),
             })
             .await?
             .into_inner()
             .stats;
-        ensure!(listed.iter().any(|s| s.attributes.as_ref().is_some_and(|a| a.id == c)), "ListContainerStats lacks the container");
+        ensure!(
+            listed
+                .iter()
+                .any(|s| s.attributes.as_ref().is_some_and(|a| a.id == c)),
+            "ListContainerStats lacks the container"
+        );
         let ps = ctx
             .runtime
-            .pod_sandbox_stats(cri::PodSandboxStatsRequest { pod_sandbox_id: id.clone() })
+            .pod_sandbox_stats(cri::PodSandboxStatsRequest {
+                pod_sandbox_id: id.clone(),
+            })
             .await?
             .into_inner()
             .stats
             .ok_or_else(|| CaseError::Fail("no sandbox stats".into()))?;
-        let linux = ps.linux.ok_or_else(|| CaseError::Fail("no linux sandbox stats".into()))?;
-        ensure!(linux.cpu.is_some() && linux.memory.is_some(), "sandbox stats lack cpu/memory");
+        let linux = ps
+            .linux
+            .ok_or_else(|| CaseError::Fail("no linux sandbox stats".into()))?;
+        ensure!(
+            linux.cpu.is_some() && linux.memory.is_some(),
+            "sandbox stats lack cpu/memory"
+        );
         Ok(())
     })
     .await
@@ -872,37 +1312,51 @@ async fn stats_in(ctx: &Ctx, tweak: impl FnOnce(&mut cri::PodSandboxConfig)) -> 
 
 async fn events(ctx: Ctx) -> CaseResult {
     let mut sub = ctx.clone();
-    let stream = sub.runtime.get_container_events(cri::GetEventsRequest {}).await?.into_inner();
-    in_sandbox(&ctx, "cf-events", |_| {}, move |mut ctx, id, cfg| async move {
-        let c = container(&mut ctx, &id, &cfg, "ev", "sleep 3600", |_| {}, true).await?;
-        ctx.runtime
-            .stop_container(cri::StopContainerRequest { container_id: c.clone(), timeout: 0 })
-            .await?;
-        ctx.runtime
-            .remove_container(cri::RemoveContainerRequest { container_id: c.clone() })
-            .await?;
-        let want = [
-            cri::ContainerEventType::ContainerCreatedEvent,
-            cri::ContainerEventType::ContainerStartedEvent,
-            cri::ContainerEventType::ContainerStoppedEvent,
-            cri::ContainerEventType::ContainerDeletedEvent,
-        ];
-        let mut got = Vec::new();
-        let mut stream = stream;
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-        while got.len() < want.len() {
-            let next = tokio::time::timeout_at(deadline, stream.next()).await;
-            match next {
-                Ok(Some(Ok(ev))) if ev.container_id == c => got.push(ev.container_event_type),
-                Ok(Some(Ok(_))) => {}
-                Ok(Some(Err(e))) => return Err(e.into()),
-                Ok(None) | Err(_) => break,
+    let stream = sub
+        .runtime
+        .get_container_events(cri::GetEventsRequest {})
+        .await?
+        .into_inner();
+    in_sandbox(
+        &ctx,
+        "cf-events",
+        |_| {},
+        move |mut ctx, id, cfg| async move {
+            let c = container(&mut ctx, &id, &cfg, "ev", "sleep 3600", |_| {}, true).await?;
+            ctx.runtime
+                .stop_container(cri::StopContainerRequest {
+                    container_id: c.clone(),
+                    timeout: 0,
+                })
+                .await?;
+            ctx.runtime
+                .remove_container(cri::RemoveContainerRequest {
+                    container_id: c.clone(),
+                })
+                .await?;
+            let want = [
+                cri::ContainerEventType::ContainerCreatedEvent,
+                cri::ContainerEventType::ContainerStartedEvent,
+                cri::ContainerEventType::ContainerStoppedEvent,
+                cri::ContainerEventType::ContainerDeletedEvent,
+            ];
+            let mut got = Vec::new();
+            let mut stream = stream;
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            while got.len() < want.len() {
+                let next = tokio::time::timeout_at(deadline, stream.next()).await;
+                match next {
+                    Ok(Some(Ok(ev))) if ev.container_id == c => got.push(ev.container_event_type),
+                    Ok(Some(Ok(_))) => {}
+                    Ok(Some(Err(e))) => return Err(e.into()),
+                    Ok(None) | Err(_) => break,
+                }
             }
-        }
-        let want: Vec<i32> = want.iter().map(|w| *w as i32).collect();
-        ensure_eq!(got, want, "events of the container");
-        Ok(())
-    })
+            let want: Vec<i32> = want.iter().map(|w| *w as i32).collect();
+            ensure_eq!(got, want, "events of the container");
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -914,55 +1368,84 @@ async fn idempotency(mut ctx: Ctx) -> CaseResult {
     // does the latter); removing what is gone must succeed.
     let stop = ctx
         .runtime
-        .stop_container(cri::StopContainerRequest { container_id: missing.clone(), timeout: 0 })
+        .stop_container(cri::StopContainerRequest {
+            container_id: missing.clone(),
+            timeout: 0,
+        })
         .await;
     ensure!(
-        stop.as_ref().err().is_none_or(|s| s.code() == tonic::Code::NotFound),
+        stop.as_ref()
+            .err()
+            .is_none_or(|s| s.code() == tonic::Code::NotFound),
         "StopContainer of an unknown id: {stop:?}"
     );
     ctx.runtime
-        .remove_container(cri::RemoveContainerRequest { container_id: missing.clone() })
+        .remove_container(cri::RemoveContainerRequest {
+            container_id: missing.clone(),
+        })
         .await?;
     let stop = ctx
         .runtime
-        .stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: missing.clone() })
+        .stop_pod_sandbox(cri::StopPodSandboxRequest {
+            pod_sandbox_id: missing.clone(),
+        })
         .await;
     ensure!(
-        stop.as_ref().err().is_none_or(|s| s.code() == tonic::Code::NotFound),
+        stop.as_ref()
+            .err()
+            .is_none_or(|s| s.code() == tonic::Code::NotFound),
         "StopPodSandbox of an unknown id: {stop:?}"
     );
     ctx.runtime
-        .remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: missing.clone() })
+        .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: missing.clone(),
+        })
         .await?;
     let image = format!("{}/does-not-exist:never", ctx.settings.registry);
     ctx.image
-        .remove_image(cri::RemoveImageRequest { image: spec(&image) })
+        .remove_image(cri::RemoveImageRequest {
+            image: spec(&image),
+        })
         .await?;
     // Stopping or removing twice what did exist succeeds.
-    in_sandbox(&ctx, "cf-idem", |_| {}, |mut ctx, id, cfg| async move {
-        let c = container(&mut ctx, &id, &cfg, "twice", "sleep 3600", |_| {}, true).await?;
-        for _ in 0..2 {
-            ctx.runtime
-                .stop_container(cri::StopContainerRequest { container_id: c.clone(), timeout: 0 })
-                .await?;
-        }
-        for _ in 0..2 {
-            ctx.runtime
-                .remove_container(cri::RemoveContainerRequest { container_id: c.clone() })
-                .await?;
-        }
-        for _ in 0..2 {
-            ctx.runtime
-                .stop_pod_sandbox(cri::StopPodSandboxRequest { pod_sandbox_id: id.clone() })
-                .await?;
-        }
-        for _ in 0..2 {
-            ctx.runtime
-                .remove_pod_sandbox(cri::RemovePodSandboxRequest { pod_sandbox_id: id.clone() })
-                .await?;
-        }
-        Ok(())
-    })
+    in_sandbox(
+        &ctx,
+        "cf-idem",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let c = container(&mut ctx, &id, &cfg, "twice", "sleep 3600", |_| {}, true).await?;
+            for _ in 0..2 {
+                ctx.runtime
+                    .stop_container(cri::StopContainerRequest {
+                        container_id: c.clone(),
+                        timeout: 0,
+                    })
+                    .await?;
+            }
+            for _ in 0..2 {
+                ctx.runtime
+                    .remove_container(cri::RemoveContainerRequest {
+                        container_id: c.clone(),
+                    })
+                    .await?;
+            }
+            for _ in 0..2 {
+                ctx.runtime
+                    .stop_pod_sandbox(cri::StopPodSandboxRequest {
+                        pod_sandbox_id: id.clone(),
+                    })
+                    .await?;
+            }
+            for _ in 0..2 {
+                ctx.runtime
+                    .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                        pod_sandbox_id: id.clone(),
+                    })
+                    .await?;
+            }
+            Ok(())
+        },
+    )
     .await
 }
 
@@ -970,13 +1453,27 @@ async fn not_found(mut ctx: Ctx) -> CaseResult {
     let missing = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210".to_string();
     let c = ctx
         .runtime
-        .container_status(cri::ContainerStatusRequest { container_id: missing.clone(), verbose: false })
+        .container_status(cri::ContainerStatusRequest {
+            container_id: missing.clone(),
+            verbose: false,
+        })
         .await;
-    ensure_eq!(c.err().map(|s| s.code()), Some(tonic::Code::NotFound), "ContainerStatus of an unknown id");
+    ensure_eq!(
+        c.err().map(|s| s.code()),
+        Some(tonic::Code::NotFound),
+        "ContainerStatus of an unknown id"
+    );
     let s = ctx
         .runtime
-        .pod_sandbox_status(cri::PodSandboxStatusRequest { pod_sandbox_id: missing.clone(), verbose: false })
+        .pod_sandbox_status(cri::PodSandboxStatusRequest {
+            pod_sandbox_id: missing.clone(),
+            verbose: false,
+        })
         .await;
-    ensure_eq!(s.err().map(|s| s.code()), Some(tonic::Code::NotFound), "PodSandboxStatus of an unknown id");
+    ensure_eq!(
+        s.err().map(|s| s.code()),
+        Some(tonic::Code::NotFound),
+        "PodSandboxStatus of an unknown id"
+    );
     Ok(())
 }

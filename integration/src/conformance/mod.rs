@@ -37,7 +37,11 @@ impl From<tonic::Status> for CaseError {
         if s.code() == tonic::Code::Unimplemented {
             CaseError::Skip(format!("runtime answers Unimplemented: {}", s.message()))
         } else {
-            CaseError::Fail(format!("unexpected gRPC error {:?}: {}", s.code(), s.message()))
+            CaseError::Fail(format!(
+                "unexpected gRPC error {:?}: {}",
+                s.code(),
+                s.message()
+            ))
         }
     }
 }
@@ -122,7 +126,12 @@ pub fn select(
 }
 
 /// Runs `cases` with at most `parallel` at once, each bounded by `timeout`.
-pub async fn run(ctx: Ctx, cases: Vec<Case>, parallel: usize, timeout: Duration) -> Vec<CaseReport> {
+pub async fn run(
+    ctx: Ctx,
+    cases: Vec<Case>,
+    parallel: usize,
+    timeout: Duration,
+) -> Vec<CaseReport> {
     let mut reports: Vec<CaseReport> = futures::stream::iter(cases.into_iter().map(|case| {
         let ctx = ctx.clone();
         async move {

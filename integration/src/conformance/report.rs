@@ -7,19 +7,30 @@ use super::{CaseReport, Outcome};
 
 /// Counts of (passed, failed, skipped).
 pub fn counts(reports: &[CaseReport]) -> (usize, usize, usize) {
-    reports.iter().fold((0, 0, 0), |(p, f, s), r| match r.outcome {
-        Outcome::Pass => (p + 1, f, s),
-        Outcome::Fail(_) => (p, f + 1, s),
-        Outcome::Skip(_) => (p, f, s + 1),
-    })
+    reports
+        .iter()
+        .fold((0, 0, 0), |(p, f, s), r| match r.outcome {
+            Outcome::Pass => (p + 1, f, s),
+            Outcome::Fail(_) => (p, f + 1, s),
+            Outcome::Skip(_) => (p, f, s + 1),
+        })
 }
 
 /// The readable table, ending with the plain `N passed, N failed, N skipped` line.
 pub fn table(endpoint: &str, reports: &[CaseReport]) -> String {
     let mut out = String::new();
-    let width = reports.iter().map(|r| r.name.len()).max().unwrap_or(4).max(4);
+    let width = reports
+        .iter()
+        .map(|r| r.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let _ = writeln!(out, "CRI conformance against {endpoint}");
-    let _ = writeln!(out, "{:<width$}  {:<6}  {:>8}  reason", "case", "result", "time");
+    let _ = writeln!(
+        out,
+        "{:<width$}  {:<6}  {:>8}  reason",
+        "case", "result", "time"
+    );
     for r in reports {
         let (res, reason) = match &r.outcome {
             Outcome::Pass => ("pass", String::new()),
@@ -75,7 +86,11 @@ pub fn junit(endpoint: &str, reports: &[CaseReport]) -> String {
                 );
             }
             Outcome::Skip(why) => {
-                let _ = writeln!(out, "><skipped message=\"{}\"/></testcase>", xml_escape(why));
+                let _ = writeln!(
+                    out,
+                    "><skipped message=\"{}\"/></testcase>",
+                    xml_escape(why)
+                );
             }
         }
     }

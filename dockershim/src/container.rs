@@ -18,7 +18,7 @@ use crate::docker::DockerApi;
 use crate::errors::{Result, ShimError};
 use crate::labels;
 use crate::naming::{self, ContainerNameParts};
-use crate::shim::{Shim, docker_time_ns, matches_selector};
+use crate::shim::{Shim, docker_time_ns, id_matches, matches_selector, summary_label};
 
 /// The most ExecSync captures per stream (like containerd's 16 MiB cap on exec output).
 pub const MAX_EXEC_SYNC_OUTPUT: usize = 16 * 1024 * 1024;
@@ -331,25 +331,16 @@ impl<D: DockerApi> Shim<D> {
         filter: Option<cri::ContainerFilter>,
     ) -> Result<Vec<cri::Container>> {
         let filter = filter.unwrap_or_default();
-        let mut label_filters = vec![format!(
-            "{}={}",
-            labels::CONTAINER_TYPE_LABEL_KEY,
-            labels::CONTAINER_TYPE_LABEL_CONTAINER
-        )];
-        if !filter.pod_sandbox_id.is_empty() {
-            label_filters.push(format!(
-                "{}={}",
-                labels::SANDBOX_ID_LABEL_KEY,
-                filter.pod_sandbox_id
-            ));
-        }
-        let mut filters = HashMap::from([("label".to_string(), label_filters)]);
-        if !filter.id.is_empty() {
-            filters.insert("id".to_string(), vec![filter.id.clone()]);
-        }
-        let list = self.docker.list_containers(filters).await?;
+        let list = self.our_containers().await?;
         let mut out = Vec::with_capacity(list.len());
-        for c in list {
+        for c in list.into_iter().filter(|c| {
+            summary_label(c, labels::CONTAINER_TYPE_LABEL_KEY)
+                == Some(labels::CONTAINER_TYPE_LABEL_CONTAINER)
+                && id_matches(c, &filter.id)
+                && (filter.pod_sandbox_id.is_empty()
+                    || summary_label(c, labels::SANDBOX_ID_LABEL_KEY)
+                        == Some(filter.pod_sandbox_id.as_str()))
+        }) {
             let Some(id) = c.id.clone() else { continue };
             let Some(parts) = c
                 .names
@@ -438,9 +429,16 @@ impl<D: DockerApi> Shim<D> {
             (String::new(), String::new())
         };
         let image_id = c.image.clone().unwrap_or_default();
-        let repo_digests = match self.docker.inspect_image(&image_id).await {
-            Ok(i) => i.repo_digests.unwrap_or_default(),
-            Err(_) => Vec::new(),
+        let repo_digests = match self.image_refs.get(&image_id) {
+            Some(d) => d,
+            None => match self.docker.inspect_image(&image_id).await {
+                Ok(i) => {
+                    let d = i.repo_digests.unwrap_or_default();
+                    self.image_refs.put(&image_id, d.clone());
+                    d
+                }
+                Err(_) => Vec::new(),
+            },
         };
         let config_mounts: HashMap<String, String> = c
             .host_config

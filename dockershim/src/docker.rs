@@ -140,7 +140,8 @@ pub trait DockerApi: Send + Sync + 'static {
     ) -> impl Future<Output = Result<ExecOutput, DockerError>> + Send;
     /// Follows a container's output from `since` (unix seconds, 0 = from the start).
     fn logs(&self, id: &str, since: i64) -> DockerStream<LogChunk>;
-    fn events(&self) -> DockerStream<EventMessage>;
+    /// Container and image events, replaying those since `since` (unix seconds) first.
+    fn events(&self, since: Option<i64>) -> DockerStream<EventMessage>;
     fn inspect_image(
         &self,
         reference: &str,
@@ -432,11 +433,14 @@ impl DockerApi for BollardDocker {
             .boxed()
     }
 
-    fn events(&self) -> DockerStream<EventMessage> {
+    fn events(&self, since: Option<i64>) -> DockerStream<EventMessage> {
         let mut filters = HashMap::new();
-        filters.insert("type".to_string(), vec!["container".to_string()]);
+        filters.insert(
+            "type".to_string(),
+            vec!["container".to_string(), "image".to_string()],
+        );
         let opts = EventsOptions {
-            since: None,
+            since: since.map(|s| s.to_string()),
             until: None,
             filters: Some(filters),
         };

@@ -2,16 +2,19 @@
 //! died, destroyed) for our containers and sandboxes, turns each event into a CRI
 //! `ContainerEventResponse` carrying the pod sandbox status and the statuses of the pod's
 //! containers, and fans it out to every subscriber through a broadcast channel. The task
-//! reconnects with back-off when Docker's stream ends.
+//! reconnects with back-off when Docker's stream ends, replaying from a second before it was
+//! lost so nothing is missed (replayed events already published are not published again).
+//! The same stream keeps the listing and image caches of `cache` honest.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use bollard::models::EventMessage;
+use bollard::models::{EventMessage, EventMessageTypeEnum};
 use cri_proto::runtime::v1 as cri;
 use futures::StreamExt;
 use tracing::{debug, warn};
 
+use crate::cache;
 use crate::docker::DockerApi;
 use crate::labels;
 use crate::shim::Shim;
@@ -33,6 +36,9 @@ pub fn event_type(action: &str) -> Option<cri::ContainerEventType> {
 impl<D: DockerApi> Shim<D> {
     /// Builds the CRI event for one Docker event, or None if it is not about one of ours.
     async fn container_event(&self, ev: EventMessage) -> Option<cri::ContainerEventResponse> {
+        if ev.typ != Some(EventMessageTypeEnum::CONTAINER) {
+            return None;
+        }
         let kind = event_type(ev.action.as_deref()?)?;
         let actor = ev.actor?;
         let id = actor.id?;
@@ -68,13 +74,37 @@ impl<D: DockerApi> Shim<D> {
         })
     }
 
+    /// Marks the caches stale for an event that changes what they hold.
+    fn note_change(&self, ev: &EventMessage) {
+        let action = ev.action.as_deref().unwrap_or_default();
+        match ev.typ {
+            Some(EventMessageTypeEnum::IMAGE) => self.image_refs.clear(),
+            Some(EventMessageTypeEnum::CONTAINER) if cache::changes_listing(action) => {
+                let ours = ev
+                    .actor
+                    .as_ref()
+                    .and_then(|a| a.attributes.as_ref())
+                    .is_some_and(|a| a.contains_key(labels::CONTAINER_TYPE_LABEL_KEY));
+                if ours {
+                    self.listing.invalidate();
+                }
+            }
+            _ => {}
+        }
+    }
+
     /// Follows Docker's events until shutdown, publishing CRI events.
     pub fn spawn_event_pump(self: &Arc<Self>) {
         let shim = self.clone();
         tokio::spawn(async move {
             let mut backoff = Duration::from_millis(100);
+            // The newest event published; a replay after a reconnect skips up to it.
+            let mut published_ns = crate::shim::now_ns();
             loop {
-                let mut stream = shim.docker.events();
+                let since = chrono::Utc::now().timestamp() - 1;
+                let mut stream = shim.docker.events(Some(since));
+                shim.listing.set_watching(true);
+                shim.image_refs.set_watching(true);
                 loop {
                     let next = tokio::select! {
                         _ = shim.shutdown.cancelled() => return,
@@ -83,9 +113,15 @@ impl<D: DockerApi> Shim<D> {
                     match next {
                         Some(Ok(ev)) => {
                             backoff = Duration::from_millis(100);
-                            if shim.events.receiver_count() == 0 {
+                            shim.note_change(&ev);
+                            let at = ev
+                                .time_nano
+                                .or(ev.time.map(|t| t.saturating_mul(1_000_000_000)))
+                                .unwrap_or(i64::MAX);
+                            if at <= published_ns || shim.events.receiver_count() == 0 {
                                 continue;
                             }
+                            published_ns = at;
                             if let Some(e) = shim.container_event(ev).await {
                                 debug!(container = %e.container_id, kind = e.container_event_type, "container event");
                                 let _ = shim.events.send(e);
@@ -98,6 +134,8 @@ impl<D: DockerApi> Shim<D> {
                         None => break,
                     }
                 }
+                shim.listing.set_watching(false);
+                shim.image_refs.set_watching(false);
                 tokio::select! {
                     _ = shim.shutdown.cancelled() => return,
                     _ = tokio::time::sleep(backoff) => {}

@@ -6,6 +6,8 @@
 //! `checkpoint`, `crilog`, `logs`, `cni`, `security`, `pause_image` (building blocks), `service`
 //! (the gRPC face), `errors` (the one mapping to gRPC codes).
 
+pub mod cache;
+pub mod cgroups;
 pub mod checkpoint;
 pub mod cni;
 pub mod config;
@@ -103,6 +105,9 @@ pub async fn build_shim<D: DockerApi>(
         logs: logs::LogManager::default(),
         events,
         sizes: stats::SizeCache::default(),
+        listing: cache::ListCache::default(),
+        image_refs: cache::ImageRefCache::default(),
+        cgroups: cgroups::CgroupCache::default(),
         pod_cidr: Mutex::new(String::new()),
         sandbox_oom_score_adj,
         shutdown: shutdown.clone(),

@@ -18,7 +18,7 @@ use crate::errors::{Result, ShimError};
 use crate::labels;
 use crate::naming::{self, SandboxNameParts};
 use crate::network::PodNetwork;
-use crate::shim::{Shim, docker_time_ns, matches_selector, now_ns};
+use crate::shim::{Shim, docker_time_ns, id_matches, matches_selector, now_ns, summary_label};
 
 fn protocol_name(p: i32) -> &'static str {
     match cri::Protocol::try_from(p) {
@@ -434,15 +434,11 @@ impl<D: DockerApi> Shim<D> {
 
     /// Ids of the (non-sandbox) containers that belong to sandbox `id`.
     pub(crate) async fn sandbox_container_ids(&self, id: &str) -> Result<Vec<String>> {
-        let filters = HashMap::from([(
-            "label".to_string(),
-            vec![format!("{}={id}", labels::SANDBOX_ID_LABEL_KEY)],
-        )]);
         Ok(self
-            .docker
-            .list_containers(filters)
+            .our_containers()
             .await?
             .into_iter()
+            .filter(|c| summary_label(c, labels::SANDBOX_ID_LABEL_KEY) == Some(id))
             .filter_map(|c| c.id)
             .collect())
     }
@@ -588,21 +584,14 @@ impl<D: DockerApi> Shim<D> {
         filter: Option<cri::PodSandboxFilter>,
     ) -> Result<Vec<cri::PodSandbox>> {
         let filter = filter.unwrap_or_default();
-        let mut filters = HashMap::from([(
-            "label".to_string(),
-            vec![format!(
-                "{}={}",
-                labels::CONTAINER_TYPE_LABEL_KEY,
-                labels::CONTAINER_TYPE_LABEL_SANDBOX
-            )],
-        )]);
-        if !filter.id.is_empty() {
-            filters.insert("id".to_string(), vec![filter.id.clone()]);
-        }
-        let list = self.docker.list_containers(filters).await?;
+        let list = self.our_containers().await?;
         let mut out = Vec::with_capacity(list.len());
         let mut seen = std::collections::HashSet::new();
-        for c in list {
+        for c in list.into_iter().filter(|c| {
+            summary_label(c, labels::CONTAINER_TYPE_LABEL_KEY)
+                == Some(labels::CONTAINER_TYPE_LABEL_SANDBOX)
+                && id_matches(c, &filter.id)
+        }) {
             let Some(id) = c.id.clone() else { continue };
             let Some(parts) = c
                 .names

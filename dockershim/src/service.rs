@@ -42,6 +42,13 @@ impl<D: DockerApi> DockerService<D> {
     pub fn shim(&self) -> &Arc<Shim<D>> {
         &self.shim
     }
+
+    /// Passes on the result of an RPC that may have changed containers, after marking the
+    /// listing cache stale (whether it succeeded or not), so the caller lists what it just did.
+    fn mutated<T>(&self, r: T) -> T {
+        self.shim.listing.invalidate();
+        r
+    }
 }
 
 type R<T> = Result<Response<T>, Status>;
@@ -158,7 +165,7 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
         &self,
         req: Request<cri::RunPodSandboxRequest>,
     ) -> R<cri::RunPodSandboxResponse> {
-        let pod_sandbox_id = self.shim.run_pod_sandbox(req.into_inner()).await?;
+        let pod_sandbox_id = self.mutated(self.shim.run_pod_sandbox(req.into_inner()).await)?;
         ok(cri::RunPodSandboxResponse { pod_sandbox_id })
     }
 
@@ -166,9 +173,11 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
         &self,
         req: Request<cri::StopPodSandboxRequest>,
     ) -> R<cri::StopPodSandboxResponse> {
-        self.shim
+        let r = self
+            .shim
             .stop_pod_sandbox(&req.into_inner().pod_sandbox_id)
-            .await?;
+            .await;
+        self.mutated(r)?;
         ok(cri::StopPodSandboxResponse {})
     }
 
@@ -176,9 +185,11 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
         &self,
         req: Request<cri::RemovePodSandboxRequest>,
     ) -> R<cri::RemovePodSandboxResponse> {
-        self.shim
+        let r = self
+            .shim
             .remove_pod_sandbox(&req.into_inner().pod_sandbox_id)
-            .await?;
+            .await;
+        self.mutated(r)?;
         ok(cri::RemovePodSandboxResponse {})
     }
 
@@ -205,7 +216,7 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
         &self,
         req: Request<cri::CreateContainerRequest>,
     ) -> R<cri::CreateContainerResponse> {
-        let container_id = self.shim.create_container(req.into_inner()).await?;
+        let container_id = self.mutated(self.shim.create_container(req.into_inner()).await)?;
         ok(cri::CreateContainerResponse { container_id })
     }
 
@@ -213,9 +224,11 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
         &self,
         req: Request<cri::StartContainerRequest>,
     ) -> R<cri::StartContainerResponse> {
-        self.shim
+        let r = self
+            .shim
             .start_container(&req.into_inner().container_id)
-            .await?;
+            .await;
+        self.mutated(r)?;
         ok(cri::StartContainerResponse {})
     }
 
@@ -224,7 +237,7 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
         req: Request<cri::StopContainerRequest>,
     ) -> R<cri::StopContainerResponse> {
         let r = req.into_inner();
-        self.shim.stop_container(&r.container_id, r.timeout).await?;
+        self.mutated(self.shim.stop_container(&r.container_id, r.timeout).await)?;
         ok(cri::StopContainerResponse {})
     }
 
@@ -232,9 +245,11 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
         &self,
         req: Request<cri::RemoveContainerRequest>,
     ) -> R<cri::RemoveContainerResponse> {
-        self.shim
+        let r = self
+            .shim
             .remove_container(&req.into_inner().container_id)
-            .await?;
+            .await;
+        self.mutated(r)?;
         ok(cri::RemoveContainerResponse {})
     }
 
@@ -399,7 +414,9 @@ impl<D: DockerApi> ImageService for DockerService<D> {
     }
 
     async fn pull_image(&self, req: Request<cri::PullImageRequest>) -> R<cri::PullImageResponse> {
-        let image_ref = self.shim.pull_image(req.into_inner()).await?;
+        let image_ref = self.shim.pull_image(req.into_inner()).await;
+        self.shim.image_refs.clear();
+        let image_ref = image_ref?;
         ok(cri::PullImageResponse { image_ref })
     }
 
@@ -407,7 +424,9 @@ impl<D: DockerApi> ImageService for DockerService<D> {
         &self,
         req: Request<cri::RemoveImageRequest>,
     ) -> R<cri::RemoveImageResponse> {
-        self.shim.remove_image(req.into_inner()).await?;
+        let r = self.shim.remove_image(req.into_inner()).await;
+        self.shim.image_refs.clear();
+        r?;
         ok(cri::RemoveImageResponse {})
     }
 

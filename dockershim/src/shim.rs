@@ -6,13 +6,18 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use bollard::models::ContainerSummary;
 use cri_proto::runtime::v1 as cri;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use crate::cache::{ImageRefCache, ListCache};
+use crate::cgroups::CgroupCache;
 use crate::checkpoint::CheckpointStore;
 use crate::config::ShimConfig;
 use crate::docker::DockerApi;
+use crate::errors::Result;
+use crate::labels;
 use crate::logs::LogManager;
 use crate::network::CniNetwork;
 use crate::stats::SizeCache;
@@ -26,6 +31,12 @@ pub struct Shim<D: DockerApi> {
     pub logs: LogManager,
     pub events: broadcast::Sender<cri::ContainerEventResponse>,
     pub sizes: SizeCache,
+    /// The last listing of our containers, valid until something changes.
+    pub listing: ListCache,
+    /// Repo digests by image id, for ContainerStatus.
+    pub image_refs: ImageRefCache,
+    /// Cgroup directories of the containers whose stats were asked for.
+    pub cgroups: CgroupCache,
     /// The pod CIDR the kubelet last told us (UpdateRuntimeConfig).
     pub pod_cidr: Mutex<String>,
     /// oom_score_adj given to sandbox containers (upstream -998, or the host-limited fallback).
@@ -42,6 +53,22 @@ pub struct Shim<D: DockerApi> {
 }
 
 impl<D: DockerApi> Shim<D> {
+    /// Every container and sandbox of ours (any state), from the listing cache when nothing
+    /// changed since it was taken, otherwise from Docker.
+    pub async fn our_containers(&self) -> Result<Vec<ContainerSummary>> {
+        if let Some(list) = self.listing.get() {
+            return Ok(list);
+        }
+        let ticket = self.listing.ticket();
+        let filters = HashMap::from([(
+            "label".to_string(),
+            vec![labels::CONTAINER_TYPE_LABEL_KEY.to_string()],
+        )]);
+        let list = self.docker.list_containers(filters).await?;
+        self.listing.store(ticket, &list);
+        Ok(list)
+    }
+
     /// The CNI network, or why networking is not ready.
     pub fn network_name(&self) -> Option<String> {
         self.network.as_ref().and_then(|n| n.current_name())
@@ -64,6 +91,16 @@ pub fn docker_time_ns(ts: Option<&str>) -> i64 {
 /// Now, in nanoseconds since the epoch.
 pub fn now_ns() -> i64 {
     chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+}
+
+/// The Docker label value `key` of a listed container.
+pub fn summary_label<'a>(c: &'a ContainerSummary, key: &str) -> Option<&'a str> {
+    c.labels.as_ref()?.get(key).map(String::as_str)
+}
+
+/// Does a listed container match a CRI id filter (the full id or a prefix of it)?
+pub fn id_matches(c: &ContainerSummary, filter: &str) -> bool {
+    filter.is_empty() || c.id.as_deref().is_some_and(|id| id.starts_with(filter))
 }
 
 /// Does `labels` match every `key=value` of `selector` (CRI label selectors are equality only)?

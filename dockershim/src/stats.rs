@@ -1,5 +1,6 @@
-//! Container and sandbox statistics from Docker's one-shot stats (CPU, memory working set,
-//! network for sandboxes), and the writable-layer size cache: Docker computes layer sizes only
+//! Container and sandbox statistics (CPU, memory working set, network for sandboxes) read from
+//! the containers' cgroup files (see `cgroups`), with Docker's one-shot stats as the fallback
+//! when a cgroup cannot be found, and the writable-layer size cache: Docker computes layer sizes only
 //! when asked for them, which is expensive, so a background task refreshes [`SizeCache`] once a
 //! minute and the stats RPCs never compute sizes on the request path.
 
@@ -13,6 +14,7 @@ use futures::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
+use crate::cgroups;
 use crate::docker::DockerApi;
 use crate::errors::Result;
 use crate::labels;
@@ -204,8 +206,31 @@ impl<D: DockerApi> Shim<D> {
         netdev_usage(&table, ts)
     }
 
+    /// A CPU and memory sample of a running container: from its cgroup files when they can be
+    /// found (the container's init pid locates them once), otherwise from Docker's stats.
+    async fn sample(&self, id: &str) -> Result<ContainerStatsResponse> {
+        if let Some(paths) = self.cgroups.get(id) {
+            match cgroups::read_sample(&paths) {
+                Ok(s) => return Ok(s),
+                Err(_) => self.cgroups.forget(id),
+            }
+        }
+        if let Ok(c) = self.docker.inspect_container(id).await {
+            let id = c.id.as_deref().unwrap_or(id);
+            let running = c.state.as_ref().and_then(|s| s.running).unwrap_or(false);
+            let pid = c.state.as_ref().and_then(|s| s.pid).filter(|p| *p > 0);
+            if let (true, Some(pid)) = (running, pid)
+                && let Some(paths) = self.cgroups.resolve(id, pid)
+                && let Ok(s) = cgroups::read_sample(&paths)
+            {
+                return Ok(s);
+            }
+        }
+        Ok(self.docker.stats(id).await?)
+    }
+
     async fn stats_of(&self, c: cri::Container) -> Result<cri::ContainerStats> {
-        let s = self.docker.stats(&c.id).await?;
+        let s = self.sample(&c.id).await?;
         let ts = now_ns();
         let size = self.sizes.get(&c.id);
         let mountpoint = self.docker_root.clone();
@@ -251,6 +276,8 @@ impl<D: DockerApi> Shim<D> {
         filter: Option<cri::ContainerStatsFilter>,
     ) -> Result<Vec<cri::ContainerStats>> {
         let f = filter.unwrap_or_default();
+        let f_is_everything =
+            f.id.is_empty() && f.pod_sandbox_id.is_empty() && f.label_selector.is_empty();
         let containers = self
             .list_containers(Some(cri::ContainerFilter {
                 id: f.id,
@@ -261,6 +288,11 @@ impl<D: DockerApi> Shim<D> {
                 }),
             }))
             .await?;
+        if f_is_everything {
+            let alive: std::collections::HashSet<&str> =
+                containers.iter().map(|c| c.id.as_str()).collect();
+            self.cgroups.retain(|id| alive.contains(id));
+        }
         let results: Vec<_> =
             futures::stream::iter(containers.into_iter().map(|c| self.stats_of(c)))
                 .buffer_unordered(STATS_CONCURRENCY)
@@ -271,7 +303,7 @@ impl<D: DockerApi> Shim<D> {
     }
 
     async fn sandbox_stats_of(&self, sandbox: cri::PodSandbox) -> Result<cri::PodSandboxStats> {
-        let s = self.docker.stats(&sandbox.id).await?;
+        let s = self.sample(&sandbox.id).await?;
         let ts = now_ns();
         let containers = self
             .list_container_stats(Some(cri::ContainerStatsFilter {

@@ -1,0 +1,229 @@
+//! Caches that spare Docker the calls the kubelet repeats every second. [`ListCache`] keeps the
+//! last full listing of our containers and sandboxes and serves ListContainers/ListPodSandbox
+//! from memory while nothing changed since: every Docker container event about one of ours and
+//! every mutation dockershim itself makes marks it stale (the mutation synchronously, before
+//! the RPC returns, so a client always lists what it just did), and it is never trusted while
+//! the event stream is down or after [`LIST_MAX_AGE`]. [`ImageRefCache`] keeps the repo digests
+//! of image ids for ContainerStatus and is cleared by any image event. Both own only their
+//! maps; the event pump in `events` feeds them.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use bollard::models::ContainerSummary;
+
+/// A cached listing older than this is refreshed even when no event said so (a safety net
+/// against events Docker dropped).
+pub const LIST_MAX_AGE: Duration = Duration::from_secs(10);
+
+/// Docker container event actions that change what a listing shows.
+pub fn changes_listing(action: &str) -> bool {
+    matches!(
+        action,
+        "create" | "start" | "restart" | "die" | "destroy" | "rename" | "pause" | "unpause"
+    )
+}
+
+#[derive(Default)]
+struct ListState {
+    /// Bumped by every change; a listing is fresh if taken after the last one.
+    seq: u64,
+    last_change: u64,
+    /// Is the event stream connected (otherwise changes could go unnoticed)?
+    watching: bool,
+    /// The sequence number taken just before the cached listing was requested, when it was
+    /// taken, and the listing.
+    listing: Option<(u64, Instant, Vec<ContainerSummary>)>,
+}
+
+/// The last full listing of dockershim's containers, valid until something changes.
+#[derive(Default)]
+pub struct ListCache {
+    state: Mutex<ListState>,
+}
+
+impl ListCache {
+    /// Something changed (an event, or a mutation we made): the listing is stale.
+    pub fn invalidate(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.seq += 1;
+            s.last_change = s.seq;
+        }
+    }
+
+    /// The event stream is (re)connected or lost. Connecting also invalidates: events may have
+    /// been missed while it was down.
+    pub fn set_watching(&self, watching: bool) {
+        if let Ok(mut s) = self.state.lock() {
+            s.watching = watching;
+            s.seq += 1;
+            s.last_change = s.seq;
+        }
+    }
+
+    /// The cached listing, if it can be trusted.
+    pub fn get(&self) -> Option<Vec<ContainerSummary>> {
+        let s = self.state.lock().ok()?;
+        let (taken, at, list) = s.listing.as_ref()?;
+        (s.watching && *taken > s.last_change && at.elapsed() < LIST_MAX_AGE).then(|| list.clone())
+    }
+
+    /// A ticket to take before requesting a fresh listing from Docker.
+    pub fn ticket(&self) -> u64 {
+        self.state
+            .lock()
+            .map(|mut s| {
+                s.seq += 1;
+                s.seq
+            })
+            .unwrap_or(0)
+    }
+
+    /// Stores a listing requested after `ticket` was taken, unless a newer one is stored.
+    pub fn store(&self, ticket: u64, list: &[ContainerSummary]) {
+        if let Ok(mut s) = self.state.lock()
+            && s.listing.as_ref().is_none_or(|(t, _, _)| *t < ticket)
+        {
+            s.listing = Some((ticket, Instant::now(), list.to_vec()));
+        }
+    }
+}
+
+/// Repo digests by image id, cleared whenever an image changes.
+#[derive(Default)]
+pub struct ImageRefCache {
+    state: Mutex<(bool, HashMap<String, Vec<String>>)>,
+}
+
+impl ImageRefCache {
+    /// The repo digests of `image_id`, if known and the event stream is connected.
+    pub fn get(&self, image_id: &str) -> Option<Vec<String>> {
+        let s = self.state.lock().ok()?;
+        if !s.0 {
+            return None;
+        }
+        s.1.get(image_id).cloned()
+    }
+
+    /// Remembers the repo digests of `image_id`.
+    pub fn put(&self, image_id: &str, digests: Vec<String>) {
+        if let Ok(mut s) = self.state.lock()
+            && s.0
+        {
+            s.1.insert(image_id.to_string(), digests);
+        }
+    }
+
+    /// An image was pulled, tagged, untagged, loaded or removed.
+    pub fn clear(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            s.1.clear();
+        }
+    }
+
+    /// The event stream is (re)connected or lost; either way what was cached may be stale.
+    pub fn set_watching(&self, watching: bool) {
+        if let Ok(mut s) = self.state.lock() {
+            s.0 = watching;
+            s.1.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn summary(id: &str) -> ContainerSummary {
+        ContainerSummary {
+            id: Some(id.to_string()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn listing_is_served_until_something_changes() {
+        let c = ListCache::default();
+        assert!(c.get().is_none(), "nothing stored");
+        let t = c.ticket();
+        c.store(t, &[summary("a")]);
+        assert!(c.get().is_none(), "not trusted without the event stream");
+        c.set_watching(true);
+        assert!(c.get().is_none(), "connecting invalidates older listings");
+        let t = c.ticket();
+        c.store(t, &[summary("a")]);
+        assert_eq!(c.get().map(|l| l.len()), Some(1));
+        c.invalidate();
+        assert!(c.get().is_none(), "a change makes it stale");
+    }
+
+    #[test]
+    fn a_listing_requested_before_a_change_is_stale() {
+        let c = ListCache::default();
+        c.set_watching(true);
+        let t = c.ticket();
+        c.invalidate(); // a container changed while the listing was in flight
+        c.store(t, &[summary("a")]);
+        assert!(c.get().is_none());
+    }
+
+    #[test]
+    fn an_older_listing_never_replaces_a_newer_one() {
+        let c = ListCache::default();
+        c.set_watching(true);
+        let older = c.ticket();
+        let newer = c.ticket();
+        c.store(newer, &[summary("new")]);
+        c.store(older, &[summary("old")]);
+        let got = c.get().expect("fresh");
+        assert_eq!(got[0].id.as_deref(), Some("new"));
+    }
+
+    #[test]
+    fn losing_the_event_stream_distrusts_the_listing() {
+        let c = ListCache::default();
+        c.set_watching(true);
+        let t = c.ticket();
+        c.store(t, &[summary("a")]);
+        assert!(c.get().is_some());
+        c.set_watching(false);
+        assert!(c.get().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn listings_expire() {
+        let c = ListCache::default();
+        c.set_watching(true);
+        let t = c.ticket();
+        c.store(t, &[summary("a")]);
+        assert!(c.get().is_some());
+        tokio::time::advance(LIST_MAX_AGE - Duration::from_millis(1)).await;
+        assert!(c.get().is_some());
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(c.get().is_none(), "too old");
+    }
+
+    #[test]
+    fn image_refs_cleared_by_image_changes() {
+        let c = ImageRefCache::default();
+        c.put("sha256:1", vec!["r@sha256:x".into()]);
+        assert!(c.get("sha256:1").is_none(), "nothing cached without events");
+        c.set_watching(true);
+        c.put("sha256:1", vec!["r@sha256:x".into()]);
+        assert_eq!(c.get("sha256:1").map(|d| d.len()), Some(1));
+        c.clear();
+        assert!(c.get("sha256:1").is_none());
+    }
+
+    #[test]
+    fn only_state_changes_invalidate_listings() {
+        assert!(changes_listing("die"));
+        assert!(changes_listing("create"));
+        assert!(!changes_listing("exec_start: sh -c true"));
+        assert!(!changes_listing("exec_die"));
+        assert!(!changes_listing("top"));
+    }
+}

@@ -23,7 +23,7 @@ import json, sys
 data = sys.stdin.read()
 pods = json.loads(data).get("items", []) if data.strip() else []
 want = int(sys.argv[1])
-print(f"{\"NAMESPACE\":<10} {\"NAME\":<28} {\"PHASE\":<10} {\"READY\":<6} {\"RESTARTS\":<8} IP")
+print("%-10s %-28s %-10s %-6s %-8s %s" % ("NAMESPACE", "NAME", "PHASE", "READY", "RESTARTS", "IP"))
 ok = 0
 for p in pods:
     st = p.get("status", {})
@@ -32,7 +32,8 @@ for p in pods:
     restarts = sum(c.get("restartCount", 0) for c in cs)
     phase = st.get("phase", "")
     ok += phase == "Running" and ready == len(cs) and len(cs) > 0
-    print(f"{p[\"metadata\"][\"namespace\"]:<10} {p[\"metadata\"][\"name\"]:<28} {phase:<10} {ready}/{len(cs):<4} {restarts:<8} {st.get(\"podIP\", \"\")}")
+    md = p.get("metadata", {})
+    print("%-10s %-28s %-10s %-6s %-8s %s" % (md.get("namespace", ""), md.get("name", ""), phase, "%d/%d" % (ready, len(cs)), restarts, st.get("podIP", "")))
 sys.exit(0 if ok == want else 1)
 ' "$1"
 }
@@ -40,8 +41,10 @@ sys.exit(0 if ok == want else 1)
 down() {
   if running; then
     rm -f "$MANIFESTS"/*.yaml
-    for _ in $(seq 60); do
-      [ "$(pods_json | python3 -c 'import json,sys; d=sys.stdin.read(); print(len(json.loads(d).get("items",[])) if d.strip() else 0)')" = 0 ] && break
+    # The pods leave /pods at once; wait until the kubelet has also removed their containers
+    # and sandboxes from Docker.
+    for _ in $(seq 90); do
+      [ -z "$(docker ps -aq --filter label=io.kubernetes.pod.namespace=examples)" ] && break
       sleep 1
     done
     kill "$(cat "$PIDFILE")" 2>/dev/null || true

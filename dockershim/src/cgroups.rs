@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::RwLock;
 
-use bollard::models::{ContainerCpuStats, ContainerCpuUsage, ContainerMemoryStats};
 use bollard::models::ContainerStatsResponse;
+use bollard::models::{ContainerCpuStats, ContainerCpuUsage, ContainerMemoryStats};
 
 /// Where the cgroup filesystem is mounted.
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -212,12 +212,17 @@ mod tests {
         })
         .expect("sample");
         assert_eq!(
-            s.cpu_stats.and_then(|c| c.cpu_usage).and_then(|u| u.total_usage),
+            s.cpu_stats
+                .and_then(|c| c.cpu_usage)
+                .and_then(|u| u.total_usage),
             Some(123456789)
         );
         let m = s.memory_stats.expect("memory");
         assert_eq!(m.usage, Some(1000));
-        assert_eq!(m.stats.and_then(|s| s.get("total_inactive_file").copied()), Some(200));
+        assert_eq!(
+            m.stats.and_then(|s| s.get("total_inactive_file").copied()),
+            Some(200)
+        );
     }
 
     #[test]
@@ -226,14 +231,19 @@ mod tests {
         std::fs::write(dir.path().join("cpu.stat"), "usage_usec 5\nuser_usec 3\n").expect("w");
         std::fs::write(dir.path().join("memory.current"), "4096\n").expect("w");
         std::fs::write(dir.path().join("memory.max"), "max\n").expect("w");
-        std::fs::write(dir.path().join("memory.stat"), "anon 1024\ninactive_file 2048\n")
-            .expect("w");
+        std::fs::write(
+            dir.path().join("memory.stat"),
+            "anon 1024\ninactive_file 2048\n",
+        )
+        .expect("w");
         let s = read_sample(&CgroupPaths::V2 {
             dir: dir.path().to_path_buf(),
         })
         .expect("sample");
         assert_eq!(
-            s.cpu_stats.and_then(|c| c.cpu_usage).and_then(|u| u.total_usage),
+            s.cpu_stats
+                .and_then(|c| c.cpu_usage)
+                .and_then(|u| u.total_usage),
             Some(5000)
         );
         assert_eq!(s.memory_stats.and_then(|m| m.limit), Some(u64::MAX));

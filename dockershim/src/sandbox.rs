@@ -449,12 +449,18 @@ impl<D: DockerApi> Shim<D> {
         if id.is_empty() {
             return Err(ShimError::invalid("pod sandbox id is required"));
         }
-        let full_id = match self.inspect_sandbox(id).await {
+        // The two lookups are independent: make them at once.
+        let (inspect, listed) = tokio::join!(self.inspect_sandbox(id), self.our_containers());
+        let full_id = match inspect {
             Ok(c) => c.id.unwrap_or_else(|| id.to_string()),
             Err(e) if e.is_not_found() => id.to_string(),
             Err(e) => return Err(e),
         };
-        for c in self.sandbox_container_ids(&full_id).await? {
+        let members = listed?
+            .into_iter()
+            .filter(|c| summary_label(c, labels::SANDBOX_ID_LABEL_KEY) == Some(full_id.as_str()))
+            .filter_map(|c| c.id);
+        for c in members {
             self.remove_container(&c).await?;
         }
         match self.docker.remove_container(&full_id).await {

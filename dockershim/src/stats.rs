@@ -119,7 +119,7 @@ fn memory_usage(s: &ContainerStatsResponse, ts: i64) -> cri::MemoryUsage {
 /// Network usage of a sandbox's stats sample.
 fn network_usage(s: &ContainerStatsResponse, ts: i64) -> Option<cri::NetworkUsage> {
     let nets = s.networks.as_ref()?;
-    let mut interfaces: Vec<cri::NetworkInterfaceUsage> = nets
+    let interfaces: Vec<cri::NetworkInterfaceUsage> = nets
         .iter()
         .map(|(name, n)| cri::NetworkInterfaceUsage {
             name: name.clone(),
@@ -129,24 +129,29 @@ fn network_usage(s: &ContainerStatsResponse, ts: i64) -> Option<cri::NetworkUsag
             tx_errors: u64v(n.tx_errors.unwrap_or(0)),
         })
         .collect();
+    Some(network_of(interfaces, ts))
+}
+
+/// Network usage of a pod's interfaces, `eth0` (else the first by name) being the default.
+fn network_of(mut interfaces: Vec<cri::NetworkInterfaceUsage>, ts: i64) -> cri::NetworkUsage {
     interfaces.sort_by(|a, b| a.name.cmp(&b.name));
     let default = interfaces
         .iter()
         .find(|i| i.name == "eth0")
         .or(interfaces.first())
         .cloned();
-    Some(cri::NetworkUsage {
+    cri::NetworkUsage {
         timestamp: ts,
         default_interface: default,
         interfaces,
-    })
+    }
 }
 
 /// Network usage from a `/proc/<pid>/net/dev` table (every interface but `lo`): the pod's own
 /// network namespace, for sandboxes whose network Docker does not manage (CNI mode runs the
 /// pause container with `--network=none`, so Docker's stats carry no networks).
 fn netdev_usage(table: &str, ts: i64) -> Option<cri::NetworkUsage> {
-    let mut interfaces: Vec<cri::NetworkInterfaceUsage> = table
+    let interfaces: Vec<cri::NetworkInterfaceUsage> = table
         .lines()
         .skip(2)
         .filter_map(|line| {
@@ -169,17 +174,7 @@ fn netdev_usage(table: &str, ts: i64) -> Option<cri::NetworkUsage> {
     if interfaces.is_empty() {
         return None;
     }
-    interfaces.sort_by(|a, b| a.name.cmp(&b.name));
-    let default = interfaces
-        .iter()
-        .find(|i| i.name == "eth0")
-        .or(interfaces.first())
-        .cloned();
-    Some(cri::NetworkUsage {
-        timestamp: ts,
-        default_interface: default,
-        interfaces,
-    })
+    Some(network_of(interfaces, ts))
 }
 
 impl<D: DockerApi> Shim<D> {

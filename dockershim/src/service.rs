@@ -282,6 +282,18 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
         ok(cri::UpdateContainerResourcesResponse {})
     }
 
+    /// Best effort, as upstream: the pod-level cgroup belongs to the kubelet, and Docker has no
+    /// pod object to resize, so there is nothing to apply beyond checking the sandbox exists.
+    async fn update_pod_sandbox_resources(
+        &self,
+        req: Request<cri::UpdatePodSandboxResourcesRequest>,
+    ) -> R<cri::UpdatePodSandboxResourcesResponse> {
+        self.shim
+            .inspect_sandbox(&req.into_inner().pod_sandbox_id)
+            .await?;
+        ok(cri::UpdatePodSandboxResourcesResponse {})
+    }
+
     async fn reopen_container_log(
         &self,
         req: Request<cri::ReopenContainerLogRequest>,

@@ -92,6 +92,32 @@ async fn dockershim_errors_and_idempotency() {
                 .expect_err("CreateContainer with an empty image");
             assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
 
+            // UpdatePodSandboxResources: accepted for a live sandbox (best effort, as
+            // upstream), NotFound for an unknown one.
+            let resources = Some(cri::LinuxContainerResources {
+                cpu_shares: 512,
+                memory_limit_in_bytes: 64 << 20,
+                ..Default::default()
+            });
+            ctx.rt
+                .update_pod_sandbox_resources(cri::UpdatePodSandboxResourcesRequest {
+                    pod_sandbox_id: sid.clone(),
+                    overhead: None,
+                    resources: resources.clone(),
+                })
+                .await
+                .expect("UpdatePodSandboxResources");
+            let e = ctx
+                .rt
+                .update_pod_sandbox_resources(cri::UpdatePodSandboxResourcesRequest {
+                    pod_sandbox_id: MISSING.into(),
+                    overhead: None,
+                    resources,
+                })
+                .await
+                .expect_err("UpdatePodSandboxResources of a missing sandbox");
+            assert_eq!(e.code(), Code::NotFound, "{e:?}");
+
             // Stopping and removing twice is fine.
             ctx.stop_remove_sandbox(&sid).await;
             ctx.stop_remove_sandbox(&sid).await;

@@ -282,6 +282,15 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
         ok(cri::UpdateContainerResourcesResponse {})
     }
 
+    async fn checkpoint_container(
+        &self,
+        _req: Request<cri::CheckpointContainerRequest>,
+    ) -> R<cri::CheckpointContainerResponse> {
+        Err(Status::unimplemented(
+            "CheckpointContainer is not supported by dockershim yet: it needs Docker's experimental checkpoint API (CRIU)",
+        ))
+    }
+
     /// Best effort, as upstream: the pod-level cgroup belongs to the kubelet, and Docker has no
     /// pod object to resize, so there is nothing to apply beyond checking the sandbox exists.
     async fn update_pod_sandbox_resources(

@@ -4,6 +4,7 @@
 //! (`runtimes`) — builders for the CRI requests the tests send (`fixtures`), and the CRI
 //! conformance suite (`conformance`, binary `cri-conformance`).
 
+pub mod apiserver;
 pub mod conformance;
 pub mod fixtures;
 pub mod runtimes;

@@ -132,13 +132,7 @@ pub async fn start<R: StreamingRuntime>(
         config.token_ttl,
         config.max_pending_tokens,
     ));
-    server::spawn(
-        listener,
-        rt,
-        cache.clone(),
-        config.limits.clone(),
-        shutdown,
-    );
+    server::spawn(listener, rt, cache.clone(), config.limits.clone(), shutdown);
     info!(%addr, "dockershim streaming server listening");
     Ok(Handle { addr, cache })
 }
@@ -189,7 +183,9 @@ impl<D: DockerApi> Shim<D> {
             return Err(ShimError::invalid("cmd is required"));
         }
         check_stdio(req.stdin, req.stdout, req.stderr, req.tty)?;
-        req.container_id = self.running_container(&req.container_id, "container").await?;
+        req.container_id = self
+            .running_container(&req.container_id, "container")
+            .await?;
         Ok(cri::ExecResponse {
             url: handle.url_for(CachedRequest::Exec(req))?,
         })
@@ -199,7 +195,9 @@ impl<D: DockerApi> Shim<D> {
     pub async fn attach(&self, mut req: cri::AttachRequest) -> Result<cri::AttachResponse> {
         let handle = self.streaming()?;
         check_stdio(req.stdin, req.stdout, req.stderr, req.tty)?;
-        req.container_id = self.running_container(&req.container_id, "container").await?;
+        req.container_id = self
+            .running_container(&req.container_id, "container")
+            .await?;
         Ok(cri::AttachResponse {
             url: handle.url_for(CachedRequest::Attach(req))?,
         })
@@ -212,7 +210,10 @@ impl<D: DockerApi> Shim<D> {
     ) -> Result<cri::PortForwardResponse> {
         let handle = self.streaming()?;
         if req.port.iter().any(|p| !(1..=65535).contains(p)) {
-            return Err(ShimError::invalid(format!("invalid port in {:?}", req.port)));
+            return Err(ShimError::invalid(format!(
+                "invalid port in {:?}",
+                req.port
+            )));
         }
         req.pod_sandbox_id = self
             .running_container(&req.pod_sandbox_id, "pod_sandbox")

@@ -23,11 +23,8 @@ use super::wschannel::{self, Ws, WsWriter};
 
 /// Copies between a pod connection and a client stream until the pod side ends. `to_client`
 /// gets each chunk the pod sends; `from_client` ends at the client's EOF.
-async fn pump<W, Fut>(
-    conn: TcpStream,
-    mut from_client: mpsc::Receiver<Bytes>,
-    to_client: W,
-) where
+async fn pump<W, Fut>(conn: TcpStream, mut from_client: mpsc::Receiver<Bytes>, to_client: W)
+where
     W: Fn(Bytes) -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
@@ -108,7 +105,12 @@ where
     session.abort();
 }
 
-async fn forward_pair<R: StreamingRuntime>(rt: Arc<R>, sandbox: String, error: Stream, data: Stream) {
+async fn forward_pair<R: StreamingRuntime>(
+    rt: Arc<R>,
+    sandbox: String,
+    error: Stream,
+    data: Stream,
+) {
     let ew = error.writer();
     let port = data
         .header("port")
@@ -119,9 +121,7 @@ async fn forward_pair<R: StreamingRuntime>(rt: Arc<R>, sandbox: String, error: S
             .dial(&sandbox, port)
             .await
             .map(|c| (c, port))
-            .map_err(|e| {
-                format!("error forwarding port {port} to pod {sandbox}, uid : {e}")
-            }),
+            .map_err(|e| format!("error forwarding port {port} to pod {sandbox}, uid : {e}")),
         Err(e) => Err(e),
     };
     let (data_rx, dw) = data.split();

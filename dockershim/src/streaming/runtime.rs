@@ -62,7 +62,10 @@ pub trait StreamingRuntime: Send + Sync + 'static {
 }
 
 /// Copies stdin into the hijacked connection and half-closes it at EOF, so the process sees EOF.
-async fn pump_stdin(mut stdin: mpsc::Receiver<Bytes>, mut input: std::pin::Pin<Box<dyn AsyncWrite + Send>>) {
+async fn pump_stdin(
+    mut stdin: mpsc::Receiver<Bytes>,
+    mut input: std::pin::Pin<Box<dyn AsyncWrite + Send>>,
+) {
     while let Some(chunk) = stdin.recv().await {
         if input.write_all(&chunk).await.is_err() {
             return;
@@ -181,7 +184,9 @@ impl StreamingRuntime for BollardDocker {
                 Err(e) => return Outcome::Error(DockerError::from(e).to_string()),
             }
         }
-        Outcome::Error(format!("exec {exec_id} still running after its output ended"))
+        Outcome::Error(format!(
+            "exec {exec_id} still running after its output ended"
+        ))
     }
 
     async fn attach(&self, container_id: &str, tty: bool, stdio: Stdio) -> Outcome {

@@ -105,8 +105,16 @@ fn header_list(headers: &HeaderMap, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// The client offered protocols, none of which we support.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unable to negotiate protocol")]
+pub struct NoCommonProtocol;
+
 /// The first protocol the client offered that we support; `Ok(None)` when it offered none.
-pub fn negotiate(offered: &[String], supported: &[&str]) -> Result<Option<String>, ()> {
+pub fn negotiate(
+    offered: &[String],
+    supported: &[&str],
+) -> Result<Option<String>, NoCommonProtocol> {
     if offered.is_empty() {
         return Ok(None);
     }
@@ -114,7 +122,7 @@ pub fn negotiate(offered: &[String], supported: &[&str]) -> Result<Option<String
         .iter()
         .find(|p| supported.contains(&p.as_str()))
         .map(|p| Some(p.clone()))
-        .ok_or(())
+        .ok_or(NoCommonProtocol)
 }
 
 fn is_websocket(headers: &HeaderMap) -> bool {
@@ -182,7 +190,7 @@ async fn handle<R: StreamingRuntime>(
     };
     let protocol = match negotiate(&offered, supported) {
         Ok(p) => p,
-        Err(()) => {
+        Err(NoCommonProtocol) => {
             return text(
                 StatusCode::FORBIDDEN,
                 format!(
@@ -209,7 +217,12 @@ async fn handle<R: StreamingRuntime>(
             .collect();
         match ports {
             Ok(p) if !p.is_empty() => p,
-            Ok(_) => return text(StatusCode::BAD_REQUEST, "query parameter \"port\" is required"),
+            Ok(_) => {
+                return text(
+                    StatusCode::BAD_REQUEST,
+                    "query parameter \"port\" is required",
+                );
+            }
             Err(e) => return text(StatusCode::BAD_REQUEST, e),
         }
     } else {

@@ -60,8 +60,8 @@ impl RequestCache {
             return Err(CacheFull(self.max_in_flight));
         }
         loop {
-            let token = base64::engine::general_purpose::URL_SAFE_NO_PAD
-                .encode(rand::random::<[u8; 16]>());
+            let token =
+                base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 16]>());
             if !entries.contains_key(&token) {
                 entries.insert(token.clone(), (now + self.ttl, req));
                 return Ok(token);

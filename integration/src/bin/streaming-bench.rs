@@ -48,7 +48,11 @@ struct Summary {
 fn summarize(mut v: Vec<f64>) -> Summary {
     v.sort_by(|a, b| a.total_cmp(b));
     let n = v.len().max(1);
-    let at = |q: f64| v.get(((n as f64 - 1.0) * q).round() as usize).copied().unwrap_or(0.0);
+    let at = |q: f64| {
+        v.get(((n as f64 - 1.0) * q).round() as usize)
+            .copied()
+            .unwrap_or(0.0)
+    };
     Summary {
         n: v.len(),
         mean: v.iter().sum::<f64>() / n as f64,
@@ -67,7 +71,12 @@ struct Target {
     web_sandbox: String,
 }
 
-async fn setup(kind: RuntimeKind, tb: &Testbed, logs: &std::path::Path, mb: usize) -> Result<Target> {
+async fn setup(
+    kind: RuntimeKind,
+    tb: &Testbed,
+    logs: &std::path::Path,
+    mb: usize,
+) -> Result<Target> {
     let mut rt = TestRuntime::new(kind, tb).await?;
     ensure_image(&mut rt.image, &tb.busybox_image).await?;
     let mut pods = Vec::new();
@@ -153,41 +162,43 @@ async fn exec_round_trip(t: &mut Target, transport: Transport) -> Result<(f64, S
         ..Default::default()
     };
     let start = Instant::now();
-    let url = t
-        .rt
-        .runtime
-        .exec(cri::ExecRequest {
-            container_id: t.container.clone(),
-            cmd: vec!["echo".into(), "bench".into()],
-            stdout: true,
-            stderr: true,
-            ..Default::default()
-        })
-        .await?
-        .into_inner()
-        .url;
+    let url =
+        t.rt.runtime
+            .exec(cri::ExecRequest {
+                container_id: t.container.clone(),
+                cmd: vec!["echo".into(), "bench".into()],
+                stdout: true,
+                stderr: true,
+                ..Default::default()
+            })
+            .await?
+            .into_inner()
+            .url;
     let s = client::connect(&url, transport, req, None).await?;
     let protocol = s.protocol.clone();
     let r = s.wait(Duration::from_secs(60)).await?;
     let ms = start.elapsed().as_secs_f64() * 1e3;
     if r.stdout != b"bench\n" || r.exit_code != Some(0) {
-        bail!("unexpected exec result: {:?} {:?}", r.stdout_str(), r.exit_code);
+        bail!(
+            "unexpected exec result: {:?} {:?}",
+            r.stdout_str(),
+            r.exit_code
+        );
     }
     Ok((ms, protocol))
 }
 
 /// One GET of /big through port-forward, in MB/s.
 async fn transfer(t: &mut Target, transport: Transport, mb: usize) -> Result<f64> {
-    let url = t
-        .rt
-        .runtime
-        .port_forward(cri::PortForwardRequest {
-            pod_sandbox_id: t.web_sandbox.clone(),
-            port: vec![8080],
-        })
-        .await?
-        .into_inner()
-        .url;
+    let url =
+        t.rt.runtime
+            .port_forward(cri::PortForwardRequest {
+                pod_sandbox_id: t.web_sandbox.clone(),
+                port: vec![8080],
+            })
+            .await?
+            .into_inner()
+            .url;
     let start = Instant::now();
     let resp = client::http_get(&url, transport, 8080, "/big", Duration::from_secs(300)).await?;
     let secs = start.elapsed().as_secs_f64();

@@ -126,7 +126,10 @@ pub fn all() -> Vec<Case> {
             "[streaming] exec with tty and stdin: interactive sh and resize",
             streaming::exec_tty
         ),
-        case!("[streaming] attach to a container's stdio", streaming::attach),
+        case!(
+            "[streaming] attach to a container's stdio",
+            streaming::attach
+        ),
         case!(
             "[streaming] port-forward to a web server in a pod",
             streaming::port_forward_pod
@@ -250,7 +253,11 @@ async fn cstatus(ctx: &mut Ctx, id: &str) -> Result<cri::ContainerStatus, CaseEr
         .ok_or_else(|| CaseError::Fail("ContainerStatus without status".into()))
 }
 
-pub(super) async fn exec(ctx: &mut Ctx, id: &str, script: &str) -> Result<cri::ExecSyncResponse, CaseError> {
+pub(super) async fn exec(
+    ctx: &mut Ctx,
+    id: &str,
+    script: &str,
+) -> Result<cri::ExecSyncResponse, CaseError> {
     Ok(ctx
         .runtime
         .exec_sync(cri::ExecSyncRequest {

@@ -143,10 +143,9 @@ impl ExecSession {
 
     /// Sends a terminal size.
     pub async fn resize(&self, width: u16, height: u16) -> Result<(), ClientError> {
-        let tx = self
-            .resize
-            .as_ref()
-            .ok_or(ClientError::Protocol("no resize stream in this session".into()))?;
+        let tx = self.resize.as_ref().ok_or(ClientError::Protocol(
+            "no resize stream in this session".into(),
+        ))?;
         tx.send(TermSize { width, height })
             .await
             .map_err(|_| ClientError::Protocol("session closed".into()))
@@ -264,7 +263,9 @@ impl PortForwardConn {
             .await
             .map_err(|_| ClientError::Timeout("port-forward read"))?;
         if !err.is_empty() {
-            return Err(ClientError::Protocol(String::from_utf8_lossy(&err).into_owned()));
+            return Err(ClientError::Protocol(
+                String::from_utf8_lossy(&err).into_owned(),
+            ));
         }
         Ok(out)
     }
@@ -279,7 +280,12 @@ pub async fn http_get(
     timeout: Duration,
 ) -> Result<Vec<u8>, ClientError> {
     let mut conn = match transport {
-        Transport::Spdy => spdy_client::PortForwarder::connect(url).await?.open(port).await?,
+        Transport::Spdy => {
+            spdy_client::PortForwarder::connect(url)
+                .await?
+                .open(port)
+                .await?
+        }
         Transport::WebSocket => ws_client::port_forward(url, port).await?,
     };
     conn.write(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n"))

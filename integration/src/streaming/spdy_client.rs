@@ -42,7 +42,9 @@ async fn handshake(url: &str, protocols: &[&str]) -> Result<(Session, String), C
     loop {
         let n = io.read_until(b'\n', &mut head).await?;
         if n == 0 {
-            return Err(ClientError::Protocol("connection closed in handshake".into()));
+            return Err(ClientError::Protocol(
+                "connection closed in handshake".into(),
+            ));
         }
         if head.ends_with(b"\r\n\r\n") {
             break;
@@ -126,7 +128,8 @@ pub async fn exec(
     protocols: Option<&[&str]>,
 ) -> Result<ExecSession, ClientError> {
     let (session, protocol) = handshake(url, protocols.unwrap_or(REMOTECOMMAND_PROTOCOLS)).await?;
-    let resize_ok = req.tty && matches!(protocol.as_str(), "v3.channel.k8s.io" | "v4.channel.k8s.io");
+    let resize_ok =
+        req.tty && matches!(protocol.as_str(), "v3.channel.k8s.io" | "v4.channel.k8s.io");
     let (error, stdin, stdout, stderr, resize) = tokio::try_join!(
         open(&session, h(&[("streamtype", "error")])),
         async {
@@ -204,7 +207,10 @@ impl PortForwarder {
 
     /// Opens a new forwarded connection to `port` (error stream, then data stream).
     pub async fn open(&self, port: u16) -> Result<PortForwardConn, ClientError> {
-        let id = self.next_request.fetch_add(1, Ordering::Relaxed).to_string();
+        let id = self
+            .next_request
+            .fetch_add(1, Ordering::Relaxed)
+            .to_string();
         let port = port.to_string();
         let error = open(
             &self.session,

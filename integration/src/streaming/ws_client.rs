@@ -16,11 +16,8 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use super::{ClientError, ExecSession, PortForwardConn, StdinMsg, StdioRequest, split_url};
 
 /// Default subprotocols offered for exec/attach, preferred first.
-pub const REMOTECOMMAND_PROTOCOLS: &[&str] = &[
-    "v5.channel.k8s.io",
-    "v4.channel.k8s.io",
-    "channel.k8s.io",
-];
+pub const REMOTECOMMAND_PROTOCOLS: &[&str] =
+    &["v5.channel.k8s.io", "v4.channel.k8s.io", "channel.k8s.io"];
 
 type Ws = tokio_tungstenite::WebSocketStream<TcpStream>;
 
@@ -77,7 +74,7 @@ fn encode(base64: bool, ch: u8, data: &[u8]) -> Message {
 fn decode(msg: Message) -> Option<(u8, Bytes)> {
     match msg {
         Message::Binary(b) if !b.is_empty() => {
-            let b = Bytes::from(b);
+            let b: Bytes = b;
             Some((b[0], b.slice(1..)))
         }
         Message::Text(t) if !t.is_empty() => {
@@ -149,7 +146,11 @@ pub async fn exec(
     let (out_tx, out_rx) = mpsc::channel(64);
     let (err_tx, err_rx) = mpsc::channel(64);
     let (status_tx, status_rx) = mpsc::channel(8);
-    let writer = run(ws, base64, vec![None, Some(out_tx), Some(err_tx), Some(status_tx)]);
+    let writer = run(
+        ws,
+        base64,
+        vec![None, Some(out_tx), Some(err_tx), Some(status_tx)],
+    );
     let stdin = req.stdin.then(|| {
         let (tx, mut rx) = mpsc::channel::<StdinMsg>(16);
         let w = writer.clone();

@@ -489,7 +489,10 @@ mod tests {
         assert_eq!(SPDY3_DICTIONARY.len(), 1423);
         assert!(SPDY3_DICTIONARY.ends_with(b"enq=0."));
         let mut c = Compress::new(Compression::default(), true);
-        assert_eq!(c.set_dictionary(SPDY3_DICTIONARY).expect("dict"), 0xe3c6_a7c2);
+        assert_eq!(
+            c.set_dictionary(SPDY3_DICTIONARY).expect("dict"),
+            0xe3c6_a7c2
+        );
     }
 
     #[test]
@@ -596,7 +599,10 @@ mod tests {
         let frames = vec![Frame::SynReply {
             stream_id: 1,
             flags: 0,
-            headers: vec![("X-Stream-Protocol-Version".into(), "v4.channel.k8s.io".into())],
+            headers: vec![(
+                "X-Stream-Protocol-Version".into(),
+                "v4.channel.k8s.io".into(),
+            )],
         }];
         let got = roundtrip(&frames);
         let Frame::SynReply { headers, .. } = &got[0] else {

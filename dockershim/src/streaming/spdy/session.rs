@@ -365,10 +365,7 @@ async fn read_loop<R: AsyncRead>(rd: R, incoming: mpsc::Sender<Stream>, inner: A
             buf.reserve(64 * 1024);
         }
         let n = tokio::select! {
-            r = rd.read_buf(&mut buf) => match r {
-                Ok(n) => n,
-                Err(_) => 0,
-            },
+            r = rd.read_buf(&mut buf) => r.unwrap_or(0),
             _ = closed.cancelled() => 0,
         };
         if n == 0 {
@@ -390,10 +387,7 @@ async fn handle_frame(frame: Frame, incoming: &mpsc::Sender<Stream>, inner: &Arc
             flags,
             data,
         } => {
-            let tx = inner
-                .slots()
-                .get(&stream_id)
-                .and_then(|s| s.data.clone());
+            let tx = inner.slots().get(&stream_id).and_then(|s| s.data.clone());
             if let Some(tx) = tx
                 && !data.is_empty()
             {

@@ -2,7 +2,8 @@
 //! and without a TTY and stdin, attach, port-forward into a CNI pod and a host-network pod, each
 //! over SPDY and WebSocket) pass against containerd's Go streaming server — proving our client
 //! interoperates — and against our dockershim. Plus what only dockershim lets us set up: an
-//! expired token is refused, and a not-running container gets FailedPrecondition.
+//! expired token is refused, the session cap answers 503, an idle session is closed, and a
+//! not-running container gets FailedPrecondition.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -89,6 +90,125 @@ async fn an_expired_token_is_refused() {
         }
     }
     stop.cancel();
+}
+
+/// With no session slots left, a valid token gets 503 (and is used up all the same).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_session_cap_refuses_with_503() {
+    let tb = require_testbed!("the_session_cap_refuses_with_503");
+    let docker = Arc::new(
+        dockershim::BollardDocker::connect(&tb.docker_endpoint, Duration::from_secs(30))
+            .await
+            .expect("docker"),
+    );
+    let mut cfg = StreamingConfig::new("127.0.0.1:0");
+    cfg.limits.max_sessions = 0;
+    let stop = CancellationToken::new();
+    let handle = streaming::start(&cfg, docker, stop.clone())
+        .await
+        .expect("streaming server");
+    let req = StdioRequest {
+        stdout: true,
+        ..Default::default()
+    };
+    for t in [Transport::Spdy, Transport::WebSocket] {
+        let url = handle
+            .url_for(CachedRequest::Exec(cri::ExecRequest {
+                container_id: "whatever".into(),
+                cmd: vec!["true".into()],
+                stdout: true,
+                ..Default::default()
+            }))
+            .expect("url");
+        match client::connect(&url, t, req, None).await {
+            Err(ClientError::Refused { status: 503, .. }) => {}
+            Err(e) => panic!("{}: refused oddly: {e}", t.name()),
+            Ok(_) => panic!("{}: a session beyond the cap was accepted", t.name()),
+        }
+        match client::connect(&url, t, req, None).await {
+            Err(ClientError::Refused { status: 404, .. }) => {}
+            Err(e) => panic!("{}: reuse refused oddly: {e}", t.name()),
+            Ok(_) => panic!("{}: a token was used twice", t.name()),
+        }
+    }
+    stop.cancel();
+}
+
+/// A session with no traffic either way is closed after the idle timeout (the command keeps
+/// running: the session, not the process, is what times out).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_closed() {
+    use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
+    let tb = require_testbed!("an_idle_session_is_closed");
+    let docker = Arc::new(
+        dockershim::BollardDocker::connect(&tb.docker_endpoint, Duration::from_secs(30))
+            .await
+            .expect("docker"),
+    );
+    let name = integration::fixtures::unique_name("streaming-idle");
+    let id = docker
+        .client()
+        .create_container(
+            Some(CreateContainerOptions {
+                name: Some(name),
+                platform: String::new(),
+            }),
+            bollard::models::ContainerCreateBody {
+                image: Some(tb.busybox_image.clone()),
+                cmd: Some(vec!["sleep".into(), "3600".into()]),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("create")
+        .id;
+    docker
+        .client()
+        .start_container(&id, None)
+        .await
+        .expect("start");
+    let mut cfg = StreamingConfig::new("127.0.0.1:0");
+    cfg.limits.idle_timeout = Duration::from_millis(300);
+    let stop = CancellationToken::new();
+    let handle = streaming::start(&cfg, docker.clone(), stop.clone())
+        .await
+        .expect("streaming server");
+    let req = StdioRequest {
+        stdout: true,
+        ..Default::default()
+    };
+    for t in [Transport::Spdy, Transport::WebSocket] {
+        let url = handle
+            .url_for(CachedRequest::Exec(cri::ExecRequest {
+                container_id: id.clone(),
+                cmd: vec!["sleep".into(), "3600".into()],
+                stdout: true,
+                ..Default::default()
+            }))
+            .expect("url");
+        let s = client::connect(&url, t, req, None).await.expect("connect");
+        let r = s
+            .wait(Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|e| panic!("{}: an idle session stayed open: {e}", t.name()));
+        assert_eq!(
+            r.exit_code,
+            None,
+            "{}: no exit status for a timed-out session",
+            t.name()
+        );
+    }
+    stop.cancel();
+    let _ = docker
+        .client()
+        .remove_container(
+            &id,
+            Some(RemoveContainerOptions {
+                force: true,
+                ..Default::default()
+            }),
+        )
+        .await;
 }
 
 /// dockershim answers FailedPrecondition for a container that is not running, and the

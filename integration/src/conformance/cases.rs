@@ -127,7 +127,7 @@ pub fn all() -> Vec<Case> {
             streaming::exec_tty
         ),
         case!(
-            "[streaming] attach to a container's stdio",
+            "[streaming] attach to a container's stdio, with and without a TTY",
             streaming::attach
         ),
         case!(

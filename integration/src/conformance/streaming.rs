@@ -218,6 +218,66 @@ pub async fn attach(ctx: Ctx) -> CaseResult {
                     .await
                     .map_err(fail(t, "attach output"))?;
             }
+            // A TTY container: attach with a terminal and resize it.
+            let tty = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "tty",
+                "exec sh",
+                |c| {
+                    c.stdin = true;
+                    c.tty = true;
+                },
+                true,
+            )
+            .await?;
+            let io = StdioRequest {
+                stdin: true,
+                stdout: true,
+                stderr: false,
+                tty: true,
+            };
+            for (n, t) in BOTH.into_iter().enumerate() {
+                let url = ctx
+                    .runtime
+                    .attach(cri::AttachRequest {
+                        container_id: tty.clone(),
+                        stdin: true,
+                        tty: true,
+                        stdout: true,
+                        stderr: false,
+                        ..Default::default()
+                    })
+                    .await?
+                    .into_inner()
+                    .url;
+                let mut s = client::connect(&url, t, io, None)
+                    .await
+                    .map_err(fail(t, "connect tty"))?;
+                let (w, h) = (90 + n as u16, 30 + n as u16);
+                s.resize(w, h).await.map_err(fail(t, "resize"))?;
+                let want = format!("{h} {w}");
+                let mut seen = String::new();
+                for i in 0..50 {
+                    s.write_stdin(format!("stty size; echo A$((70+{i}))\n"))
+                        .await
+                        .map_err(fail(t, "stdin"))?;
+                    let out = s
+                        .read_stdout_until(format!("A{}", 70 + i).as_bytes(), T)
+                        .await
+                        .map_err(fail(t, "attach tty output"))?;
+                    seen = String::from_utf8_lossy(&out).into_owned();
+                    if seen.contains(&want) {
+                        break;
+                    }
+                }
+                ensure!(
+                    seen.contains(&want),
+                    "{}: the attached terminal never saw the {w}x{h} resize: {seen:?}",
+                    t.name()
+                );
+            }
             Ok(())
         },
     )

@@ -30,6 +30,9 @@ pub enum ShimError {
     /// A deadline passed.
     #[error("{0}")]
     DeadlineExceeded(String),
+    /// A bounded resource (pending streaming tokens) is full.
+    #[error("{0}")]
+    ResourceExhausted(String),
     /// Anything else on our side (checkpoint files, log files...).
     #[error("{0}")]
     Internal(String),
@@ -61,6 +64,7 @@ impl ShimError {
             ShimError::FailedPrecondition(_) => Code::FailedPrecondition,
             ShimError::Unimplemented(_) => Code::Unimplemented,
             ShimError::DeadlineExceeded(_) => Code::DeadlineExceeded,
+            ShimError::ResourceExhausted(_) => Code::ResourceExhausted,
             ShimError::Network(_) | ShimError::Internal(_) => Code::Unknown,
             ShimError::Docker(d) => match d {
                 DockerError::NotFound { .. } => Code::NotFound,

@@ -4,7 +4,8 @@
 //! kubelet's embedded mode calls the same function. Module map: `docker` (the Docker adapter),
 //! `sandbox`, `container`, `image`, `stats`, `events` (the CRI translation), `naming`, `labels`,
 //! `checkpoint`, `crilog`, `logs`, `cni`, `security`, `pause_image` (building blocks), `service`
-//! (the gRPC face), `errors` (the one mapping to gRPC codes).
+//! (the gRPC face), `errors` (the one mapping to gRPC codes), `streaming` (exec / attach /
+//! port-forward sessions over SPDY and WebSocket).
 
 pub mod cache;
 pub mod cgroups;
@@ -27,6 +28,7 @@ pub mod security;
 pub mod service;
 pub mod shim;
 pub mod stats;
+pub mod streaming;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -75,6 +77,8 @@ pub enum StartError {
     Transport(#[from] cri_proto::TransportError),
     #[error("network: {0}")]
     Network(String),
+    #[error("streaming server on {addr}: {err}")]
+    Streaming { addr: String, err: std::io::Error },
 }
 
 /// Builds the service state on a connected Docker and starts its background tasks (event pump,
@@ -120,6 +124,7 @@ pub async fn build_shim<D: DockerApi>(
         docker_root: info
             .docker_root_dir
             .unwrap_or_else(|| "/var/lib/docker".to_string()),
+        streaming: std::sync::OnceLock::new(),
         config,
     });
     shim.sizes.spawn_refresher(docker.clone(), shutdown.clone());
@@ -172,7 +177,15 @@ pub async fn start(config: ShimConfig, shutdown: CancellationToken) -> Result<Ru
     let docker =
         Arc::new(BollardDocker::connect(&config.docker_endpoint, Duration::from_secs(120)).await?);
     let endpoint = config.endpoint.clone();
-    let shim = build_shim(docker, config, shutdown.clone()).await?;
+    let streaming_config = streaming::StreamingConfig::new(config.streaming_bind_addr.clone());
+    let shim = build_shim(docker.clone(), config, shutdown.clone()).await?;
+    let handle = streaming::start(&streaming_config, docker, shutdown.clone())
+        .await
+        .map_err(|err| StartError::Streaming {
+            addr: streaming_config.bind_addr.clone(),
+            err,
+        })?;
+    let _ = shim.streaming.set(handle);
     if let Err(e) = shim.ensure_pod_infra_image().await {
         warn!(error = %e, "pod infra image not available yet; RunPodSandbox will retry");
     }

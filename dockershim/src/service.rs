@@ -317,25 +317,19 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
         ok(self.shim.exec_sync(req.into_inner()).await?)
     }
 
-    async fn exec(&self, _req: Request<cri::ExecRequest>) -> R<cri::ExecResponse> {
-        Err(Status::unimplemented(
-            "Exec needs the streaming server, which dockershim does not serve yet",
-        ))
+    async fn exec(&self, req: Request<cri::ExecRequest>) -> R<cri::ExecResponse> {
+        ok(self.shim.exec(req.into_inner()).await?)
     }
 
-    async fn attach(&self, _req: Request<cri::AttachRequest>) -> R<cri::AttachResponse> {
-        Err(Status::unimplemented(
-            "Attach needs the streaming server, which dockershim does not serve yet",
-        ))
+    async fn attach(&self, req: Request<cri::AttachRequest>) -> R<cri::AttachResponse> {
+        ok(self.shim.attach(req.into_inner()).await?)
     }
 
     async fn port_forward(
         &self,
-        _req: Request<cri::PortForwardRequest>,
+        req: Request<cri::PortForwardRequest>,
     ) -> R<cri::PortForwardResponse> {
-        Err(Status::unimplemented(
-            "PortForward needs the streaming server, which dockershim does not serve yet",
-        ))
+        ok(self.shim.port_forward(req.into_inner()).await?)
     }
 
     async fn container_stats(

@@ -50,6 +50,8 @@ pub struct Shim<D: DockerApi> {
     pub docker_api_version: String,
     /// Docker's data root (where writable layers live).
     pub docker_root: String,
+    /// The streaming server (set once it listens; Exec/Attach/PortForward need it).
+    pub streaming: std::sync::OnceLock<crate::streaming::Handle>,
 }
 
 impl<D: DockerApi> Shim<D> {

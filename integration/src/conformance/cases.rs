@@ -1,5 +1,6 @@
 //! The conformance cases, grouped by area like critest's validation specs: runtime info, images,
-//! sandboxes, containers, stats, events and idempotency / error codes. Every case creates its
+//! sandboxes, containers, stats, events, idempotency / error codes and streaming (its cases
+//! live in `streaming`). Every case creates its
 //! own uniquely named pods and removes them whatever the outcome, so cases run in parallel and
 //! on a dirty host.
 
@@ -10,14 +11,14 @@ use std::time::Duration;
 use cri_proto::runtime::v1 as cri;
 use futures::StreamExt;
 
-use super::{Case, CaseError, CaseResult, Ctx};
+use super::{Case, CaseError, CaseResult, Ctx, streaming};
 use crate::fixtures::{busybox_container, cleanup_sandboxes, sandbox_config};
 use crate::{ensure, ensure_eq};
 
 /// Every case, in a stable order.
 pub fn all() -> Vec<Case> {
     macro_rules! case {
-        ($name:expr, $f:ident) => {
+        ($name:expr, $f:path) => {
             Case {
                 name: $name,
                 run: |ctx| Box::pin($f(ctx)),
@@ -117,6 +118,30 @@ pub fn all() -> Vec<Case> {
             idempotency
         ),
         case!("[errors] unknown ids are NotFound", not_found),
+        case!(
+            "[streaming] exec without tty: stdout, stderr, exit code, stdin EOF",
+            streaming::exec_plain
+        ),
+        case!(
+            "[streaming] exec with tty and stdin: interactive sh and resize",
+            streaming::exec_tty
+        ),
+        case!(
+            "[streaming] attach to a container's stdio, with and without a TTY",
+            streaming::attach
+        ),
+        case!(
+            "[streaming] port-forward to a web server in a pod",
+            streaming::port_forward_pod
+        ),
+        case!(
+            "[streaming] port-forward to a web server in a host-network pod",
+            streaming::port_forward_host_network
+        ),
+        case!(
+            "[streaming] tokens are single use; not-running and unknown containers are refused",
+            streaming::refusals
+        ),
     ]
 }
 
@@ -159,7 +184,7 @@ async fn image_status(ctx: &mut Ctx, image: &str) -> Result<Option<cri::Image>, 
 }
 
 /// Runs `body` in a fresh sandbox (config adjusted by `tweak`), removing it afterwards.
-async fn in_sandbox<T, F, Fut>(ctx: &Ctx, prefix: &str, tweak: T, body: F) -> CaseResult
+pub(super) async fn in_sandbox<T, F, Fut>(ctx: &Ctx, prefix: &str, tweak: T, body: F) -> CaseResult
 where
     T: FnOnce(&mut cri::PodSandboxConfig),
     F: FnOnce(Ctx, String, cri::PodSandboxConfig) -> Fut,
@@ -183,7 +208,7 @@ where
 }
 
 /// Creates (and by default starts) a busybox container running `script` in `sandbox`.
-async fn container(
+pub(super) async fn container(
     ctx: &mut Ctx,
     sandbox: &str,
     scfg: &cri::PodSandboxConfig,
@@ -228,7 +253,11 @@ async fn cstatus(ctx: &mut Ctx, id: &str) -> Result<cri::ContainerStatus, CaseEr
         .ok_or_else(|| CaseError::Fail("ContainerStatus without status".into()))
 }
 
-async fn exec(ctx: &mut Ctx, id: &str, script: &str) -> Result<cri::ExecSyncResponse, CaseError> {
+pub(super) async fn exec(
+    ctx: &mut Ctx,
+    id: &str,
+    script: &str,
+) -> Result<cri::ExecSyncResponse, CaseError> {
     Ok(ctx
         .runtime
         .exec_sync(cri::ExecSyncRequest {

@@ -2,11 +2,12 @@
 //! specs do, and the runner that selects (`--focus` / `--skip` regexes), runs them in parallel
 //! with a per-case timeout, and reports a table, JUnit XML and JSON. A case fails with a reason,
 //! or skips (never silently passes) when the runtime answers `Unimplemented` for an optional
-//! feature or the host cannot do what it needs. `cases` holds the cases; `report` the output
-//! formats.
+//! feature or the host cannot do what it needs. `cases` holds the cases (`streaming` the
+//! exec / attach / port-forward ones); `report` the output formats.
 
 pub mod cases;
 pub mod report;
+pub mod streaming;
 
 use std::future::Future;
 use std::pin::Pin;

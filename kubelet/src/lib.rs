@@ -17,6 +17,7 @@ pub mod kubelet;
 pub mod kubeletconfig;
 pub mod kuberuntime;
 pub mod metrics;
+pub mod nodestatus;
 pub mod pleg;
 pub mod pod_workers;
 pub mod prober;

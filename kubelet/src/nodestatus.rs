@@ -291,7 +291,7 @@ pub fn node_status(
 
 /// The top 50 images by size, as upstream reports them.
 pub fn top_images(mut images: Vec<(Vec<String>, u64)>) -> Vec<ContainerImage> {
-    images.sort_by(|a, b| b.1.cmp(&a.1));
+    images.sort_by_key(|i| std::cmp::Reverse(i.1));
     images
         .into_iter()
         .take(50)

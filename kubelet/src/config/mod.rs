@@ -4,6 +4,7 @@
 //! ([`common`], [`defaults`], [`validation`]), the sources themselves ([`file`], [`http`]) and
 //! [`podconfig::PodConfig`], which merges per-source snapshots into incremental operations.
 
+pub mod apiserver;
 pub mod common;
 pub mod defaults;
 pub mod file;

@@ -86,6 +86,30 @@ pub struct KubeletFlags {
     /// Directory where CNI caches results (embedded dockershim).
     #[arg(long, default_value = "/var/lib/cni/cache")]
     pub cni_cache_dir: PathBuf,
+    /// kubeconfig of the API server; without it the kubelet runs standalone.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Register the node with the API server.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub register_node: bool,
+    /// The node's IP address (default: the address of the default route).
+    #[arg(long)]
+    pub node_ip: Option<String>,
+    /// Labels for the node at registration: `key=value` pairs, comma-separated.
+    #[arg(long, default_value = "")]
+    pub node_labels: String,
+    /// How often the node status is computed and written when it changed.
+    #[arg(long, default_value = "10s", value_parser = parse_duration_arg)]
+    pub node_status_update_frequency: Duration,
+    /// How often the node status is written even without a change.
+    #[arg(long, default_value = "5m", value_parser = parse_duration_arg)]
+    pub node_status_report_frequency: Duration,
+    /// Duration of the node lease, renewed every quarter of it.
+    #[arg(long, default_value_t = 40)]
+    pub node_lease_duration_seconds: i32,
+    /// The kubelet's authenticated port (reported in the node's daemonEndpoints).
+    #[arg(long, default_value_t = 10250)]
+    pub port: i32,
     /// Log verbosity (klog `-v`/`--v`).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub v: i32,
@@ -112,6 +136,20 @@ pub fn parse_header_pairs(values: &[String]) -> Result<BTreeMap<String, Vec<Stri
         }
     }
     Ok(out)
+}
+
+/// Parse `--node-labels`: comma-separated `key=value` pairs.
+pub fn parse_node_labels(s: &str) -> Result<BTreeMap<String, String>, ConfigError> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').ok_or_else(|| ConfigError::Flag {
+                flag: "node-labels",
+                reason: format!("malformed pair {pair:?}, expect key=value"),
+            })?;
+            Ok((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
 }
 
 fn explicit(m: &ArgMatches, id: &str) -> bool {
@@ -198,6 +236,35 @@ pub fn resolve(
             f.runtime_request_timeout
         ),
         evented_pleg: flags.evented_pleg,
+        api: match &flags.kubeconfig {
+            None => None,
+            Some(path) => Some(crate::apimode::ApiModeConfig {
+                kubeconfig: path.clone(),
+                register_node: val!("register_node", flags.register_node, f.register_node),
+                node_ip: flags
+                    .node_ip
+                    .clone()
+                    .unwrap_or_else(crate::kubelet::node_ip),
+                node_labels: parse_node_labels(&flags.node_labels)?,
+                node_status_update_frequency: val!(
+                    "node_status_update_frequency",
+                    flags.node_status_update_frequency,
+                    f.node_status_update_frequency
+                ),
+                node_status_report_frequency: val!(
+                    "node_status_report_frequency",
+                    flags.node_status_report_frequency,
+                    f.node_status_report_frequency
+                ),
+                node_lease_duration_seconds: val!(
+                    "node_lease_duration_seconds",
+                    flags.node_lease_duration_seconds,
+                    f.node_lease_duration_seconds
+                ),
+                kubelet_port: val!("port", flags.port, f.port),
+                max_pods: u32::try_from(val!("max_pods", flags.max_pods, f.max_pods)).unwrap_or(0),
+            }),
+        },
         verbosity: flags.v,
     })
 }

@@ -52,6 +52,9 @@ pub struct KubeletShared {
     pub last_sync_loop: RwLock<Instant>,
     /// Node name.
     pub node_name: String,
+    /// Gracefully deleted pods whose termination finished, by UID: API-server mode deletes
+    /// their objects (upstream status manager `canBeDeleted`) and takes them from here.
+    pub terminated: RwLock<HashMap<String, Pod>>,
 }
 
 impl KubeletShared {
@@ -128,6 +131,7 @@ impl Kubelet {
             pleg: Arc::new(PlegState::default()),
             last_sync_loop: RwLock::new(Instant::now()),
             node_name: config.node_name.clone(),
+            terminated: RwLock::new(HashMap::new()),
         });
         Self {
             config,
@@ -165,6 +169,28 @@ impl Kubelet {
                 pod_config.channel(HTTP_SOURCE),
             );
             tokio::spawn(src.run(cancel.child_token()));
+        }
+        if let Some(api) = &self.config.api {
+            match crate::apimode::client_from_kubeconfig(&api.kubeconfig).await {
+                Ok(client) => {
+                    tracing::info!(kubeconfig = %api.kubeconfig.display(), "adding API server pod source");
+                    let src = crate::config::apiserver::ApiSource::new(
+                        client.clone(),
+                        self.config.node_name.clone(),
+                        pod_config.channel(crate::config::API_SOURCE),
+                    );
+                    tokio::spawn(src.run(cancel.child_token()));
+                    crate::apimode::spawn(
+                        client,
+                        api.clone(),
+                        Arc::clone(&self.shared),
+                        self.config.root_dir.clone(),
+                        self.runtime.runtime_version(),
+                        cancel.child_token(),
+                    );
+                }
+                Err(e) => tracing::error!(error = %e, "API server mode disabled"),
+            }
         }
         let cache = PodCache::default();
         let probe_results = crate::prober::ProbeResults::default();
@@ -210,6 +236,7 @@ impl Kubelet {
             pod_config,
             sources_ready_since: None,
             last_gc: Instant::now(),
+            pod_config_has_api: self.config.api.is_some(),
         };
         let mut sync_tick = tokio::time::interval(SYNC_TICK);
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_PERIOD);
@@ -247,6 +274,8 @@ struct SyncLoop {
     pod_config: PodConfig,
     sources_ready_since: Option<Instant>,
     last_gc: Instant,
+    /// Pods come from an API server too (terminated ones are handed to API-server mode).
+    pod_config_has_api: bool,
 }
 
 /// Is the runtime pod called `pod_name` this node's? Deviation from upstream, which owns the
@@ -347,8 +376,11 @@ impl SyncLoop {
             if let Ok(mut m) = self.shared.pods.write()
                 && m.get(&d.uid)
                     .is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+                && let Some(pod) = m.remove(&d.uid)
+                && self.pod_config_has_api
+                && let Ok(mut t) = self.shared.terminated.write()
             {
-                m.remove(&d.uid);
+                t.insert(d.uid.clone(), pod);
             }
             return;
         }

@@ -119,6 +119,29 @@ pub struct KubeletConfiguration {
     /// Maximum pods on this node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_pods: Option<i32>,
+    /// Register the node with the API server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub register_node: Option<bool>,
+    /// How often the node status is computed (and written when changed).
+    #[serde(
+        default,
+        with = "serde_go_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub node_status_update_frequency: Option<Duration>,
+    /// How often the node status is written even without a change.
+    #[serde(
+        default,
+        with = "serde_go_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub node_status_report_frequency: Option<Duration>,
+    /// Duration of the node lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_lease_duration_seconds: Option<i32>,
+    /// The kubelet's authenticated port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<i32>,
     /// Timeout of runtime requests (except long-running ones).
     #[serde(
         default,
@@ -213,6 +236,8 @@ pub struct KubeletConfig {
     pub runtime_request_timeout: Duration,
     /// Use the evented PLEG.
     pub evented_pleg: bool,
+    /// API-server mode, when `--kubeconfig` is given.
+    pub api: Option<crate::apimode::ApiModeConfig>,
     /// klog-style verbosity.
     pub verbosity: i32,
 }

@@ -9,6 +9,7 @@
 //! ([`pod_workers`]), volumes ([`volumemanager`]), probes ([`prober`]), the sync loop
 //! ([`kubelet::Kubelet`]), the read-only HTTP server ([`server`]) and metrics ([`metrics`]).
 
+pub mod apimode;
 pub mod apistatus;
 pub mod config;
 pub mod container;

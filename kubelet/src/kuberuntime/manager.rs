@@ -225,6 +225,7 @@ pub struct KubeGenericRuntimeManager {
     image: ImageServiceClient<Channel>,
     timeout: Duration,
     runtime_name: String,
+    runtime_version: String,
     metrics: Arc<Metrics>,
     root_dir: PathBuf,
     probe_results: crate::prober::ProbeResults,
@@ -288,6 +289,7 @@ impl KubeGenericRuntimeManager {
             runtime_name: String::new(),
             metrics,
             root_dir: PathBuf::from("/var/lib/kubelet"),
+            runtime_version: String::new(),
             probe_results: crate::prober::ProbeResults::default(),
         };
         let v = m
@@ -297,7 +299,13 @@ impl KubeGenericRuntimeManager {
             .await?;
         tracing::info!(runtime = %v.runtime_name, version = %v.runtime_version, api = %v.runtime_api_version, "connected to container runtime");
         m.runtime_name = v.runtime_name;
+        m.runtime_version = v.runtime_version;
         Ok(m)
+    }
+
+    /// `<name>://<version>`, as nodeInfo.containerRuntimeVersion reports it.
+    pub fn runtime_version(&self) -> String {
+        format!("{}://{}", self.runtime_name, self.runtime_version)
     }
 
     /// The runtime's name (`docker`, `containerd`): the type in container ids.

@@ -1,0 +1,308 @@
+//! The kubelet binary in API-server mode against the API server fixture, on the embedded
+//! dockershim and on containerd: the node registers and turns Ready, its lease is renewed, a
+//! pod bound to the node runs and its status appears in the API, and deleting it terminates it
+//! gracefully, after which the kubelet removes the object and nothing is left in the runtime.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use cri_proto::runtime::v1 as cri;
+use integration::apiserver::ApiServer;
+use integration::fixtures::{cleanup_sandboxes, unique_name};
+use integration::require_testbed;
+use integration::runtimes::{RuntimeKind, TestRuntime, clients};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{DeleteParams, PostParams};
+use kube::{Api, Client, Config};
+use tokio::process::{Child, Command};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn kubelet_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug/kubelet")
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// Polls `f` every 250 ms until it returns Some, failing with the kubelet log after DEADLINE.
+async fn wait_for<T, F, Fut>(what: &str, log: &Path, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = tokio::time::Instant::now();
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if start.elapsed() > DEADLINE {
+            let tail = std::fs::read_to_string(log).unwrap_or_default();
+            // PLEG events are about every pod on a shared runtime: leave them out.
+            let tail: Vec<&str> = tail
+                .lines()
+                .rev()
+                .filter(|l| !l.contains("kubelet::pleg"))
+                .take(40)
+                .collect();
+            panic!(
+                "timed out waiting for {what}; kubelet log (newest first):\n{}",
+                tail.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// (sandboxes, containers) of pod `uid` on the runtime at `endpoint`.
+async fn runtime_objects(endpoint: &str, uid: &str) -> Option<(usize, usize)> {
+    let (mut rt, _) = clients(endpoint).await.ok()?;
+    let sel = HashMap::from([("io.kubernetes.pod.uid".to_string(), uid.to_string())]);
+    let sb = rt
+        .list_pod_sandbox(cri::ListPodSandboxRequest {
+            filter: Some(cri::PodSandboxFilter {
+                label_selector: sel.clone(),
+                ..Default::default()
+            }),
+        })
+        .await
+        .ok()?
+        .into_inner()
+        .items;
+    let cs = rt
+        .list_containers(cri::ListContainersRequest {
+            filter: Some(cri::ContainerFilter {
+                label_selector: sel,
+                ..Default::default()
+            }),
+        })
+        .await
+        .ok()?
+        .into_inner()
+        .containers;
+    Some((sb.len(), cs.len()))
+}
+
+async fn stop(child: &mut Child) {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill(2) on the pid of our own child process.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGTERM);
+        }
+    }
+    if tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+}
+
+async fn api_mode(kind: RuntimeKind) {
+    let tb = require_testbed!(&format!("kubelet_api_mode[{}]", kind.name()));
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = ApiServer::start().await.expect("fixture");
+    let dir = tempfile::Builder::new()
+        .prefix("kubelet-api-")
+        .tempdir()
+        .expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
+    let root = dir.path().join("root");
+    let log = dir.path().join("kubelet.log");
+    let node = unique_name("api");
+    let bin = kubelet_binary();
+    assert!(
+        bin.exists(),
+        "{} is missing: build the workspace first",
+        bin.display()
+    );
+    let mut cmd = Command::new(bin);
+    cmd.arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .arg("--root-dir")
+        .arg(&root)
+        .arg("--hostname-override")
+        .arg(&node)
+        .arg("--read-only-port")
+        .arg(free_port().to_string())
+        .arg("--pod-infra-container-image")
+        .arg(&tb.pause_image)
+        .arg("--node-status-update-frequency")
+        .arg("1s")
+        .arg("--node-lease-duration-seconds")
+        .arg("4")
+        .arg("--node-labels")
+        .arg("fixture=yes")
+        .arg("-v")
+        .arg("2");
+    let endpoint = match kind {
+        RuntimeKind::Containerd => {
+            cmd.arg("--container-runtime-endpoint")
+                .arg(&tb.containerd_endpoint);
+            tb.containerd_endpoint.clone()
+        }
+        RuntimeKind::Dockershim => {
+            cmd.arg("--docker-endpoint")
+                .arg(&tb.docker_endpoint)
+                .arg("--network-plugin=cni")
+                .arg("--cni-bin-dir")
+                .arg(&tb.cni_bin_dir)
+                .arg("--cni-conf-dir")
+                .arg(&tb.dockershim_cni_conf_dir)
+                .arg("--cni-cache-dir")
+                .arg(&tb.dockershim_cni_cache_dir);
+            format!("unix://{}", root.join("dockershim.sock").display())
+        }
+    };
+    let log_file = std::fs::File::create(&log).expect("log file");
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::from(log_file))
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true);
+    let mut child = cmd.spawn().expect("spawn kubelet");
+
+    let client = Client::try_from(Config::new(server.url().parse().expect("url"))).expect("client");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let name = unique_name("apipod");
+
+    let outcome = tokio::spawn({
+        let (nodes, leases, pods, log, node, name, endpoint, image) = (
+            nodes.clone(),
+            leases.clone(),
+            pods.clone(),
+            log.clone(),
+            node.clone(),
+            name.clone(),
+            endpoint.clone(),
+            tb.busybox_image.clone(),
+        );
+        async move {
+            // The node registers and turns Ready, with our label.
+            let n = wait_for("the node to be Ready", &log, || async {
+                let n = nodes.get_opt(&node).await.ok()??;
+                let ready = n
+                    .status
+                    .as_ref()?
+                    .conditions
+                    .as_ref()?
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                ready.then_some(n)
+            })
+            .await;
+            let labels = n.metadata.labels.clone().unwrap_or_default();
+            assert_eq!(labels.get("fixture").map(String::as_str), Some("yes"));
+            let runtime = n
+                .status
+                .as_ref()
+                .and_then(|s| s.node_info.as_ref())
+                .map(|i| i.container_runtime_version.clone())
+                .unwrap_or_default();
+            assert!(
+                runtime.starts_with("docker://") || runtime.starts_with("containerd://"),
+                "{runtime}"
+            );
+
+            // The lease is renewed (every second with a 4 s lease).
+            let renew = |l: Lease| l.spec.and_then(|s| s.renew_time).map(|t| t.0);
+            let first = wait_for("the lease", &log, || async {
+                renew(leases.get_opt(&node).await.ok()??)
+            })
+            .await;
+            wait_for("a lease renewal", &log, || async {
+                let t = renew(leases.get_opt(&node).await.ok()??)?;
+                (t > first).then_some(())
+            })
+            .await;
+
+            // A pod bound to the node runs; its status reaches the API.
+            let pod: Pod = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default"},
+                "spec": {"nodeName": node, "terminationGracePeriodSeconds": 2,
+                         "containers": [{"name": "app", "image": image,
+                                         "imagePullPolicy": "IfNotPresent",
+                                         "command": ["sleep", "3600"]}]}
+            }))
+            .expect("pod");
+            let created = pods
+                .create(&PostParams::default(), &pod)
+                .await
+                .expect("create pod");
+            let pod_uid = created.metadata.uid.clone().expect("uid");
+            wait_for("the pod Running in the API", &log, || async {
+                let p = pods.get_opt(&name).await.ok()??;
+                let st = p.status?;
+                let ready = st
+                    .container_statuses
+                    .unwrap_or_default()
+                    .iter()
+                    .all(|c| c.ready);
+                (st.phase.as_deref() == Some("Running") && ready).then_some(())
+            })
+            .await;
+            let objects = runtime_objects(&endpoint, &pod_uid).await;
+            assert_eq!(objects, Some((1, 1)), "the runtime runs the pod");
+
+            // Graceful deletion: terminated, then the kubelet deletes the object.
+            pods.delete(&name, &DeleteParams::default())
+                .await
+                .expect("delete");
+            wait_for("the pod object to be removed", &log, || async {
+                match pods.get_opt(&name).await {
+                    Ok(None) => Some(()),
+                    _ => None,
+                }
+            })
+            .await;
+            wait_for("the runtime to drop the pod's containers", &log, || async {
+                let (_, containers) = runtime_objects(&endpoint, &pod_uid).await?;
+                (containers == 0).then_some(())
+            })
+            .await;
+            pod_uid
+        }
+    })
+    .await;
+    stop(&mut child).await;
+    // Whatever happened, leave nothing of this pod in the runtime (through a runtime client
+    // that outlives the kubelet: containerd's socket, or a fresh in-process dockershim).
+    if let Ok(mut rt) = TestRuntime::new(kind, &tb).await {
+        let sel = HashMap::from([("io.kubernetes.pod.name".to_string(), name.clone())]);
+        let ids: Vec<String> = rt
+            .runtime
+            .list_pod_sandbox(cri::ListPodSandboxRequest {
+                filter: Some(cri::PodSandboxFilter {
+                    label_selector: sel,
+                    ..Default::default()
+                }),
+            })
+            .await
+            .map(|r| r.into_inner().items.into_iter().map(|s| s.id).collect())
+            .unwrap_or_default();
+        cleanup_sandboxes(&mut rt.runtime, &ids).await;
+    }
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_api_mode_containerd() {
+    api_mode(RuntimeKind::Containerd).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_api_mode_dockershim() {
+    api_mode(RuntimeKind::Dockershim).await;
+}

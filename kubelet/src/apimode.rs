@@ -1,0 +1,222 @@
+//! API-server mode: what the kubelet runs besides its sync loop when it has a `--kubeconfig`.
+//! One task registers the Node and keeps its status current (every
+//! `--node-status-update-frequency`, written only on change or every
+//! `--node-status-report-frequency`) and the node Lease renewed (every quarter of
+//! `--node-lease-duration-seconds`); another writes the API pods' statuses and the final
+//! deletion of terminated pods (every second, only what changed). The `api` pod source itself
+//! is `config::apiserver`, fed into PodConfig by the kubelet. Both tasks own their API clients
+//! and read the kubelet's state through [`KubeletShared`].
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use crate::apistatus::{ApiStatusSyncer, PodState};
+use crate::config::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
+use crate::kubelet::KubeletShared;
+use crate::nodestatus::{
+    Health, LeaseRenewer, Machine, NodeSpecInputs, NodeStatusSyncer, initial_node, node_status,
+};
+
+/// How often pod statuses are checked for writing.
+pub const STATUS_SYNC_PERIOD: Duration = Duration::from_secs(1);
+
+/// Errors setting up API-server mode.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiModeError {
+    #[error("reading kubeconfig {path}: {source}")]
+    Kubeconfig {
+        path: PathBuf,
+        #[source]
+        source: kube::config::KubeconfigError,
+    },
+    #[error("building the API client: {0}")]
+    Client(#[source] kube::Error),
+}
+
+/// API-server mode settings (flags of the same names).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiModeConfig {
+    pub kubeconfig: PathBuf,
+    pub register_node: bool,
+    pub node_ip: String,
+    pub node_labels: BTreeMap<String, String>,
+    pub node_status_update_frequency: Duration,
+    pub node_status_report_frequency: Duration,
+    pub node_lease_duration_seconds: i32,
+    pub kubelet_port: i32,
+    pub max_pods: u32,
+}
+
+/// A client from a kubeconfig file (client certificates and bearer tokens are kube-rs's).
+pub async fn client_from_kubeconfig(path: &Path) -> Result<Client, ApiModeError> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kc =
+        kube::config::Kubeconfig::read_from(path).map_err(|source| ApiModeError::Kubeconfig {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .map_err(|source| ApiModeError::Kubeconfig {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Client::try_from(config).map_err(ApiModeError::Client)
+}
+
+/// Is `pod` from the API server (not a static pod)?
+pub fn is_api_pod(pod: &Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONFIG_SOURCE_ANNOTATION))
+        .is_some_and(|s| s == API_SOURCE)
+}
+
+/// Starts the node and pod-status tasks.
+pub fn spawn(
+    client: Client,
+    cfg: ApiModeConfig,
+    shared: Arc<KubeletShared>,
+    root_dir: PathBuf,
+    runtime_version: String,
+    cancel: CancellationToken,
+) {
+    let node_name = shared.node_name.clone();
+    let inputs = NodeSpecInputs {
+        node_name: node_name.clone(),
+        node_ip: cfg.node_ip.clone(),
+        hostname: node_name.clone(),
+        max_pods: cfg.max_pods,
+        labels: cfg.node_labels.clone(),
+        kubelet_port: cfg.kubelet_port,
+        container_runtime_version: runtime_version,
+        kubelet_version: format!("v{}", env!("CARGO_PKG_VERSION")),
+    };
+    tokio::spawn(node_loop(
+        client.clone(),
+        cfg,
+        inputs,
+        shared.clone(),
+        root_dir,
+        cancel.clone(),
+    ));
+    tokio::spawn(pod_status_loop(client, shared, cancel));
+}
+
+async fn node_loop(
+    client: Client,
+    cfg: ApiModeConfig,
+    inputs: NodeSpecInputs,
+    shared: Arc<KubeletShared>,
+    root_dir: PathBuf,
+    cancel: CancellationToken,
+) {
+    let machine = Machine::read(&root_dir);
+    let mut syncer = NodeStatusSyncer::new(
+        client.clone(),
+        &inputs.node_name,
+        cfg.node_status_report_frequency,
+    );
+    let node = loop {
+        if !cfg.register_node {
+            break None;
+        }
+        match syncer.register(&initial_node(&inputs, &machine)).await {
+            Ok(n) => {
+                info!(node = %inputs.node_name, "node registered");
+                break Some(n);
+            }
+            Err(e) => warn!(error = %e, "registering the node failed; retrying"),
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tokio::time::sleep(Duration::from_secs(2)) => {}
+        }
+    };
+    let mut lease = LeaseRenewer::new(
+        client,
+        &inputs.node_name,
+        cfg.node_lease_duration_seconds,
+        node.as_ref(),
+    );
+    let mut status_tick = tokio::time::interval(cfg.node_status_update_frequency);
+    let mut lease_tick = tokio::time::interval(lease.interval());
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = lease_tick.tick() => {
+                if let Err(e) = lease.renew().await {
+                    warn!(error = %e, "renewing the node lease failed");
+                }
+            }
+            _ = status_tick.tick() => {
+                let health = Health {
+                    not_ready: shared.healthz().err(),
+                    ..Default::default()
+                };
+                let st = node_status(&inputs, &machine, &health, Vec::new(), syncer.last_status());
+                if let Err(e) = syncer.sync(st).await {
+                    warn!(error = %e, "updating node status failed");
+                }
+            }
+        }
+    }
+}
+
+async fn pod_status_loop(client: Client, shared: Arc<KubeletShared>, cancel: CancellationToken) {
+    let mut syncer = ApiStatusSyncer::new(client);
+    let mut tick = tokio::time::interval(STATUS_SYNC_PERIOD);
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        // Live pods: the status the kubelet computed (none yet: nothing to write).
+        let mut pods: Vec<PodState> = shared
+            .pods
+            .read()
+            .map(|m| m.values().cloned().collect::<Vec<_>>())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(is_api_pod)
+            .map(|p| {
+                let status = p
+                    .metadata
+                    .uid
+                    .as_deref()
+                    .and_then(|u| shared.status.get_pod_status(u));
+                // Deleted only once its termination finished (see below).
+                PodState {
+                    can_be_deleted: false,
+                    status,
+                    pod: p,
+                }
+            })
+            .collect();
+        // Pods whose graceful deletion finished: their objects go.
+        let finished: Vec<Pod> = shared
+            .terminated
+            .write()
+            .map(|mut t| t.drain().map(|(_, p)| p).collect())
+            .unwrap_or_default();
+        pods.extend(finished.into_iter().filter(is_api_pod).map(|p| PodState {
+            pod: p,
+            status: None,
+            can_be_deleted: true,
+        }));
+        let known: std::collections::HashSet<String> = pods
+            .iter()
+            .filter_map(|p| p.pod.metadata.uid.clone())
+            .collect();
+        syncer.sync_batch(&pods).await;
+        syncer.retain(&|uid| known.contains(uid));
+    }
+}

@@ -6,6 +6,7 @@
 //! conformance suite (`conformance`, binary `cri-conformance`).
 
 pub mod apiserver;
+pub mod benchmark;
 pub mod conformance;
 pub mod fixtures;
 pub mod runtimes;

@@ -1,0 +1,617 @@
+//! The CRI benchmark (binary `cri-bench`): per-operation latency (min, p50, p95, p99, max) and
+//! throughput of any CRI runtime, with N parallel workers, for the sandbox lifecycle, the
+//! container lifecycle, ContainerStatus, ExecSync, ImageStatus, ListContainers with a
+//! configurable number of extra containers alive, and "start a container from scratch"
+//! (RunPodSandbox + CreateContainer + StartContainer). Several endpoints are measured in one
+//! run, interleaved round by round, so the machine's noise falls on all of them alike; the
+//! report gives each operation's p50 ratio to the first endpoint. It measures and reports; it
+//! asserts nothing about time.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use cri_proto::runtime::v1 as cri;
+use cri_proto::runtime::v1::image_service_client::ImageServiceClient;
+use cri_proto::runtime::v1::runtime_service_client::RuntimeServiceClient;
+use serde::Serialize;
+use tokio::time::Instant;
+use tonic::transport::Channel;
+
+use crate::fixtures::{busybox_container, cleanup_sandboxes, ensure_image, sandbox_config};
+
+/// The operations, in the order a round runs them.
+pub const OPERATIONS: &[&str] = &[
+    "RunPodSandbox",
+    "PodSandboxStatus",
+    "CreateContainer",
+    "StartContainer",
+    "start from scratch",
+    "ContainerStatus",
+    "ExecSync",
+    "ImageStatus",
+    "ListContainers",
+    "StopContainer",
+    "RemoveContainer",
+    "StopPodSandbox",
+    "RemovePodSandbox",
+];
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Parallel workers per phase.
+    pub workers: usize,
+    /// Rounds per endpoint.
+    pub rounds: usize,
+    /// Extra running containers kept alive on each endpoint while ListContainers is timed.
+    pub containers: usize,
+    pub image: String,
+    /// Where sandbox log directories go.
+    pub log_root: PathBuf,
+    /// Per-call timeout.
+    pub timeout: Duration,
+}
+
+/// One endpoint under test.
+pub struct Target {
+    pub name: String,
+    pub rt: RuntimeServiceClient<Channel>,
+    pub img: ImageServiceClient<Channel>,
+}
+
+/// Latency figures of one operation on one endpoint (milliseconds) and its throughput.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct OpStats {
+    pub count: usize,
+    pub errors: usize,
+    pub min_ms: f64,
+    pub p50_ms: f64,
+    pub p95_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Operations per second over the phases' wall time (all workers together).
+    pub ops_per_sec: f64,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub workers: usize,
+    pub rounds: usize,
+    pub containers: usize,
+    pub endpoints: Vec<String>,
+    /// operation -> endpoint -> stats.
+    pub operations: BTreeMap<String, BTreeMap<String, OpStats>>,
+    pub total_seconds: f64,
+}
+
+#[derive(Default)]
+struct Samples {
+    latencies: Vec<Duration>,
+    errors: usize,
+    wall: Duration,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[idx.min(sorted.len() - 1)].as_secs_f64() * 1000.0
+}
+
+impl Samples {
+    fn stats(&self) -> OpStats {
+        let mut s = self.latencies.clone();
+        s.sort();
+        let wall = self.wall.as_secs_f64();
+        OpStats {
+            count: s.len(),
+            errors: self.errors,
+            min_ms: percentile(&s, 0.0),
+            p50_ms: percentile(&s, 50.0),
+            p95_ms: percentile(&s, 95.0),
+            p99_ms: percentile(&s, 99.0),
+            max_ms: percentile(&s, 100.0),
+            ops_per_sec: if wall > 0.0 {
+                s.len() as f64 / wall
+            } else {
+                0.0
+            },
+        }
+    }
+}
+
+/// Runs `f` for every worker at once; records each latency and the phase's wall time.
+async fn phase<T, F, Fut>(samples: &mut Samples, inputs: Vec<T>, f: F) -> Vec<Option<T>>
+where
+    T: Clone,
+    F: Fn(T) -> Fut,
+    Fut: std::future::Future<Output = Result<T, tonic::Status>>,
+{
+    let start = Instant::now();
+    let results = futures::future::join_all(inputs.into_iter().map(|i| {
+        let fut = f(i);
+        async move {
+            let t = Instant::now();
+            let r = fut.await;
+            (t.elapsed(), r)
+        }
+    }))
+    .await;
+    samples.wall += start.elapsed();
+    results
+        .into_iter()
+        .map(|(d, r)| match r {
+            Ok(v) => {
+                samples.latencies.push(d);
+                Some(v)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "benchmark call failed");
+                samples.errors += 1;
+                None
+            }
+        })
+        .collect()
+}
+
+/// One worker's objects during a round.
+#[derive(Clone, Default)]
+struct Unit {
+    sandbox: String,
+    config: Option<cri::PodSandboxConfig>,
+    container: String,
+    started_at: Option<Instant>,
+}
+
+async fn with_timeout<T>(
+    d: Duration,
+    f: impl std::future::Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+) -> Result<T, tonic::Status> {
+    match tokio::time::timeout(d, f).await {
+        Ok(r) => r.map(|r| r.into_inner()),
+        Err(_) => Err(tonic::Status::deadline_exceeded("benchmark call timed out")),
+    }
+}
+
+/// One round on one endpoint: every phase with `workers` units in parallel.
+async fn round(
+    t: &Target,
+    s: &Settings,
+    samples: &mut BTreeMap<&'static str, Samples>,
+    leftovers: &mut Vec<String>,
+) {
+    let to = s.timeout;
+    let units: Vec<Unit> = (0..s.workers)
+        .map(|_| Unit {
+            config: Some(sandbox_config("bench", &s.log_root)),
+            ..Default::default()
+        })
+        .collect();
+    let rt = t.rt.clone();
+    let sm = samples.entry("RunPodSandbox").or_default();
+    let units = phase(sm, units, |mut u| {
+        let mut rt = rt.clone();
+        async move {
+            u.started_at = Some(Instant::now());
+            let r = with_timeout(
+                to,
+                rt.run_pod_sandbox(cri::RunPodSandboxRequest {
+                    config: u.config.clone(),
+                    runtime_handler: String::new(),
+                }),
+            )
+            .await?;
+            u.sandbox = r.pod_sandbox_id;
+            Ok(u)
+        }
+    })
+    .await;
+    let units: Vec<Unit> = units.into_iter().flatten().collect();
+    leftovers.extend(units.iter().map(|u| u.sandbox.clone()));
+
+    let sm = samples.entry("PodSandboxStatus").or_default();
+    phase(sm, units.clone(), |u| {
+        let mut rt = rt.clone();
+        async move {
+            with_timeout(
+                to,
+                rt.pod_sandbox_status(cri::PodSandboxStatusRequest {
+                    pod_sandbox_id: u.sandbox.clone(),
+                    verbose: false,
+                }),
+            )
+            .await?;
+            Ok(u)
+        }
+    })
+    .await;
+
+    let image = s.image.clone();
+    let sm = samples.entry("CreateContainer").or_default();
+    let units: Vec<Unit> = phase(sm, units, |mut u| {
+        let mut rt = rt.clone();
+        let image = image.clone();
+        async move {
+            let r = with_timeout(
+                to,
+                rt.create_container(cri::CreateContainerRequest {
+                    pod_sandbox_id: u.sandbox.clone(),
+                    config: Some(busybox_container("app", &image, "sleep 3600")),
+                    sandbox_config: u.config.clone(),
+                }),
+            )
+            .await?;
+            u.container = r.container_id;
+            Ok(u)
+        }
+    })
+    .await
+    .into_iter()
+    .flatten()
+    .collect();
+
+    let sm = samples.entry("StartContainer").or_default();
+    let started = phase(sm, units.clone(), |u| {
+        let mut rt = rt.clone();
+        async move {
+            with_timeout(
+                to,
+                rt.start_container(cri::StartContainerRequest {
+                    container_id: u.container.clone(),
+                }),
+            )
+            .await?;
+            Ok(u)
+        }
+    })
+    .await;
+    // From scratch: from the RunPodSandbox call to StartContainer's answer, per worker.
+    let scratch = samples.entry("start from scratch").or_default();
+    let done = Instant::now();
+    for u in started.iter().flatten() {
+        if let Some(t0) = u.started_at {
+            scratch.latencies.push(done.duration_since(t0));
+        }
+    }
+    scratch.wall += units
+        .iter()
+        .filter_map(|u| u.started_at)
+        .min()
+        .map(|t0| done.duration_since(t0))
+        .unwrap_or_default();
+
+    let sm = samples.entry("ContainerStatus").or_default();
+    phase(sm, units.clone(), |u| {
+        let mut rt = rt.clone();
+        async move {
+            with_timeout(
+                to,
+                rt.container_status(cri::ContainerStatusRequest {
+                    container_id: u.container.clone(),
+                    verbose: false,
+                }),
+            )
+            .await?;
+            Ok(u)
+        }
+    })
+    .await;
+
+    let sm = samples.entry("ExecSync").or_default();
+    phase(sm, units.clone(), |u| {
+        let mut rt = rt.clone();
+        async move {
+            let r = with_timeout(
+                to,
+                rt.exec_sync(cri::ExecSyncRequest {
+                    container_id: u.container.clone(),
+                    cmd: vec!["echo".into(), "hello".into()],
+                    timeout: 10,
+                }),
+            )
+            .await?;
+            if r.exit_code != 0 {
+                return Err(tonic::Status::internal(format!(
+                    "exit code {}",
+                    r.exit_code
+                )));
+            }
+            Ok(u)
+        }
+    })
+    .await;
+
+    let img = t.img.clone();
+    let sm = samples.entry("ImageStatus").or_default();
+    phase(sm, units.clone(), |u| {
+        let mut img = img.clone();
+        let image = image.clone();
+        async move {
+            let r = with_timeout(
+                to,
+                img.image_status(cri::ImageStatusRequest {
+                    image: Some(cri::ImageSpec {
+                        image,
+                        ..Default::default()
+                    }),
+                    verbose: false,
+                }),
+            )
+            .await?;
+            if r.image.is_none() {
+                return Err(tonic::Status::not_found("image missing"));
+            }
+            Ok(u)
+        }
+    })
+    .await;
+
+    let sm = samples.entry("ListContainers").or_default();
+    phase(sm, units.clone(), |u| {
+        let mut rt = rt.clone();
+        async move {
+            with_timeout(
+                to,
+                rt.list_containers(cri::ListContainersRequest { filter: None }),
+            )
+            .await?;
+            Ok(u)
+        }
+    })
+    .await;
+
+    let sm = samples.entry("StopContainer").or_default();
+    phase(sm, units.clone(), |u| {
+        let mut rt = rt.clone();
+        async move {
+            with_timeout(
+                to,
+                rt.stop_container(cri::StopContainerRequest {
+                    container_id: u.container.clone(),
+                    timeout: 0,
+                }),
+            )
+            .await?;
+            Ok(u)
+        }
+    })
+    .await;
+    let sm = samples.entry("RemoveContainer").or_default();
+    phase(sm, units.clone(), |u| {
+        let mut rt = rt.clone();
+        async move {
+            with_timeout(
+                to,
+                rt.remove_container(cri::RemoveContainerRequest {
+                    container_id: u.container.clone(),
+                }),
+            )
+            .await?;
+            Ok(u)
+        }
+    })
+    .await;
+    let sm = samples.entry("StopPodSandbox").or_default();
+    phase(sm, units.clone(), |u| {
+        let mut rt = rt.clone();
+        async move {
+            with_timeout(
+                to,
+                rt.stop_pod_sandbox(cri::StopPodSandboxRequest {
+                    pod_sandbox_id: u.sandbox.clone(),
+                }),
+            )
+            .await?;
+            Ok(u)
+        }
+    })
+    .await;
+    let sm = samples.entry("RemovePodSandbox").or_default();
+    let removed = phase(sm, units.clone(), |u| {
+        let mut rt = rt.clone();
+        async move {
+            with_timeout(
+                to,
+                rt.remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                    pod_sandbox_id: u.sandbox.clone(),
+                }),
+            )
+            .await?;
+            Ok(u)
+        }
+    })
+    .await;
+    let gone: std::collections::HashSet<String> =
+        removed.into_iter().flatten().map(|u| u.sandbox).collect();
+    leftovers.retain(|id| !gone.contains(id));
+}
+
+/// Starts `n` long-running containers in one sandbox on `t` (the population ListContainers
+/// sees). Returns the sandbox id.
+async fn populate(t: &mut Target, s: &Settings, n: usize) -> Result<String, tonic::Status> {
+    let config = sandbox_config("bench-population", &s.log_root);
+    let sid = with_timeout(
+        s.timeout,
+        t.rt.run_pod_sandbox(cri::RunPodSandboxRequest {
+            config: Some(config.clone()),
+            runtime_handler: String::new(),
+        }),
+    )
+    .await?
+    .pod_sandbox_id;
+    for i in 0..n {
+        let id = with_timeout(
+            s.timeout,
+            t.rt.create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: sid.clone(),
+                config: Some(busybox_container(&format!("c{i}"), &s.image, "sleep 3600")),
+                sandbox_config: Some(config.clone()),
+            }),
+        )
+        .await?
+        .container_id;
+        with_timeout(
+            s.timeout,
+            t.rt.start_container(cri::StartContainerRequest { container_id: id }),
+        )
+        .await?;
+    }
+    Ok(sid)
+}
+
+/// Runs the benchmark on every target, interleaved by round, and cleans up after itself.
+pub async fn run(targets: &mut [Target], s: &Settings) -> Report {
+    let start = Instant::now();
+    let mut samples: Vec<BTreeMap<&'static str, Samples>> =
+        targets.iter().map(|_| BTreeMap::new()).collect();
+    let mut leftovers: Vec<Vec<String>> = targets.iter().map(|_| Vec::new()).collect();
+    for t in targets.iter_mut() {
+        if let Err(e) = ensure_image(&mut t.img, &s.image).await {
+            tracing::warn!(endpoint = %t.name, error = %e, "pulling the benchmark image failed");
+        }
+    }
+    let mut populations = Vec::new();
+    for (i, t) in targets.iter_mut().enumerate() {
+        match populate(t, s, s.containers).await {
+            Ok(sid) => populations.push((i, sid)),
+            Err(e) => {
+                tracing::warn!(endpoint = %t.name, error = %e, "starting the ListContainers population failed")
+            }
+        }
+    }
+    for r in 0..s.rounds {
+        // Alternate which endpoint goes first.
+        let n = targets.len();
+        for k in 0..n {
+            let i = (r + k) % n;
+            round(&targets[i], s, &mut samples[i], &mut leftovers[i]).await;
+        }
+    }
+    for (i, sid) in populations {
+        leftovers[i].push(sid);
+    }
+    for (t, ids) in targets.iter_mut().zip(&leftovers) {
+        cleanup_sandboxes(&mut t.rt, ids).await;
+    }
+    let mut operations: BTreeMap<String, BTreeMap<String, OpStats>> = BTreeMap::new();
+    for op in OPERATIONS {
+        for (t, sm) in targets.iter().zip(&samples) {
+            let st = sm.get(op).map(Samples::stats).unwrap_or(OpStats {
+                count: 0,
+                errors: 0,
+                min_ms: 0.0,
+                p50_ms: 0.0,
+                p95_ms: 0.0,
+                p99_ms: 0.0,
+                max_ms: 0.0,
+                ops_per_sec: 0.0,
+            });
+            operations
+                .entry(op.to_string())
+                .or_default()
+                .insert(t.name.clone(), st);
+        }
+    }
+    Report {
+        workers: s.workers,
+        rounds: s.rounds,
+        containers: s.containers,
+        endpoints: targets.iter().map(|t| t.name.clone()).collect(),
+        operations,
+        total_seconds: start.elapsed().as_secs_f64(),
+    }
+}
+
+/// The report as a markdown table: per operation and endpoint, the latency figures,
+/// throughput and the p50 ratio to the first endpoint.
+pub fn markdown(r: &Report) -> String {
+    let mut out = format!(
+        "## CRI benchmark ({} workers, {} rounds, ListContainers with {} extra containers; {:.1} s)\n\n",
+        r.workers, r.rounds, r.containers, r.total_seconds
+    );
+    out.push_str("| operation | endpoint | n | err | min ms | p50 ms | p95 ms | p99 ms | max ms | ops/s | p50 ratio |\n");
+    out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let first = r.endpoints.first().cloned().unwrap_or_default();
+    for op in OPERATIONS {
+        let Some(per) = r.operations.get(*op) else {
+            continue;
+        };
+        let base = per.get(&first).map(|s| s.p50_ms).unwrap_or(0.0);
+        for ep in &r.endpoints {
+            let Some(s) = per.get(ep) else { continue };
+            let ratio = if base > 0.0 {
+                format!("{:.2}", s.p50_ms / base)
+            } else {
+                "-".into()
+            };
+            out.push_str(&format!(
+                "| {op} | {ep} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {ratio} |\n",
+                s.count, s.errors, s.min_ms, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms, s.ops_per_sec
+            ));
+        }
+    }
+    out
+}
+
+/// A log root for the sandboxes of a run.
+pub fn log_root(base: &Path) -> PathBuf {
+    base.join("logs")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_pick_nearest_ranks() {
+        let d: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(percentile(&d, 0.0), 1.0);
+        assert_eq!(percentile(&d, 50.0), 51.0);
+        assert_eq!(percentile(&d, 99.0), 99.0);
+        assert_eq!(percentile(&d, 100.0), 100.0);
+        assert_eq!(percentile(&[], 50.0), 0.0);
+    }
+
+    #[test]
+    fn throughput_is_count_over_wall_time() {
+        let s = Samples {
+            latencies: vec![Duration::from_millis(10); 4],
+            errors: 1,
+            wall: Duration::from_millis(20),
+        };
+        let st = s.stats();
+        assert_eq!((st.count, st.errors), (4, 1));
+        assert!((st.ops_per_sec - 200.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn markdown_has_ratios_to_the_first_endpoint() {
+        let mk = |p50: f64| OpStats {
+            count: 1,
+            errors: 0,
+            min_ms: p50,
+            p50_ms: p50,
+            p95_ms: p50,
+            p99_ms: p50,
+            max_ms: p50,
+            ops_per_sec: 1.0,
+        };
+        let r = Report {
+            workers: 1,
+            rounds: 1,
+            containers: 0,
+            endpoints: vec!["a".into(), "b".into()],
+            operations: BTreeMap::from([(
+                "ExecSync".to_string(),
+                BTreeMap::from([("a".to_string(), mk(10.0)), ("b".to_string(), mk(15.0))]),
+            )]),
+            total_seconds: 1.0,
+        };
+        let md = markdown(&r);
+        assert!(md.contains("| ExecSync | b | 1 | 0 |"), "{md}");
+        assert!(md.contains("| 1.50 |"), "{md}");
+    }
+}

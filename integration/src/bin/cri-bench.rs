@@ -1,0 +1,159 @@
+//! `cri-bench`: the CRI benchmark against one or more runtime endpoints, interleaved in one
+//! run, printing a markdown table (with each operation's p50 ratio to the first endpoint) and
+//! optionally JSON. `--runtime-endpoint dockershim` starts this workspace's `dockershim` binary
+//! as a separate process on the test bed's Docker and CNI network. Without any endpoint it
+//! compares dockershim with the test bed's containerd.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use clap::Parser;
+use integration::benchmark::{self, Settings, Target};
+use integration::runtimes::clients;
+use integration::testbed::Testbed;
+
+#[derive(Debug, Parser)]
+#[command(name = "cri-bench", about = "Benchmark and compare CRI runtimes")]
+struct Args {
+    /// CRI endpoint to measure (repeat to compare; the first is the reference). `dockershim`
+    /// starts our dockershim binary. Default: dockershim and the test bed's containerd.
+    #[arg(long = "runtime-endpoint")]
+    endpoints: Vec<String>,
+    /// Parallel workers per phase.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Rounds per endpoint.
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
+    /// Extra running containers on each endpoint while ListContainers is timed.
+    #[arg(long, default_value_t = 50)]
+    containers: usize,
+    /// The image the containers run (default: the test bed's busybox).
+    #[arg(long)]
+    busybox_image: Option<String>,
+    /// Per-call timeout in seconds.
+    #[arg(long, default_value_t = 120)]
+    timeout: u64,
+    /// Also write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+}
+
+/// A dockershim process started for the run.
+struct Shim(std::process::Child);
+
+impl Drop for Shim {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the pid of a child we spawned.
+        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.0.wait();
+    }
+}
+
+fn shim_binary() -> Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let p = exe
+        .parent()
+        .map(|d| d.join("dockershim"))
+        .ok_or_else(|| anyhow!("no directory for {}", exe.display()))?;
+    if !p.is_file() {
+        bail!("{} is missing: build the workspace first", p.display());
+    }
+    Ok(p)
+}
+
+async fn start_shim(tb: &Testbed, dir: &std::path::Path) -> Result<(Shim, String)> {
+    let sock = dir.join("dockershim.sock");
+    let endpoint = format!("unix://{}", sock.display());
+    let log = std::fs::File::create(dir.join("dockershim.log"))?;
+    let child = std::process::Command::new(shim_binary()?)
+        .arg("--container-runtime-endpoint")
+        .arg(&endpoint)
+        .arg("--docker-endpoint")
+        .arg(&tb.docker_endpoint)
+        .arg("--root-directory")
+        .arg(dir.join("root"))
+        .arg("--pod-infra-container-image")
+        .arg(&tb.pause_image)
+        .arg("--network-plugin=cni")
+        .arg("--cni-bin-dir")
+        .arg(&tb.cni_bin_dir)
+        .arg("--cni-conf-dir")
+        .arg(&tb.dockershim_cni_conf_dir)
+        .arg("--cni-cache-dir")
+        .arg(&tb.dockershim_cni_cache_dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .context("starting dockershim")?;
+    let shim = Shim(child);
+    for _ in 0..300 {
+        if sock.exists() {
+            return Ok((shim, endpoint));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bail!("dockershim did not create {} within 30 s", sock.display())
+}
+
+#[tokio::main]
+async fn main() -> Result<()> {
+    let args = Args::parse();
+    let tmp = tempfile::Builder::new().prefix("cri-bench-").tempdir()?;
+    let tb = Testbed::get("cri-bench");
+    let mut endpoints = args.endpoints.clone();
+    if endpoints.is_empty() {
+        let tb = tb.as_ref().ok_or_else(|| {
+            anyhow!("no --runtime-endpoint and no test bed (run as root after hack/testbed.sh up)")
+        })?;
+        endpoints = vec!["dockershim".into(), tb.containerd_endpoint.clone()];
+    }
+    let mut shims = Vec::new();
+    let mut targets = Vec::new();
+    for ep in &endpoints {
+        let (name, url) = if ep == "dockershim" {
+            let tb = tb
+                .as_ref()
+                .ok_or_else(|| anyhow!("`dockershim` needs the test bed"))?;
+            let (shim, url) = start_shim(tb, tmp.path()).await?;
+            shims.push(shim);
+            ("dockershim".to_string(), url)
+        } else {
+            (ep.clone(), ep.clone())
+        };
+        let (rt, img) = clients(&url)
+            .await
+            .with_context(|| format!("connecting to {url}"))?;
+        targets.push(Target { name, rt, img });
+    }
+    let image = args
+        .busybox_image
+        .clone()
+        .or_else(|| tb.as_ref().map(|t| t.busybox_image.clone()))
+        .ok_or_else(|| anyhow!("--busybox-image is required without the test bed"))?;
+    let settings = Settings {
+        workers: args.workers.max(1),
+        rounds: args.rounds.max(1),
+        containers: args.containers,
+        image,
+        log_root: benchmark::log_root(tmp.path()),
+        timeout: Duration::from_secs(args.timeout),
+    };
+    eprintln!(
+        "cri-bench: {} endpoint(s), {} workers, {} rounds, {} extra containers",
+        targets.len(),
+        settings.workers,
+        settings.rounds,
+        settings.containers
+    );
+    let report = benchmark::run(&mut targets, &settings).await;
+    println!("{}", benchmark::markdown(&report));
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)?;
+    }
+    drop(shims);
+    Ok(())
+}

@@ -52,6 +52,8 @@ pub struct KubeletShared {
     pub last_sync_loop: RwLock<Instant>,
     /// Node name.
     pub node_name: String,
+    /// The runtime manager (container logs).
+    pub runtime: KubeGenericRuntimeManager,
 }
 
 impl KubeletShared {
@@ -128,6 +130,7 @@ impl Kubelet {
             pleg: Arc::new(PlegState::default()),
             last_sync_loop: RwLock::new(Instant::now()),
             node_name: config.node_name.clone(),
+            runtime: runtime.clone(),
         });
         Self {
             config,
@@ -189,6 +192,16 @@ impl Kubelet {
             Arc::clone(&self.shared.metrics),
         );
         tokio::spawn(pleg.run(cancel.child_token()));
+        let log_manager = crate::logs::ContainerLogManager::new(
+            runtime.clone(),
+            crate::logs::LogRotatePolicy {
+                max_size: self.config.container_log_max_size,
+                max_files: self.config.container_log_max_files,
+            },
+            self.config.container_log_monitor_interval,
+            self.config.node_name.clone(),
+        );
+        tokio::spawn(log_manager.run(cancel.child_token()));
         let ctx = Arc::new(SyncContext {
             runtime: runtime.clone(),
             status: self.shared.status.clone(),

@@ -16,6 +16,7 @@ pub mod flags;
 pub mod kubelet;
 pub mod kubeletconfig;
 pub mod kuberuntime;
+pub mod logs;
 pub mod metrics;
 pub mod pleg;
 pub mod pod_workers;

@@ -264,6 +264,68 @@ impl KubeGenericRuntimeManager {
         .map(|r| r.exit_code)
     }
 
+    /// CRI `ContainerStatus`: the container's log path and whether it runs.
+    pub async fn container_log_info(&self, id: &str) -> Result<(String, bool), RuntimeError> {
+        let req = cri::ContainerStatusRequest {
+            container_id: id.to_string(),
+            verbose: false,
+        };
+        let st = self
+            .rt("container_status", self.timeout, |mut c| async move {
+                c.container_status(req).await
+            })
+            .await?
+            .status
+            .unwrap_or_default();
+        Ok((
+            st.log_path,
+            st.state == cri::ContainerState::ContainerRunning as i32,
+        ))
+    }
+
+    /// Running containers as (id, pod name, log path) (for the container log manager).
+    pub async fn running_container_logs(
+        &self,
+    ) -> Result<Vec<(String, String, String)>, RuntimeError> {
+        let req = cri::ListContainersRequest {
+            filter: Some(cri::ContainerFilter {
+                state: Some(cri::ContainerStateValue {
+                    state: cri::ContainerState::ContainerRunning as i32,
+                }),
+                ..Default::default()
+            }),
+        };
+        let list = self
+            .rt("list_containers", self.timeout, |mut c| async move {
+                c.list_containers(req).await
+            })
+            .await?
+            .containers;
+        let mut out = Vec::new();
+        for c in list {
+            let pod = c.labels.get(POD_NAME_LABEL).cloned().unwrap_or_default();
+            match self.container_log_info(&c.id).await {
+                Ok((path, _)) => out.push((c.id, pod, path)),
+                Err(e) => {
+                    tracing::debug!(container = %c.id, error = %e, "container vanished while reading its log path")
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// CRI `ReopenContainerLog`.
+    pub async fn reopen_container_log(&self, id: &str) -> Result<(), RuntimeError> {
+        let req = cri::ReopenContainerLogRequest {
+            container_id: id.to_string(),
+        };
+        self.rt("reopen_container_log", self.timeout, |mut c| async move {
+            c.reopen_container_log(req).await
+        })
+        .await
+        .map(|_| ())
+    }
+
     /// `<root>/pods/<uid>` (upstream `getPodDir`).
     pub fn pod_dir(&self, uid: &str) -> PathBuf {
         self.root_dir.join("pods").join(uid)
@@ -305,7 +367,12 @@ impl KubeGenericRuntimeManager {
         &self.runtime_name
     }
 
-    async fn rt<T, F, Fut>(
+    /// The CRI request timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    pub(crate) async fn rt<T, F, Fut>(
         &self,
         op: &'static str,
         timeout: Duration,
@@ -325,7 +392,7 @@ impl KubeGenericRuntimeManager {
         r
     }
 
-    async fn img<T, F, Fut>(
+    pub(crate) async fn img<T, F, Fut>(
         &self,
         op: &'static str,
         timeout: Duration,
@@ -345,7 +412,7 @@ impl KubeGenericRuntimeManager {
         r
     }
 
-    async fn list_sandboxes(
+    pub(crate) async fn list_sandboxes(
         &self,
         labels: HashMap<String, String>,
     ) -> Result<Vec<cri::PodSandbox>, RuntimeError> {
@@ -363,7 +430,7 @@ impl KubeGenericRuntimeManager {
             .items)
     }
 
-    async fn list_containers(
+    pub(crate) async fn list_containers(
         &self,
         labels: HashMap<String, String>,
     ) -> Result<Vec<cri::Container>, RuntimeError> {
@@ -1080,7 +1147,7 @@ impl KubeGenericRuntimeManager {
         self.kill_all(containers, "", sandboxes).await
     }
 
-    async fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
+    pub(crate) async fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
         let req = cri::RemoveContainerRequest {
             container_id: id.to_string(),
         };
@@ -1091,7 +1158,7 @@ impl KubeGenericRuntimeManager {
         .map(|_| ())
     }
 
-    async fn remove_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+    pub(crate) async fn remove_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
         let req = cri::RemovePodSandboxRequest {
             pod_sandbox_id: id.to_string(),
         };

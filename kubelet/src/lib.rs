@@ -12,6 +12,7 @@
 pub mod config;
 pub mod container;
 pub mod duration;
+pub mod envvars;
 pub mod flags;
 pub mod kubelet;
 pub mod kubeletconfig;

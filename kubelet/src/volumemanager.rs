@@ -41,6 +41,23 @@ pub enum VolumeError {
     },
 }
 
+/// (capacity, available) bytes of the filesystem holding `path` (statvfs).
+pub fn fs_capacity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs(3) with a valid NUL-terminated path and a zeroed out-struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: see above; `st` outlives the call.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let frsize = u64::try_from(st.f_frsize).ok()?;
+    Some((
+        u64::try_from(st.f_blocks).ok()? * frsize,
+        u64::try_from(st.f_bavail).ok()? * frsize,
+    ))
+}
+
 /// Host paths of the pod's supported volumes (pure; see [`mount_pod_volumes`]).
 pub fn volume_host_paths(pod: &Pod, pod_dir: &Path) -> HashMap<String, PathBuf> {
     let mut out = HashMap::new();

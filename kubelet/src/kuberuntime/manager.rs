@@ -931,7 +931,13 @@ impl KubeGenericRuntimeManager {
             &image_ref,
             target.ips,
             &crate::kubelet::node_ip(),
-        );
+        )
+        .map_err(|e| {
+            (
+                reasons::CREATE_CONTAINER_CONFIG_ERROR.to_string(),
+                e.to_string(),
+            )
+        })?;
         let volumes = crate::volumemanager::volume_host_paths(
             pod,
             &self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default()),

@@ -51,11 +51,8 @@ pub fn fs_capacity(path: &Path) -> Option<(u64, u64)> {
     if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
         return None;
     }
-    let frsize = u64::try_from(st.f_frsize).ok()?;
-    Some((
-        u64::try_from(st.f_blocks).ok()? * frsize,
-        u64::try_from(st.f_bavail).ok()? * frsize,
-    ))
+    let frsize = st.f_frsize;
+    Some((st.f_blocks * frsize, st.f_bavail * frsize))
 }
 
 /// Host paths of the pod's supported volumes (pure; see [`mount_pod_volumes`]).

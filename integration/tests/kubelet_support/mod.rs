@@ -340,6 +340,19 @@ impl Kubelet {
             stop_kubelet(&mut c).await;
         }
         cleanup_all(self.kind, tb, uids).await;
+        // Volumes a kubelet stopped mid-test left mounted (memory-backed emptyDirs).
+        let root = self.root.display().to_string();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for m in mountinfo.lines().filter_map(|l| l.split(' ').nth(4)) {
+            if m.starts_with(&root)
+                && let Ok(c) = std::ffi::CString::new(m)
+            {
+                // SAFETY: umount2(2) with a valid NUL-terminated path under our temp dir.
+                unsafe {
+                    libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+                }
+            }
+        }
     }
 }
 

@@ -612,6 +612,14 @@ impl KubeGenericRuntimeManager {
                     continue;
                 }
             };
+            let mut message = st.message.clone();
+            let tmsg = crate::volumemanager::termination_message(&st).await;
+            if !tmsg.is_empty() {
+                if !message.is_empty() {
+                    message.push_str(": ");
+                }
+                message.push_str(&tmsg);
+            }
             let annotations = if st.annotations.is_empty() {
                 &c.annotations
             } else {
@@ -653,7 +661,7 @@ impl KubeGenericRuntimeManager {
                 hash: labels::container_hash(annotations),
                 restart_count: labels::restart_count(annotations),
                 reason: st.reason.clone(),
-                message: st.message.clone(),
+                message,
             });
         }
         Ok(status)
@@ -938,16 +946,24 @@ impl KubeGenericRuntimeManager {
                 e.to_string(),
             )
         })?;
-        let volumes = crate::volumemanager::volume_host_paths(
-            pod,
-            &self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default()),
-        );
-        config.mounts = crate::volumemanager::make_mounts(c, &volumes).map_err(|e| {
+        let pod_dir = self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default());
+        let volumes = crate::volumemanager::volume_host_paths(pod, &pod_dir);
+        let config_error = |e: crate::volumemanager::VolumeError| {
             (
                 reasons::CREATE_CONTAINER_CONFIG_ERROR.to_string(),
                 e.to_string(),
             )
-        })?;
+        };
+        config.mounts = crate::volumemanager::make_mounts(c, &volumes).map_err(config_error)?;
+        let managed = crate::volumemanager::kubelet_managed_mounts(
+            pod,
+            c,
+            &pod_dir,
+            target.ips,
+            &config.mounts,
+        )
+        .map_err(config_error)?;
+        config.mounts.extend(managed);
         let req = cri::CreateContainerRequest {
             pod_sandbox_id: target.id.to_string(),
             config: Some(config),

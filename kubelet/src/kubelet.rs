@@ -29,8 +29,6 @@ use crate::status::StatusManager;
 pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 /// How often the work queue is checked (upstream `syncCh` ticker).
 pub const SYNC_TICK: Duration = Duration::from_secs(1);
-/// Container garbage collection period (upstream `ContainerGCPeriod` is 1 min).
-pub const CONTAINER_GC_PERIOD: Duration = Duration::from_secs(60);
 /// The sync loop counts as unhealthy when it has not iterated for this long.
 pub const SYNC_LOOP_HEALTH_THRESHOLD: Duration = Duration::from_secs(30);
 /// Sources must have been ready this long before orphans are killed (the first updates may
@@ -202,6 +200,17 @@ impl Kubelet {
             self.config.node_name.clone(),
         );
         tokio::spawn(log_manager.run(cancel.child_token()));
+        let image_gc = crate::gc::ImageGcManager::new(
+            runtime.clone(),
+            crate::gc::ImageGcPolicy {
+                high_threshold_percent: self.config.image_gc_high_threshold_percent,
+                low_threshold_percent: self.config.image_gc_low_threshold_percent,
+                min_age: self.config.image_minimum_gc_age,
+                ref_prefix: self.config.image_gc_ref_prefix.clone(),
+            },
+            self.config.pod_infra_container_image.clone(),
+        );
+        tokio::spawn(image_gc.run(self.config.image_gc_period, cancel.child_token()));
         let ctx = Arc::new(SyncContext {
             runtime: runtime.clone(),
             status: self.shared.status.clone(),
@@ -216,13 +225,22 @@ impl Kubelet {
         let workers_cancel = cancel.child_token();
         let mut loop_state = SyncLoop {
             shared: Arc::clone(&self.shared),
-            runtime,
             probes,
             workers: PodWorkers::new(ctx, done_tx, workers_cancel.clone()),
             work_queue: HashMap::new(),
             pod_config,
             sources_ready_since: None,
             last_gc: Instant::now(),
+            container_gc: crate::gc::ContainerGc::new(
+                runtime.clone(),
+                crate::gc::ContainerGcPolicy {
+                    min_age: self.config.minimum_container_ttl_duration,
+                    max_per_pod_container: self.config.max_per_pod_container,
+                    max_containers: self.config.max_containers,
+                },
+                self.config.node_name.clone(),
+            ),
+            container_gc_period: self.config.container_gc_period,
         };
         let mut sync_tick = tokio::time::interval(SYNC_TICK);
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_PERIOD);
@@ -253,13 +271,14 @@ impl Kubelet {
 
 struct SyncLoop {
     shared: Arc<KubeletShared>,
-    runtime: KubeGenericRuntimeManager,
     probes: ProbeManager,
     workers: PodWorkers,
     work_queue: HashMap<String, Instant>,
     pod_config: PodConfig,
     sources_ready_since: Option<Instant>,
     last_gc: Instant,
+    container_gc: crate::gc::ContainerGc,
+    container_gc_period: Duration,
 }
 
 /// Is the runtime pod called `pod_name` this node's? Deviation from upstream, which owns the
@@ -451,12 +470,11 @@ impl SyncLoop {
                 Some(grace.unwrap_or(crate::kuberuntime::manager::DEFAULT_GRACE_PERIOD_SECONDS)),
             );
         }
-        if self.last_gc.elapsed() >= CONTAINER_GC_PERIOD {
+        if self.last_gc.elapsed() >= self.container_gc_period {
             self.last_gc = Instant::now();
-            let rt = self.runtime.clone();
-            let node = self.shared.node_name.clone();
+            let gc = self.container_gc.clone();
             tokio::spawn(async move {
-                if let Err(e) = rt.garbage_collect(&desired, &node).await {
+                if let Err(e) = gc.garbage_collect(&desired).await {
                     tracing::warn!(error = %e, "container garbage collection failed");
                 }
             });

@@ -14,6 +14,7 @@ pub mod container;
 pub mod duration;
 pub mod envvars;
 pub mod flags;
+pub mod gc;
 pub mod kubelet;
 pub mod kubeletconfig;
 pub mod kuberuntime;

@@ -5,7 +5,7 @@
 //! containers with image pulls and back-off), killing pods and containers with a grace period,
 //! and removing dead containers and sandboxes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -1203,60 +1203,6 @@ impl KubeGenericRuntimeManager {
         for s in self.list_sandboxes(sel).await? {
             if s.state != cri::PodSandboxState::SandboxReady as i32 {
                 self.remove_sandbox(&s.id).await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Container and sandbox garbage collection (upstream `containerGC.GarbageCollect` with
-    /// `MaxPerPodContainer = 1`): for pods in `known`, keep the newest dead instance per
-    /// container name and the newest sandbox; for other pods remove everything not running.
-    /// Only pods of `node_name` are touched (see `kubelet::owned_by_node`).
-    pub async fn garbage_collect(
-        &self,
-        known: &HashSet<String>,
-        node_name: &str,
-    ) -> Result<(), RuntimeError> {
-        let pods = self.get_pods(true).await?;
-        for p in pods {
-            if !crate::kubelet::owned_by_node(&p.name, node_name) {
-                continue;
-            }
-            let is_known = known.contains(&p.id);
-            let mut dead: Vec<&RuntimeContainer> = p
-                .containers
-                .iter()
-                .filter(|c| c.state == ContainerState::Exited)
-                .collect();
-            dead.sort_by_key(|c| std::cmp::Reverse(c.created_at));
-            let mut seen = HashSet::new();
-            for c in dead {
-                if is_known && seen.insert(c.name.clone()) {
-                    continue;
-                }
-                tracing::debug!(pod = %p.name, container = %c.name, id = %c.id, "removing dead container");
-                if let Err(e) = self.remove_container(&c.id).await {
-                    tracing::debug!(id = %c.id, error = %e, "gc: remove container failed");
-                }
-            }
-            let mut sbs: Vec<&RuntimeContainer> = p.sandboxes.iter().collect();
-            sbs.sort_by_key(|c| std::cmp::Reverse(c.created_at));
-            for (i, s) in sbs.into_iter().enumerate() {
-                if s.state == ContainerState::Running || (is_known && i == 0) {
-                    continue;
-                }
-                if is_known
-                    && p.containers
-                        .iter()
-                        .any(|c| c.state == ContainerState::Running)
-                    && i == 0
-                {
-                    continue;
-                }
-                tracing::debug!(pod = %p.name, sandbox = %s.id, "removing dead sandbox");
-                if let Err(e) = self.remove_sandbox(&s.id).await {
-                    tracing::debug!(sandbox = %s.id, error = %e, "gc: remove sandbox failed");
-                }
             }
         }
         Ok(())

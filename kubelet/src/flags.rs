@@ -123,6 +123,10 @@ pub struct KubeletFlags {
     /// (empty: every image, as upstream). Lets tests share a runtime safely.
     #[arg(long, default_value = "", hide = true)]
     pub image_gc_ref_prefix: String,
+    /// A Docker config file (`config.json` or `.dockercfg`) with image pull credentials for
+    /// the node (default: `<root-dir>/config.json` when present).
+    #[arg(long)]
+    pub image_credential_file: Option<PathBuf>,
     /// Log verbosity (klog `-v`/`--v`).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub v: i32,
@@ -310,6 +314,10 @@ pub fn resolve(
         ),
         image_gc_period: flags.image_gc_period,
         image_gc_ref_prefix: flags.image_gc_ref_prefix.clone(),
+        image_credential_file: flags.image_credential_file.clone().or_else(|| {
+            let p = flags.root_dir.join("config.json");
+            p.exists().then_some(p)
+        }),
     })
 }
 

@@ -274,6 +274,8 @@ pub struct KubeletConfig {
     pub image_gc_period: Duration,
     /// Image GC only considers images with a repo tag starting with this (empty: all images).
     pub image_gc_ref_prefix: String,
+    /// Node-level image pull credentials (a Docker config file).
+    pub image_credential_file: Option<PathBuf>,
 }
 
 /// The machine's host name, lowercased and trimmed (upstream `nodeutil.GetHostname("")`).

@@ -11,6 +11,7 @@
 
 pub mod config;
 pub mod container;
+pub mod credentials;
 pub mod duration;
 pub mod envvars;
 pub mod flags;

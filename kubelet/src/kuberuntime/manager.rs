@@ -228,9 +228,16 @@ pub struct KubeGenericRuntimeManager {
     metrics: Arc<Metrics>,
     root_dir: PathBuf,
     probe_results: crate::prober::ProbeResults,
+    credentials: Arc<crate::credentials::DockerKeyring>,
 }
 
 impl KubeGenericRuntimeManager {
+    /// Pull images with the node's credentials (upstream `keyring`).
+    pub fn with_credentials(mut self, keyring: crate::credentials::DockerKeyring) -> Self {
+        self.credentials = Arc::new(keyring);
+        self
+    }
+
     /// Use `root` as the kubelet root directory (pod volumes live under `<root>/pods/<uid>`);
     /// the default is `/var/lib/kubelet`.
     pub fn with_root_dir(mut self, root: impl Into<PathBuf>) -> Self {
@@ -351,6 +358,7 @@ impl KubeGenericRuntimeManager {
             metrics,
             root_dir: PathBuf::from("/var/lib/kubelet"),
             probe_results: crate::prober::ProbeResults::default(),
+            credentials: Arc::default(),
         };
         let v = m
             .rt("version", timeout, |mut c| async move {
@@ -892,17 +900,36 @@ impl KubeGenericRuntimeManager {
             ));
         }
         tracing::info!(pod = %pod_full_name(pod), container = %c.name, image = %image, "pulling image");
-        let req = cri::PullImageRequest {
-            image: Some(spec),
-            auth: None,
-            sandbox_config: None,
-        };
-        match self
-            .img("pull_image", self.timeout * 5, |mut c| async move {
-                c.pull_image(req).await
-            })
-            .await
-        {
+        // Upstream `pullImage`: each matching credential in turn, anonymous when none match.
+        let mut auths: Vec<Option<cri::AuthConfig>> = self
+            .credentials
+            .lookup(&image)
+            .into_iter()
+            .map(Some)
+            .collect();
+        if auths.is_empty() {
+            auths.push(None);
+        }
+        let mut result = Err(RuntimeError::Timeout {
+            op: "pull_image",
+            timeout: Duration::ZERO,
+        });
+        for auth in auths {
+            let req = cri::PullImageRequest {
+                image: Some(spec.clone()),
+                auth,
+                sandbox_config: None,
+            };
+            result = self
+                .img("pull_image", self.timeout * 5, |mut c| async move {
+                    c.pull_image(req).await
+                })
+                .await;
+            if result.is_ok() {
+                break;
+            }
+        }
+        match result {
             Ok(r) => {
                 backoff.reset(&key);
                 Ok(r.image_ref)

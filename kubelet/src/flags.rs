@@ -110,6 +110,47 @@ pub struct KubeletFlags {
     /// The kubelet's authenticated port (reported in the node's daemonEndpoints).
     #[arg(long, default_value_t = 10250)]
     pub port: i32,
+    /// Maximum size of a container log file before rotation (a quantity, e.g. `10Mi`).
+    #[arg(long, default_value = "10Mi")]
+    pub container_log_max_size: String,
+    /// Maximum number of log files per container (at least 2).
+    #[arg(long, default_value_t = 5)]
+    pub container_log_max_files: i32,
+    /// How often container logs are checked for rotation (config field upstream).
+    #[arg(long, default_value = "10s", value_parser = parse_duration_arg)]
+    pub container_log_monitor_interval: Duration,
+    /// Minimum age of a dead container before it is garbage collected.
+    #[arg(long, default_value = "0s", value_parser = parse_duration_arg)]
+    pub minimum_container_ttl_duration: Duration,
+    /// Dead instances kept per container (negative: no limit).
+    #[arg(long, default_value_t = 1, allow_negative_numbers = true)]
+    pub maximum_dead_containers_per_container: i32,
+    /// Dead containers kept in total (negative: no limit).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+    pub maximum_dead_containers: i32,
+    /// Image-filesystem usage percent at or above which image GC runs.
+    #[arg(long, default_value_t = 85)]
+    pub image_gc_high_threshold: i32,
+    /// Image-filesystem usage percent image GC frees down to.
+    #[arg(long, default_value_t = 80)]
+    pub image_gc_low_threshold: i32,
+    /// Minimum age of an unused image before it is garbage collected.
+    #[arg(long, default_value = "2m", value_parser = parse_duration_arg)]
+    pub minimum_image_ttl_duration: Duration,
+    /// Container GC period (a constant upstream; for tests).
+    #[arg(long, default_value = "1m", value_parser = parse_duration_arg, hide = true)]
+    pub container_gc_period: Duration,
+    /// Image GC period (a constant upstream; for tests).
+    #[arg(long, default_value = "5m", value_parser = parse_duration_arg, hide = true)]
+    pub image_gc_period: Duration,
+    /// Not upstream: image GC only considers images with a repo tag starting with this prefix
+    /// (empty: every image, as upstream). Lets tests share a runtime safely.
+    #[arg(long, default_value = "", hide = true)]
+    pub image_gc_ref_prefix: String,
+    /// A Docker config file (`config.json` or `.dockercfg`) with image pull credentials for
+    /// the node (default: `<root-dir>/config.json` when present).
+    #[arg(long)]
+    pub image_credential_file: Option<PathBuf>,
     /// Log verbosity (klog `-v`/`--v`).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub v: i32,
@@ -187,6 +228,35 @@ pub fn resolve(
             None => parse_header_pairs(&flags.manifest_url_header)?,
         }
     };
+    let high = val!(
+        "image_gc_high_threshold",
+        flags.image_gc_high_threshold,
+        f.image_gc_high_threshold_percent
+    );
+    let low = val!(
+        "image_gc_low_threshold",
+        flags.image_gc_low_threshold,
+        f.image_gc_low_threshold_percent
+    );
+    for (flag, v) in [
+        ("image-gc-high-threshold", high),
+        ("image-gc-low-threshold", low),
+    ] {
+        if !(0..=100).contains(&v) {
+            return Err(ConfigError::Flag {
+                flag,
+                reason: format!("{v} must be between 0 and 100, inclusive"),
+            });
+        }
+    }
+    if low >= high {
+        return Err(ConfigError::Flag {
+            flag: "image-gc-low-threshold",
+            reason: format!(
+                "imageGCLowThresholdPercent ({low}) must be less than imageGCHighThresholdPercent ({high})"
+            ),
+        });
+    }
     let node_name = flags
         .hostname_override
         .as_deref()
@@ -266,6 +336,55 @@ pub fn resolve(
             }),
         },
         verbosity: flags.v,
+        container_log_max_size: {
+            let q = val!(
+                "container_log_max_size",
+                flags.container_log_max_size.clone(),
+                f.container_log_max_size
+            );
+            crate::kuberuntime::container_config::parse_quantity_scaled(&q, 1.0)
+                .and_then(|v| u64::try_from(v).ok())
+                .ok_or_else(|| ConfigError::Flag {
+                    flag: "container-log-max-size",
+                    reason: format!("invalid quantity {q:?}"),
+                })?
+        },
+        container_log_max_files: {
+            let n = val!(
+                "container_log_max_files",
+                flags.container_log_max_files,
+                f.container_log_max_files
+            );
+            usize::try_from(n)
+                .ok()
+                .filter(|n| *n > 1)
+                .ok_or_else(|| ConfigError::Flag {
+                    flag: "container-log-max-files",
+                    reason: format!("containerLogMaxFiles ({n}) must be > 1"),
+                })?
+        },
+        container_log_monitor_interval: val!(
+            "container_log_monitor_interval",
+            flags.container_log_monitor_interval,
+            f.container_log_monitor_interval
+        ),
+        minimum_container_ttl_duration: flags.minimum_container_ttl_duration,
+        max_per_pod_container: flags.maximum_dead_containers_per_container,
+        max_containers: flags.maximum_dead_containers,
+        container_gc_period: flags.container_gc_period,
+        image_gc_high_threshold_percent: high,
+        image_gc_low_threshold_percent: low,
+        image_minimum_gc_age: val!(
+            "minimum_image_ttl_duration",
+            flags.minimum_image_ttl_duration,
+            f.image_minimum_gc_age
+        ),
+        image_gc_period: flags.image_gc_period,
+        image_gc_ref_prefix: flags.image_gc_ref_prefix.clone(),
+        image_credential_file: flags.image_credential_file.clone().or_else(|| {
+            let p = flags.root_dir.join("config.json");
+            p.exists().then_some(p)
+        }),
     })
 }
 
@@ -318,6 +437,73 @@ mod tests {
         assert!(!c.evented_pleg);
         assert_eq!(c.verbosity, 0);
         assert!(c.static_pod_url_header.is_empty());
+    }
+
+    #[test]
+    fn log_and_gc_flags() {
+        let c = load_with(&[]);
+        assert_eq!(c.container_log_max_size, 10 * 1024 * 1024);
+        assert_eq!(c.container_log_max_files, 5);
+        assert_eq!(c.container_log_monitor_interval, Duration::from_secs(10));
+        assert_eq!((c.max_per_pod_container, c.max_containers), (1, -1));
+        assert_eq!(c.minimum_container_ttl_duration, Duration::ZERO);
+        assert_eq!(
+            (
+                c.image_gc_high_threshold_percent,
+                c.image_gc_low_threshold_percent
+            ),
+            (85, 80)
+        );
+        assert_eq!(c.image_minimum_gc_age, Duration::from_secs(120));
+        assert_eq!(c.container_gc_period, Duration::from_secs(60));
+        assert_eq!(c.image_gc_period, Duration::from_secs(300));
+        let c = load_with(&[
+            "--container-log-max-size=4Ki",
+            "--container-log-max-files=2",
+            "--maximum-dead-containers-per-container=-1",
+            "--maximum-dead-containers=3",
+            "--minimum-container-ttl-duration=10s",
+            "--image-gc-high-threshold=1",
+            "--image-gc-low-threshold=0",
+        ]);
+        assert_eq!(c.container_log_max_size, 4096);
+        assert_eq!(c.container_log_max_files, 2);
+        assert_eq!((c.max_per_pod_container, c.max_containers), (-1, 3));
+        assert_eq!(c.minimum_container_ttl_duration, Duration::from_secs(10));
+        assert_eq!(
+            (
+                c.image_gc_high_threshold_percent,
+                c.image_gc_low_threshold_percent
+            ),
+            (1, 0)
+        );
+        for bad in [
+            "--container-log-max-files=1",
+            "--container-log-max-size=lots",
+            "--image-gc-high-threshold=101",
+            "--image-gc-low-threshold=90",
+        ] {
+            assert!(load(["kubelet", bad]).is_err(), "{bad}");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "containerLogMaxSize: 1Mi\ncontainerLogMaxFiles: 3\ncontainerLogMonitorInterval: 3s\nimageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 60\nimageMinimumGCAge: 1m\n",
+        )
+        .expect("write");
+        let c = load_with(&["--config", path.to_str().expect("utf8")]);
+        assert_eq!(c.container_log_max_size, 1024 * 1024);
+        assert_eq!(c.container_log_max_files, 3);
+        assert_eq!(c.container_log_monitor_interval, Duration::from_secs(3));
+        assert_eq!(
+            (
+                c.image_gc_high_threshold_percent,
+                c.image_gc_low_threshold_percent
+            ),
+            (70, 60)
+        );
+        assert_eq!(c.image_minimum_gc_age, Duration::from_secs(60));
     }
 
     #[test]

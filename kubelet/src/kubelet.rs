@@ -29,8 +29,6 @@ use crate::status::StatusManager;
 pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 /// How often the work queue is checked (upstream `syncCh` ticker).
 pub const SYNC_TICK: Duration = Duration::from_secs(1);
-/// Container garbage collection period (upstream `ContainerGCPeriod` is 1 min).
-pub const CONTAINER_GC_PERIOD: Duration = Duration::from_secs(60);
 /// The sync loop counts as unhealthy when it has not iterated for this long.
 pub const SYNC_LOOP_HEALTH_THRESHOLD: Duration = Duration::from_secs(30);
 /// Sources must have been ready this long before orphans are killed (the first updates may
@@ -55,6 +53,8 @@ pub struct KubeletShared {
     /// Gracefully deleted pods whose termination finished, by UID: API-server mode deletes
     /// their objects (upstream status manager `canBeDeleted`) and takes them from here.
     pub terminated: RwLock<HashMap<String, Pod>>,
+    /// The runtime manager (container logs).
+    pub runtime: KubeGenericRuntimeManager,
 }
 
 impl KubeletShared {
@@ -132,6 +132,7 @@ impl Kubelet {
             last_sync_loop: RwLock::new(Instant::now()),
             node_name: config.node_name.clone(),
             terminated: RwLock::new(HashMap::new()),
+            runtime: runtime.clone(),
         });
         Self {
             config,
@@ -215,6 +216,27 @@ impl Kubelet {
             Arc::clone(&self.shared.metrics),
         );
         tokio::spawn(pleg.run(cancel.child_token()));
+        let log_manager = crate::logs::ContainerLogManager::new(
+            runtime.clone(),
+            crate::logs::LogRotatePolicy {
+                max_size: self.config.container_log_max_size,
+                max_files: self.config.container_log_max_files,
+            },
+            self.config.container_log_monitor_interval,
+            self.config.node_name.clone(),
+        );
+        tokio::spawn(log_manager.run(cancel.child_token()));
+        let image_gc = crate::gc::ImageGcManager::new(
+            runtime.clone(),
+            crate::gc::ImageGcPolicy {
+                high_threshold_percent: self.config.image_gc_high_threshold_percent,
+                low_threshold_percent: self.config.image_gc_low_threshold_percent,
+                min_age: self.config.image_minimum_gc_age,
+                ref_prefix: self.config.image_gc_ref_prefix.clone(),
+            },
+            self.config.pod_infra_container_image.clone(),
+        );
+        tokio::spawn(image_gc.run(self.config.image_gc_period, cancel.child_token()));
         let ctx = Arc::new(SyncContext {
             runtime: runtime.clone(),
             status: self.shared.status.clone(),
@@ -229,7 +251,6 @@ impl Kubelet {
         let workers_cancel = cancel.child_token();
         let mut loop_state = SyncLoop {
             shared: Arc::clone(&self.shared),
-            runtime,
             probes,
             workers: PodWorkers::new(ctx, done_tx, workers_cancel.clone()),
             work_queue: HashMap::new(),
@@ -237,6 +258,16 @@ impl Kubelet {
             sources_ready_since: None,
             last_gc: Instant::now(),
             pod_config_has_api: self.config.api.is_some(),
+            container_gc: crate::gc::ContainerGc::new(
+                runtime.clone(),
+                crate::gc::ContainerGcPolicy {
+                    min_age: self.config.minimum_container_ttl_duration,
+                    max_per_pod_container: self.config.max_per_pod_container,
+                    max_containers: self.config.max_containers,
+                },
+                self.config.node_name.clone(),
+            ),
+            container_gc_period: self.config.container_gc_period,
         };
         let mut sync_tick = tokio::time::interval(SYNC_TICK);
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_PERIOD);
@@ -267,7 +298,6 @@ impl Kubelet {
 
 struct SyncLoop {
     shared: Arc<KubeletShared>,
-    runtime: KubeGenericRuntimeManager,
     probes: ProbeManager,
     workers: PodWorkers,
     work_queue: HashMap<String, Instant>,
@@ -276,6 +306,8 @@ struct SyncLoop {
     last_gc: Instant,
     /// Pods come from an API server too (terminated ones are handed to API-server mode).
     pod_config_has_api: bool,
+    container_gc: crate::gc::ContainerGc,
+    container_gc_period: Duration,
 }
 
 /// Is the runtime pod called `pod_name` this node's? Deviation from upstream, which owns the
@@ -470,12 +502,11 @@ impl SyncLoop {
                 Some(grace.unwrap_or(crate::kuberuntime::manager::DEFAULT_GRACE_PERIOD_SECONDS)),
             );
         }
-        if self.last_gc.elapsed() >= CONTAINER_GC_PERIOD {
+        if self.last_gc.elapsed() >= self.container_gc_period {
             self.last_gc = Instant::now();
-            let rt = self.runtime.clone();
-            let node = self.shared.node_name.clone();
+            let gc = self.container_gc.clone();
             tokio::spawn(async move {
-                if let Err(e) = rt.garbage_collect(&desired, &node).await {
+                if let Err(e) = gc.garbage_collect(&desired).await {
                     tracing::warn!(error = %e, "container garbage collection failed");
                 }
             });

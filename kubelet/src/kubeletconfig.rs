@@ -155,6 +155,41 @@ pub struct KubeletConfiguration {
     /// CRI image endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_service_endpoint: Option<String>,
+    /// Maximum size of a container log file before it is rotated (a quantity, e.g. `10Mi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_log_max_size: Option<String>,
+    /// Maximum number of log files per container (the current one included).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_log_max_files: Option<i32>,
+    /// How often container logs are checked for rotation.
+    #[serde(
+        default,
+        with = "serde_go_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub container_log_monitor_interval: Option<Duration>,
+    /// Image-filesystem usage percent at or above which image GC always runs.
+    #[serde(
+        default,
+        rename = "imageGCHighThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image_gc_high_threshold_percent: Option<i32>,
+    /// Image-filesystem usage percent image GC frees down to.
+    #[serde(
+        default,
+        rename = "imageGCLowThresholdPercent",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image_gc_low_threshold_percent: Option<i32>,
+    /// Minimum age of an unused image before it may be garbage collected.
+    #[serde(
+        default,
+        rename = "imageMinimumGCAge",
+        with = "serde_go_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub image_minimum_gc_age: Option<Duration>,
 }
 
 impl KubeletConfiguration {
@@ -240,6 +275,32 @@ pub struct KubeletConfig {
     pub api: Option<crate::apimode::ApiModeConfig>,
     /// klog-style verbosity.
     pub verbosity: i32,
+    /// Container log rotation size in bytes (0 disables rotation).
+    pub container_log_max_size: u64,
+    /// Log files kept per container, the current one included (at least 2).
+    pub container_log_max_files: usize,
+    /// Period of the container log manager.
+    pub container_log_monitor_interval: Duration,
+    /// Container GC: minimum age of a dead container before it may be removed.
+    pub minimum_container_ttl_duration: Duration,
+    /// Container GC: dead instances kept per (pod, container name); negative = no limit.
+    pub max_per_pod_container: i32,
+    /// Container GC: dead containers kept in total; negative = no limit.
+    pub max_containers: i32,
+    /// Container GC period (upstream constant `ContainerGCPeriod`, 1 min).
+    pub container_gc_period: Duration,
+    /// Image GC high threshold percent.
+    pub image_gc_high_threshold_percent: i32,
+    /// Image GC low threshold percent.
+    pub image_gc_low_threshold_percent: i32,
+    /// Image GC: minimum age of an unused image.
+    pub image_minimum_gc_age: Duration,
+    /// Image GC period (upstream constant `ImageGCPeriod`, 5 min).
+    pub image_gc_period: Duration,
+    /// Image GC only considers images with a repo tag starting with this (empty: all images).
+    pub image_gc_ref_prefix: String,
+    /// Node-level image pull credentials (a Docker config file).
+    pub image_credential_file: Option<PathBuf>,
 }
 
 /// The machine's host name, lowercased and trimmed (upstream `nodeutil.GetHostname("")`).

@@ -94,6 +94,13 @@ async fn main() -> anyhow::Result<()> {
     .await
     .with_context(|| format!("connecting to the container runtime at {endpoint}"))?
     .with_root_dir(config.root_dir.clone());
+    let runtime = match &config.image_credential_file {
+        Some(path) => runtime.with_credentials(
+            kubelet::credentials::DockerKeyring::load(path)
+                .context("loading --image-credential-file")?,
+        ),
+        None => runtime,
+    };
     let port = config.read_only_port;
     let addr = format!("{}:{}", config.address, port);
     let kl = Kubelet::new(config, runtime, metrics);

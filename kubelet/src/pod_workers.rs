@@ -270,7 +270,11 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
     // Upstream `WaitForAttachAndMount`: no containers start before the volumes are ready.
     if let Err(e) = crate::volumemanager::mount_pod_volumes(pod, &ctx.pod_dir(uid)) {
         tracing::warn!(pod = %pod_full_name(pod), error = %e, "unable to mount volumes");
-        ctx.set_status(pod, &status, &WaitingReasons::new());
+        ctx.set_status(
+            pod,
+            &status,
+            &crate::volumemanager::mount_failure_reasons(pod, &e),
+        );
         return false;
     }
     let result = ctx.runtime.sync_pod(pod, &status, backoff).await;
@@ -346,7 +350,7 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
     for dir in [ctx.pod_dir(uid), logs] {
         if !uid.is_empty()
             && dir.exists()
-            && let Err(e) = std::fs::remove_dir_all(&dir)
+            && let Err(e) = crate::volumemanager::remove_pod_dir(&dir)
         {
             tracing::warn!(pod = %name, dir = %dir.display(), error = %e, "cannot remove pod directory");
         }

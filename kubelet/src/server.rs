@@ -1,14 +1,20 @@
 //! The kubelet's read-only HTTP server (upstream `pkg/kubelet/server`, the `--read-only-port`
 //! endpoints): `GET /pods` (a v1 `PodList` of the pods this kubelet runs, with live status),
-//! `GET /healthz` (`ok`, or 500 with the failing check) and `GET /metrics` (Prometheus text).
-//! Built on hyper 1; one task per connection; stops when the token is cancelled.
+//! `GET /healthz` (`ok`, or 500 with the failing check), `GET /metrics` (Prometheus text) and
+//! `GET /containerLogs/<namespace>/<pod>/<container>` (upstream `getContainerLogs`, with
+//! `tailLines`, `sinceSeconds`, `sinceTime`, `timestamps`, `limitBytes`, `previous`, `follow`;
+//! follow streams). Built on hyper 1; one task per connection; stops when the token is
+//! cancelled.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http_body_util::Full;
+use futures::StreamExt;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
@@ -17,6 +23,10 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::kubelet::KubeletShared;
+use crate::logs::{LogOptions, RunningCheck};
+
+/// The body of every response.
+pub type Body = BoxBody<Bytes, Infallible>;
 
 /// Server errors.
 #[derive(Debug, thiserror::Error)]
@@ -83,6 +93,224 @@ pub fn handle(shared: &KubeletShared, method: &Method, path: &str) -> Response<F
     }
 }
 
+fn boxed(r: Response<Full<Bytes>>) -> Response<Body> {
+    r.map(|b| b.boxed())
+}
+
+fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
+    let mut b: String = body.into();
+    if !b.ends_with('\n') {
+        b.push('\n');
+    }
+    boxed(response(status, "text/plain; charset=utf-8", b))
+}
+
+fn path_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |j: usize| b.get(j).and_then(|c| (*c as char).to_digit(16));
+        match (b[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Upstream `validateContainerLogStatus`: the id of the container instance whose logs to
+/// serve, or the reason there is none.
+pub fn container_id_for_logs(
+    status: Option<&k8s_openapi::api::core::v1::PodStatus>,
+    container: &str,
+    pod: &str,
+    previous: bool,
+) -> Result<String, String> {
+    let cs = status
+        .into_iter()
+        .flat_map(|s| {
+            s.container_statuses
+                .iter()
+                .flatten()
+                .chain(s.init_container_statuses.iter().flatten())
+        })
+        .find(|c| c.name == container)
+        .ok_or_else(|| format!("container {container:?} in pod {pod:?} is not available"))?;
+    let state = cs.state.clone().unwrap_or_default();
+    let last = cs
+        .last_state
+        .as_ref()
+        .and_then(|l| l.terminated.as_ref())
+        .and_then(|t| t.container_id.clone())
+        .filter(|id| !id.is_empty());
+    let terminated = || format!("container {container:?} in pod {pod:?} is terminated");
+    if previous {
+        return last.ok_or_else(|| {
+            format!("previous terminated container {container:?} in pod {pod:?} not found")
+        });
+    }
+    if state.running.is_some() {
+        return cs.container_id.clone().ok_or_else(terminated);
+    }
+    if let Some(t) = &state.terminated {
+        return t
+            .container_id
+            .clone()
+            .filter(|id| !id.is_empty())
+            .or(last)
+            .ok_or_else(terminated);
+    }
+    if cs
+        .last_state
+        .as_ref()
+        .is_some_and(|l| l.terminated.is_some())
+    {
+        return last.ok_or_else(terminated);
+    }
+    match state.waiting.and_then(|w| w.reason) {
+        Some(r) if r == "ErrImagePull" => Err(format!(
+            "container {container:?} in pod {pod:?} is waiting to start: image can't be pulled"
+        )),
+        Some(r) if r == "ImagePullBackOff" => Err(format!(
+            "container {container:?} in pod {pod:?} is waiting to start: trying and failing to pull image"
+        )),
+        Some(r) => Err(format!(
+            "container {container:?} in pod {pod:?} is waiting to start: {r}"
+        )),
+        None => Err(format!(
+            "container {container:?} in pod {pod:?} is waiting to start - no logs yet"
+        )),
+    }
+}
+
+/// `GET /containerLogs/<ns>/<pod>/<container>?<query>` (upstream `getContainerLogs` and
+/// `GetKubeletContainerLogs`).
+pub async fn container_logs(shared: &KubeletShared, rest: &str, query: &str) -> Response<Body> {
+    let parts: Vec<String> = rest.split('/').map(path_decode).collect();
+    let [ns, pod_name, container] = parts.as_slice() else {
+        return text(
+            StatusCode::BAD_REQUEST,
+            "expected /containerLogs/<namespace>/<pod>/<container>",
+        );
+    };
+    if container.is_empty() {
+        return text(StatusCode::BAD_REQUEST, "Missing container name");
+    }
+    let opts = match LogOptions::from_query(query, chrono::Utc::now()) {
+        Ok(o) => o,
+        Err(e) => return text(StatusCode::BAD_REQUEST, e.to_string()),
+    };
+    let pod = shared.pods.read().ok().and_then(|m| {
+        m.values()
+            .find(|p| {
+                p.metadata.name.as_deref() == Some(pod_name.as_str())
+                    && p.metadata.namespace.as_deref().unwrap_or("default") == ns.as_str()
+            })
+            .cloned()
+    });
+    let Some(pod) = pod else {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("pod {pod_name:?} does not exist"),
+        );
+    };
+    let in_spec = pod.spec.as_ref().is_some_and(|s| {
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+            .any(|c| &c.name == container)
+    });
+    if !in_spec {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("container {container:?} not found in pod {pod_name:?}"),
+        );
+    }
+    let status = pod
+        .metadata
+        .uid
+        .as_deref()
+        .and_then(|u| shared.status.get_pod_status(u));
+    let full_name = crate::container::pod_full_name(&pod);
+    let id = match container_id_for_logs(status.as_ref(), container, &full_name, opts.previous)
+        .and_then(|id| {
+            crate::container::ContainerID::parse(&id)
+                .map(|c| c.id)
+                .map_err(|e| e.to_string())
+        }) {
+        Ok(id) => id,
+        Err(e) => return text(StatusCode::BAD_REQUEST, e),
+    };
+    let log_path = match shared.runtime.container_log_info(&id).await {
+        Ok((p, _)) if !p.is_empty() => std::path::PathBuf::from(p),
+        Ok(_) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("container {id:?} has no log path"),
+            );
+        }
+        Err(e) => {
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("failed to get container status {id:?}: {e}"),
+            );
+        }
+    };
+    if !opts.follow {
+        return match crate::logs::read_logs_to_vec(&log_path, &opts).await {
+            Ok(b) => boxed(response(StatusCode::OK, "text/plain", b)),
+            Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        };
+    }
+    let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(64);
+    let rt = shared.runtime.clone();
+    let running: RunningCheck = Arc::new(move || {
+        let rt = rt.clone();
+        let id = id.clone();
+        Box::pin(async move {
+            rt.container_log_info(&id)
+                .await
+                .map(|(_, running)| running)
+                .unwrap_or(false)
+        })
+    });
+    tokio::spawn(async move {
+        if let Err(e) = crate::logs::read_logs(&log_path, &opts, tx, Some(running)).await {
+            tracing::warn!(path = %log_path.display(), error = %e, "following container log failed");
+        }
+    });
+    let stream =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) })
+            .map(|b| Ok::<_, Infallible>(Frame::data(b)));
+    let mut r = Response::new(BodyExt::boxed(StreamBody::new(stream)));
+    if let Ok(v) = hyper::header::HeaderValue::from_str("text/plain") {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+/// Route one request, including the asynchronous endpoints.
+pub async fn route(
+    shared: &KubeletShared,
+    method: &Method,
+    path: &str,
+    query: &str,
+) -> Response<Body> {
+    if let Some(rest) = path.strip_prefix("/containerLogs/")
+        && (method == Method::GET || method == Method::HEAD)
+    {
+        return container_logs(shared, rest, query).await;
+    }
+    boxed(handle(shared, method, path))
+}
+
 /// Bind `addr` (`host:port`); returns the listener's local address and the serving future.
 pub async fn serve(
     addr: &str,
@@ -114,8 +342,13 @@ pub async fn serve(
             let shared = Arc::clone(&shared);
             tokio::spawn(async move {
                 let svc = service_fn(move |req: Request<Incoming>| {
-                    let r = handle(&shared, req.method(), req.uri().path());
-                    async move { Ok::<_, Infallible>(r) }
+                    let shared = Arc::clone(&shared);
+                    async move {
+                        let path = req.uri().path().to_string();
+                        let query = req.uri().query().unwrap_or_default().to_string();
+                        let r = route(&shared, req.method(), &path, &query).await;
+                        Ok::<_, Infallible>(r)
+                    }
                 });
                 if let Err(e) = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), svc)

@@ -1,25 +1,48 @@
 //! Pod volumes, reduced to what a node without an API server can provide (upstream
-//! `pkg/kubelet/volumemanager` and the `empty_dir`/`host_path` volume plugins). This module owns
-//! where a pod's volumes live on the host (`emptyDir` under
-//! `<root>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>`, `hostPath` as given), creating
-//! them before containers start ("mounting"), and turning a container's `volumeMounts` into CRI
-//! mounts. Volume types that need the API server (configMap, secret, PVCs, ...) are reported as
-//! errors so the pod waits like upstream's `WaitForAttachAndMount`.
+//! `pkg/kubelet/volumemanager` and the `empty_dir`, `host_path`, `downwardapi` and `projected`
+//! volume plugins, plus `makeMounts` in `kubelet_pods.go`). This module owns:
+//! - where a pod's volumes live: `emptyDir` under
+//!   `<root>/pods/<uid>/volumes/kubernetes.io~empty-dir/<name>` (medium `Memory`: a tmpfs
+//!   mounted there, `size=<sizeLimit>`), `downwardAPI` / `projected` under
+//!   `kubernetes.io~downward-api` / `kubernetes.io~projected`, `hostPath` as given;
+//! - setting them up before containers start ("mounting"): hostPath type checks with upstream's
+//!   messages, downward API files (metadata fields, labels, annotations, resource fields);
+//!   configMap/secret (also as projected sources) need the API server and fail with a clear
+//!   message, other types are unsupported;
+//! - container mounts: `volumeMounts` with `subPath` (validated, created when missing), the
+//!   kubelet-managed `/etc/hosts` (`<pod dir>/etc-hosts`, for pods not on the host network), and
+//!   the termination message file (`<pod dir>/containers/<name>/<id>`);
+//! - the termination message of an exited container, with `FallbackToLogsOnError`;
+//! - teardown: unmounting what was mounted under a pod directory before it is removed.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use cri_proto::runtime::v1 as cri;
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, DownwardAPIVolumeFile, Pod, Volume};
+
+use crate::envvars::{NodeAllocatable, container_resource_value, format_map};
 
 /// The emptyDir plugin's directory name (upstream `kubernetes.io~empty-dir`).
 pub const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
+/// The downwardAPI plugin's directory name.
+pub const DOWNWARD_API_PLUGIN: &str = "kubernetes.io~downward-api";
+/// The projected plugin's directory name.
+pub const PROJECTED_PLUGIN: &str = "kubernetes.io~projected";
+/// The kubelet-managed hosts file in the pod directory (upstream `etc-hosts`).
+pub const ETC_HOSTS_FILE: &str = "etc-hosts";
+/// Upstream `MaxContainerTerminationMessageLength`.
+pub const MAX_TERMINATION_MESSAGE_LENGTH: u64 = 4096;
+/// The API default of `terminationMessagePath`.
+pub const DEFAULT_TERMINATION_MESSAGE_PATH: &str = "/dev/termination-log";
 
 /// Volume errors.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VolumeError {
     /// The volume type is not supported on this node.
-    #[error("volume {0:?}: unsupported volume type (only emptyDir and hostPath)")]
+    #[error(
+        "volume {0:?}: unsupported volume type (emptyDir, hostPath, downwardAPI and projected downwardAPI only)"
+    )]
     Unsupported(String),
     /// The host directory could not be prepared.
     #[error("volume {name:?}: cannot prepare {path}: {reason}")]
@@ -31,6 +54,14 @@ pub enum VolumeError {
         /// Cause.
         reason: String,
     },
+    /// `MountVolume.SetUp` failed (hostPath type mismatch, API object needed, bad item).
+    #[error("MountVolume.SetUp failed for volume {name:?} : {reason}")]
+    SetUp {
+        /// Volume name.
+        name: String,
+        /// Cause, as upstream words it.
+        reason: String,
+    },
     /// A volumeMount names no volume of the pod.
     #[error("container {container:?}: volumeMount {volume:?} names no volume of the pod")]
     UnknownVolume {
@@ -39,51 +70,398 @@ pub enum VolumeError {
         /// Volume name.
         volume: String,
     },
+    /// A bad `subPath`.
+    #[error("container {container:?}: volumeMount {volume:?}: {reason}")]
+    SubPath {
+        /// Container.
+        container: String,
+        /// Volume name.
+        volume: String,
+        /// Cause.
+        reason: String,
+    },
+}
+
+/// (capacity, available) bytes of the filesystem holding `path` (statvfs).
+pub fn fs_capacity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs(3) with a valid NUL-terminated path and a zeroed out-struct.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: see above; `st` outlives the call.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let frsize = st.f_frsize;
+    Some((st.f_blocks * frsize, st.f_bavail * frsize))
+}
+
+fn plugin_dir(pod_dir: &Path, plugin: &str, name: &str) -> PathBuf {
+    pod_dir.join("volumes").join(plugin).join(name)
 }
 
 /// Host paths of the pod's supported volumes (pure; see [`mount_pod_volumes`]).
 pub fn volume_host_paths(pod: &Pod, pod_dir: &Path) -> HashMap<String, PathBuf> {
     let mut out = HashMap::new();
     for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-        if let Some(hp) = &v.host_path {
-            out.insert(v.name.clone(), PathBuf::from(&hp.path));
+        let path = if let Some(hp) = &v.host_path {
+            PathBuf::from(&hp.path)
         } else if v.empty_dir.is_some() {
-            out.insert(
-                v.name.clone(),
-                pod_dir.join("volumes").join(EMPTY_DIR_PLUGIN).join(&v.name),
-            );
-        }
+            plugin_dir(pod_dir, EMPTY_DIR_PLUGIN, &v.name)
+        } else if v.downward_api.is_some() {
+            plugin_dir(pod_dir, DOWNWARD_API_PLUGIN, &v.name)
+        } else if v.projected.is_some() {
+            plugin_dir(pod_dir, PROJECTED_PLUGIN, &v.name)
+        } else {
+            continue;
+        };
+        out.insert(v.name.clone(), path);
     }
     out
 }
 
-/// Prepare the pod's volumes: create emptyDirs and `DirectoryOrCreate` hostPaths; fail on
-/// unsupported volume types (upstream `WaitForAttachAndMount`).
+/// Upstream `checkTypeInternal` (hostPath `type`): creates for `DirectoryOrCreate` (0755) and
+/// `FileOrCreate` (0644), else checks the kind of file; an empty type checks nothing.
+pub fn check_host_path_type(path: &Path, type_: &str) -> Result<(), String> {
+    use std::os::unix::fs::FileTypeExt;
+    let p = path.display();
+    let meta = std::fs::metadata(path);
+    let ft = meta.as_ref().ok().map(|m| m.file_type());
+    match type_ {
+        "" => Ok(()),
+        "DirectoryOrCreate" | "Directory" => {
+            if ft.is_none() && type_ == "DirectoryOrCreate" {
+                use std::os::unix::fs::DirBuilderExt;
+                return std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(path)
+                    .map_err(|e| format!("cannot create directory {p}: {e}"));
+            }
+            if ft.is_some_and(|f| f.is_dir()) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "hostPath type check failed: {p} is not a directory"
+                ))
+            }
+        }
+        "FileOrCreate" | "File" => {
+            if ft.is_none() && type_ == "FileOrCreate" {
+                if let Some(parent) = path.parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|e| format!("cannot create directory for {p}: {e}"))?;
+                }
+                use std::os::unix::fs::OpenOptionsExt;
+                return std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .mode(0o644)
+                    .open(path)
+                    .map(|_| ())
+                    .map_err(|e| format!("cannot create file {p}: {e}"));
+            }
+            if ft.is_some_and(|f| f.is_file()) {
+                Ok(())
+            } else {
+                Err(format!("hostPath type check failed: {p} is not a file"))
+            }
+        }
+        "Socket" => ft
+            .filter(|f| f.is_socket())
+            .map(|_| ())
+            .ok_or_else(|| format!("hostPath type check failed: {p} is not a socket file")),
+        "CharDevice" => ft
+            .filter(|f| f.is_char_device())
+            .map(|_| ())
+            .ok_or_else(|| format!("hostPath type check failed: {p} is not a character device")),
+        "BlockDevice" => ft
+            .filter(|f| f.is_block_device())
+            .map(|_| ())
+            .ok_or_else(|| format!("hostPath type check failed: {p} is not a block device")),
+        other => Err(format!("{other} is an invalid volume type")),
+    }
+}
+
+/// Mount points (from `/proc/self/mountinfo`) at or under `dir`.
+fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .map(|m| PathBuf::from(m.replace("\\040", " ")))
+        .filter(|m| m.starts_with(dir))
+        .collect()
+}
+
+/// Is `dir` a mount point?
+pub fn is_mount_point(dir: &Path) -> bool {
+    mounts_under(dir).iter().any(|m| m == dir)
+}
+
+fn c_path(p: &Path) -> Result<std::ffi::CString, String> {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|e| e.to_string())
+}
+
+/// Upstream `setupTmpfs`: mount a tmpfs at `dir` (`size=` when a size limit is given).
+fn mount_tmpfs(dir: &Path, size: Option<u64>) -> Result<(), String> {
+    if is_mount_point(dir) {
+        return Ok(());
+    }
+    let target = c_path(dir)?;
+    let opts = size.map(|s| format!("size={s}")).unwrap_or_default();
+    let data = std::ffi::CString::new(opts).map_err(|e| e.to_string())?;
+    let fstype = c"tmpfs";
+    // SAFETY: mount(2) with valid NUL-terminated strings that outlive the call.
+    let rc = unsafe {
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            data.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(format!(
+            "mount tmpfs on {}: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        ));
+    }
+    tracing::info!(dir = %dir.display(), ?size, "mounted tmpfs for a memory-backed emptyDir");
+    Ok(())
+}
+
+/// Unmount everything mounted under `pod_dir` (deepest first), before the directory is
+/// removed (upstream `TearDown` of memory-backed emptyDirs).
+pub fn unmount_pod_dir(pod_dir: &Path) {
+    let mut mounts = mounts_under(pod_dir);
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.as_os_str().len()));
+    for m in mounts {
+        let Ok(target) = c_path(&m) else { continue };
+        // SAFETY: umount2(2) with a valid NUL-terminated path.
+        let rc = unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+        if rc != 0 {
+            tracing::warn!(dir = %m.display(), error = %std::io::Error::last_os_error(), "cannot unmount volume");
+        } else {
+            tracing::info!(dir = %m.display(), "unmounted volume");
+        }
+    }
+}
+
+/// Remove a pod directory after unmounting its volumes.
+pub fn remove_pod_dir(pod_dir: &Path) -> std::io::Result<()> {
+    unmount_pod_dir(pod_dir);
+    std::fs::remove_dir_all(pod_dir)
+}
+
+/// The file content of one downwardAPI item (upstream `CollectData` of the downwardAPI plugin:
+/// only pod metadata fields and container resources).
+pub fn downward_api_item_value(
+    item: &DownwardAPIVolumeFile,
+    pod: &Pod,
+    node: &NodeAllocatable,
+) -> Result<String, String> {
+    if let Some(f) = &item.field_ref {
+        let m = &pod.metadata;
+        return match f.field_path.as_str() {
+            "metadata.labels" => Ok(format_map(m.labels.as_ref())),
+            "metadata.annotations" => Ok(format_map(m.annotations.as_ref())),
+            p @ ("metadata.name" | "metadata.namespace" | "metadata.uid") => {
+                Ok(crate::envvars::pod_field_value(pod, p, &[], "").unwrap_or_default())
+            }
+            p if p.starts_with("metadata.labels['") || p.starts_with("metadata.annotations['") => {
+                Ok(crate::envvars::pod_field_value(pod, p, &[], "").unwrap_or_default())
+            }
+            p => Err(format!("unsupported fieldPath: {p}")),
+        };
+    }
+    if let Some(r) = &item.resource_field_ref {
+        let name = r.container_name.as_deref().unwrap_or_default();
+        let c = pod
+            .spec
+            .as_ref()
+            .and_then(|s| {
+                s.containers
+                    .iter()
+                    .chain(s.init_containers.iter().flatten())
+                    .find(|c| c.name == name)
+            })
+            .ok_or_else(|| format!("resourceFieldRef: container {name:?} not found"))?;
+        return container_resource_value(r, c, node).map_err(|e| e.to_string());
+    }
+    Err(format!(
+        "item {:?} has no fieldRef or resourceFieldRef",
+        item.path
+    ))
+}
+
+fn valid_relative_path(p: &str) -> bool {
+    !p.is_empty()
+        && !Path::new(p).is_absolute()
+        && !Path::new(p)
+            .components()
+            .any(|c| matches!(c, std::path::Component::ParentDir))
+}
+
+/// Write files into `dir` (replacing changed ones atomically), with their modes.
+fn write_volume_files(dir: &Path, files: &[(String, String, i32)]) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for (rel, content, mode) in files {
+        if !valid_relative_path(rel) {
+            return Err(format!("invalid item path {rel:?}"));
+        }
+        let path = dir.join(rel);
+        if std::fs::read_to_string(&path).is_ok_and(|c| &c == content) {
+            continue;
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        let tmp = path.with_extension("kubelet-tmp");
+        std::fs::write(&tmp, content).map_err(|e| format!("write {}: {e}", tmp.display()))?;
+        let mode = u32::try_from(*mode).unwrap_or(0o644) & 0o777;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+            .map_err(|e| e.to_string())?;
+        std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn downward_files(
+    items: &[DownwardAPIVolumeFile],
+    default_mode: Option<i32>,
+    pod: &Pod,
+    node: &NodeAllocatable,
+) -> Result<Vec<(String, String, i32)>, String> {
+    items
+        .iter()
+        .map(|i| {
+            Ok((
+                i.path.clone(),
+                downward_api_item_value(i, pod, node)?,
+                i.mode.or(default_mode).unwrap_or(0o644),
+            ))
+        })
+        .collect()
+}
+
+fn api_object_error(kind: &str, pod: &Pod, name: &str) -> String {
+    format!(
+        "couldn't get {kind} {}/{name}, no kubeClient defined",
+        pod.metadata.namespace.as_deref().unwrap_or_default()
+    )
+}
+
+/// Set up one volume at `path` (upstream `SetUp` of its plugin).
+fn set_up_volume(v: &Volume, path: &Path, pod: &Pod, node: &NodeAllocatable) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(hp) = &v.host_path {
+        return check_host_path_type(path, hp.type_.as_deref().unwrap_or_default());
+    }
+    if let Some(ed) = &v.empty_dir {
+        std::fs::create_dir_all(path).map_err(|e| e.to_string())?;
+        if ed.medium.as_deref() == Some("Memory") {
+            let size = ed
+                .size_limit
+                .as_ref()
+                .and_then(|q| {
+                    crate::kuberuntime::container_config::parse_quantity_scaled(&q.0, 1.0)
+                })
+                .and_then(|v| u64::try_from(v).ok())
+                .filter(|v| *v > 0);
+            mount_tmpfs(path, size)?;
+        } else if let Some(m) = ed.medium.as_deref().filter(|m| !m.is_empty()) {
+            return Err(format!("emptyDir medium {m:?} is not supported"));
+        }
+        // Upstream emptyDir directories are world-writable.
+        return std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777))
+            .map_err(|e| e.to_string());
+    }
+    if let Some(d) = &v.downward_api {
+        let files = downward_files(d.items.as_deref().unwrap_or(&[]), d.default_mode, pod, node)?;
+        return write_volume_files(path, &files);
+    }
+    if let Some(p) = &v.projected {
+        let mut files = Vec::new();
+        for src in p.sources.iter().flatten() {
+            if let Some(d) = &src.downward_api {
+                files.extend(downward_files(
+                    d.items.as_deref().unwrap_or(&[]),
+                    p.default_mode,
+                    pod,
+                    node,
+                )?);
+            } else if let Some(c) = &src.config_map {
+                return Err(api_object_error("configMap", pod, &c.name));
+            } else if let Some(s) = &src.secret {
+                return Err(api_object_error("secret", pod, &s.name));
+            } else if src.service_account_token.is_some() {
+                return Err("cannot get a service account token, no kubeClient defined".into());
+            } else {
+                return Err("unsupported projected volume source".into());
+            }
+        }
+        return write_volume_files(path, &files);
+    }
+    Err("unsupported volume type".into())
+}
+
+/// Prepare the pod's volumes (upstream `WaitForAttachAndMount`): every volume is set up, or
+/// the first failure is returned with upstream's wording.
 pub fn mount_pod_volumes(
     pod: &Pod,
     pod_dir: &Path,
 ) -> Result<HashMap<String, PathBuf>, VolumeError> {
     let paths = volume_host_paths(pod, pod_dir);
+    let node = NodeAllocatable::node();
     for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
+        let set_up = |reason: String| VolumeError::SetUp {
+            name: v.name.clone(),
+            reason,
+        };
+        if let Some(c) = &v.config_map {
+            return Err(set_up(api_object_error("configMap", pod, &c.name)));
+        }
+        if let Some(s) = &v.secret {
+            return Err(set_up(api_object_error(
+                "secret",
+                pod,
+                s.secret_name.as_deref().unwrap_or_default(),
+            )));
+        }
         let Some(path) = paths.get(&v.name) else {
             return Err(VolumeError::Unsupported(v.name.clone()));
         };
-        let create = v.empty_dir.is_some()
-            || v.host_path
-                .as_ref()
-                .is_some_and(|h| h.type_.as_deref() == Some("DirectoryOrCreate"));
-        if create && let Err(e) = std::fs::create_dir_all(path) {
-            return Err(VolumeError::Setup {
-                name: v.name.clone(),
-                path: path.display().to_string(),
-                reason: e.to_string(),
-            });
-        }
+        set_up_volume(v, path, pod, &node).map_err(set_up)?;
     }
     Ok(paths)
 }
 
-/// CRI mounts for `c`'s volumeMounts (upstream `makeMounts`, without subPathExpr/propagation).
+/// The waiting reasons shown while volumes cannot be mounted: every container waits in
+/// `ContainerCreating` with the mount error as message.
+pub fn mount_failure_reasons(pod: &Pod, err: &VolumeError) -> HashMap<String, (String, String)> {
+    pod.spec
+        .iter()
+        .flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
+        .map(|c| {
+            (
+                c.name.clone(),
+                ("ContainerCreating".to_string(), err.to_string()),
+            )
+        })
+        .collect()
+}
+
+/// CRI mounts for `c`'s volumeMounts (upstream `makeMounts`, without subPathExpr/propagation):
+/// a `subPath` must be relative without `..`, must stay inside the volume, and is created as a
+/// directory when missing.
 pub fn make_mounts(
     c: &Container,
     volumes: &HashMap<String, PathBuf>,
@@ -99,7 +477,37 @@ pub fn make_mounts(
                     volume: m.name.clone(),
                 })?;
             let host = match m.sub_path.as_deref().filter(|s| !s.is_empty()) {
-                Some(sub) => host.join(sub),
+                Some(sub) => {
+                    let err = |reason: String| VolumeError::SubPath {
+                        container: c.name.clone(),
+                        volume: m.name.clone(),
+                        reason,
+                    };
+                    if Path::new(sub).is_absolute() {
+                        return Err(err(format!(
+                            "error SubPath `{sub}` must not be an absolute path"
+                        )));
+                    }
+                    if !valid_relative_path(sub) {
+                        return Err(err(format!("error SubPath `{sub}` must not contain '..'")));
+                    }
+                    let p = host.join(sub);
+                    if !p.exists() && host.is_dir() {
+                        std::fs::create_dir_all(&p).map_err(|e| {
+                            err(format!("cannot create subPath {}: {e}", p.display()))
+                        })?;
+                    }
+                    if let (Ok(base), Ok(real)) = (host.canonicalize(), p.canonicalize())
+                        && !real.starts_with(&base)
+                    {
+                        return Err(err(format!(
+                            "subpath {:?} not within volume path {:?}",
+                            real.display().to_string(),
+                            base.display().to_string()
+                        )));
+                    }
+                    p
+                }
                 None => host.clone(),
             };
             Ok(cri::Mount {
@@ -110,6 +518,153 @@ pub fn make_mounts(
             })
         })
         .collect()
+}
+
+/// Upstream `managedHostsFileContent`.
+pub fn managed_hosts_file_content(
+    ips: &[String],
+    hostname: &str,
+    aliases: &[k8s_openapi::api::core::v1::HostAlias],
+) -> String {
+    let mut s = String::from(
+        "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\nfe00::2\tip6-allrouters\n",
+    );
+    for ip in ips {
+        s.push_str(&format!("{ip}\t{hostname}\n"));
+    }
+    if !aliases.is_empty() {
+        s.push_str("\n# Entries added by HostAliases.\n");
+        for a in aliases {
+            let names = a.hostnames.clone().unwrap_or_default().join("\t");
+            s.push_str(&format!("{}\t{names}\n", a.ip));
+        }
+    }
+    s
+}
+
+/// Mounts the kubelet adds to every container (upstream `makeMounts`): the managed
+/// `/etc/hosts` (pods not on the host network, with an IP, unless the container mounts
+/// `/etc/hosts` itself) and the termination message file.
+pub fn kubelet_managed_mounts(
+    pod: &Pod,
+    c: &Container,
+    pod_dir: &Path,
+    pod_ips: &[String],
+    existing: &[cri::Mount],
+) -> Result<Vec<cri::Mount>, VolumeError> {
+    let setup = |path: &Path, e: std::io::Error| VolumeError::Setup {
+        name: c.name.clone(),
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    };
+    let mut out = Vec::new();
+    let spec = pod.spec.as_ref();
+    if !crate::container::is_host_network_pod(pod)
+        && !pod_ips.is_empty()
+        && !existing.iter().any(|m| m.container_path == "/etc/hosts")
+    {
+        let hostname = spec
+            .and_then(|s| s.hostname.clone())
+            .or_else(|| pod.metadata.name.clone())
+            .unwrap_or_default();
+        let hostname: String = hostname.chars().take(63).collect();
+        let hostname = hostname.trim_end_matches(['-', '.']).to_string();
+        let content = managed_hosts_file_content(
+            pod_ips,
+            &hostname,
+            spec.and_then(|s| s.host_aliases.as_deref()).unwrap_or(&[]),
+        );
+        let path = pod_dir.join(ETC_HOSTS_FILE);
+        std::fs::create_dir_all(pod_dir).map_err(|e| setup(pod_dir, e))?;
+        std::fs::write(&path, content).map_err(|e| setup(&path, e))?;
+        out.push(cri::Mount {
+            container_path: "/etc/hosts".into(),
+            host_path: path.to_string_lossy().into_owned(),
+            ..Default::default()
+        });
+    }
+    let tpath = c
+        .termination_message_path
+        .clone()
+        .unwrap_or_else(|| DEFAULT_TERMINATION_MESSAGE_PATH.into());
+    if !tpath.is_empty() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = pod_dir.join("containers").join(&c.name);
+        std::fs::create_dir_all(&dir).map_err(|e| setup(&dir, e))?;
+        let id = format!(
+            "{:x}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default()
+        );
+        let file = dir.join(id);
+        std::fs::write(&file, b"").map_err(|e| setup(&file, e))?;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666))
+            .map_err(|e| setup(&file, e))?;
+        out.push(cri::Mount {
+            container_path: tpath,
+            host_path: file.to_string_lossy().into_owned(),
+            ..Default::default()
+        });
+    }
+    Ok(out)
+}
+
+/// The last `max` bytes of a file.
+fn read_at_most(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let len = f.metadata()?.len();
+    if len > max {
+        f.seek(SeekFrom::Start(len - max))?;
+    }
+    let mut buf = Vec::new();
+    f.read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// Upstream `getTerminationMessage` + `readLastStringFromContainerLogs` for an exited
+/// container: the file mounted at its terminationMessagePath (last 4 KiB), or, with
+/// `FallbackToLogsOnError` after a failure and an empty file, the tail of its log.
+pub async fn termination_message(st: &cri::ContainerStatus) -> String {
+    use crate::kuberuntime::labels::{
+        CONTAINER_TERMINATION_MESSAGE_PATH_LABEL, CONTAINER_TERMINATION_MESSAGE_POLICY_LABEL,
+    };
+    if st.state != cri::ContainerState::ContainerExited as i32 {
+        return String::new();
+    }
+    let path = st
+        .annotations
+        .get(CONTAINER_TERMINATION_MESSAGE_PATH_LABEL)
+        .cloned()
+        .unwrap_or_default();
+    let fallback = st
+        .annotations
+        .get(CONTAINER_TERMINATION_MESSAGE_POLICY_LABEL)
+        .is_some_and(|p| p == "FallbackToLogsOnError")
+        && st.exit_code != 0
+        && st.reason != "ContainerCannotRun";
+    let mut check_logs = fallback;
+    let mut msg = String::new();
+    if !path.is_empty()
+        && let Some(m) = st.mounts.iter().find(|m| m.container_path == path)
+    {
+        match read_at_most(Path::new(&m.host_path), MAX_TERMINATION_MESSAGE_LENGTH) {
+            Ok(data) => {
+                check_logs = fallback && data.is_empty();
+                msg = String::from_utf8_lossy(&data).into_owned();
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return format!("Error on reading termination log {}: {e}", m.host_path);
+            }
+        }
+    }
+    if check_logs && !st.log_path.is_empty() {
+        msg = crate::logs::last_log_string(Path::new(&st.log_path)).await;
+    }
+    msg
 }
 
 #[cfg(test)]
@@ -190,5 +745,279 @@ mod tests {
             mount_pod_volumes(&p, dir.path()),
             Err(VolumeError::Unsupported("cfg".into()))
         );
+    }
+
+    #[test]
+    fn host_path_type_checks() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        let file = d.join("file");
+        std::fs::write(&file, "x").expect("file");
+        let sock = d.join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("socket");
+        let missing = d.join("missing");
+        assert_eq!(check_host_path_type(&missing, ""), Ok(()));
+        assert_eq!(check_host_path_type(d, "Directory"), Ok(()));
+        assert_eq!(
+            check_host_path_type(&file, "Directory"),
+            Err(format!(
+                "hostPath type check failed: {} is not a directory",
+                file.display()
+            ))
+        );
+        assert!(check_host_path_type(&missing, "Directory").is_err());
+        assert_eq!(check_host_path_type(&file, "File"), Ok(()));
+        assert_eq!(
+            check_host_path_type(d, "File"),
+            Err(format!(
+                "hostPath type check failed: {} is not a file",
+                d.display()
+            ))
+        );
+        assert_eq!(check_host_path_type(&sock, "Socket"), Ok(()));
+        assert_eq!(
+            check_host_path_type(&file, "Socket"),
+            Err(format!(
+                "hostPath type check failed: {} is not a socket file",
+                file.display()
+            ))
+        );
+        assert_eq!(
+            check_host_path_type(Path::new("/dev/null"), "CharDevice"),
+            Ok(())
+        );
+        assert_eq!(
+            check_host_path_type(&file, "CharDevice"),
+            Err(format!(
+                "hostPath type check failed: {} is not a character device",
+                file.display()
+            ))
+        );
+        assert_eq!(
+            check_host_path_type(Path::new("/dev/null"), "BlockDevice"),
+            Err("hostPath type check failed: /dev/null is not a block device".to_string())
+        );
+        assert_eq!(
+            check_host_path_type(d, "Bogus"),
+            Err("Bogus is an invalid volume type".to_string())
+        );
+        // The *OrCreate types create what is missing, then check like the plain ones.
+        let newdir = d.join("a/b");
+        assert_eq!(check_host_path_type(&newdir, "DirectoryOrCreate"), Ok(()));
+        assert!(newdir.is_dir());
+        let newfile = d.join("c/f");
+        assert_eq!(check_host_path_type(&newfile, "FileOrCreate"), Ok(()));
+        assert!(newfile.is_file());
+        assert!(check_host_path_type(&file, "DirectoryOrCreate").is_err());
+        assert!(check_host_path_type(d, "FileOrCreate").is_err());
+    }
+
+    #[test]
+    fn downward_api_and_api_object_volumes() {
+        use k8s_openapi::api::core::v1::{
+            ConfigMapVolumeSource, DownwardAPIVolumeSource, ObjectFieldSelector,
+            ProjectedVolumeSource, ResourceFieldSelector, VolumeProjection,
+        };
+        use std::collections::BTreeMap;
+        let mut p = Pod::default();
+        p.metadata.name = Some("web".into());
+        p.metadata.namespace = Some("ns".into());
+        p.metadata.labels = Some(BTreeMap::from([
+            ("app".to_string(), "x".to_string()),
+            ("tier".to_string(), "fe".to_string()),
+        ]));
+        let item = |path: &str, field: &str| DownwardAPIVolumeFile {
+            path: path.into(),
+            field_ref: Some(ObjectFieldSelector {
+                field_path: field.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let items = vec![
+            item("name", "metadata.name"),
+            item("labels", "metadata.labels"),
+            item("sub/app", "metadata.labels['app']"),
+            DownwardAPIVolumeFile {
+                path: "cpu".into(),
+                resource_field_ref: Some(ResourceFieldSelector {
+                    container_name: Some("c".into()),
+                    resource: "limits.cpu".into(),
+                    divisor: Some(k8s_openapi::apimachinery::pkg::api::resource::Quantity(
+                        "1m".into(),
+                    )),
+                }),
+                ..Default::default()
+            },
+        ];
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            containers: vec![Container {
+                name: "c".into(),
+                resources: Some(k8s_openapi::api::core::v1::ResourceRequirements {
+                    limits: Some(BTreeMap::from([(
+                        "cpu".to_string(),
+                        k8s_openapi::apimachinery::pkg::api::resource::Quantity("250m".into()),
+                    )])),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            volumes: Some(vec![
+                Volume {
+                    name: "info".into(),
+                    downward_api: Some(DownwardAPIVolumeSource {
+                        items: Some(items.clone()),
+                        default_mode: Some(0o600),
+                    }),
+                    ..Default::default()
+                },
+                Volume {
+                    name: "proj".into(),
+                    projected: Some(ProjectedVolumeSource {
+                        sources: Some(vec![VolumeProjection {
+                            downward_api: Some(k8s_openapi::api::core::v1::DownwardAPIProjection {
+                                items: Some(vec![item("ns", "metadata.namespace")]),
+                            }),
+                            ..Default::default()
+                        }]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        });
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths = mount_pod_volumes(&p, dir.path()).expect("mount");
+        let read = |v: &str, f: &str| std::fs::read_to_string(paths[v].join(f)).expect("file");
+        assert_eq!(read("info", "name"), "web");
+        assert_eq!(read("info", "labels"), "app=\"x\"\ntier=\"fe\"");
+        assert_eq!(read("info", "sub/app"), "x");
+        assert_eq!(read("info", "cpu"), "250");
+        assert_eq!(read("proj", "ns"), "ns");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(paths["info"].join("name"))
+            .expect("meta")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        // Idempotent.
+        mount_pod_volumes(&p, dir.path()).expect("again");
+        // configMap volumes need the API server.
+        if let Some(v) = p.spec.as_mut().and_then(|s| s.volumes.as_mut()) {
+            v.push(Volume {
+                name: "cfg".into(),
+                config_map: Some(ConfigMapVolumeSource {
+                    name: "settings".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            });
+        }
+        let err = mount_pod_volumes(&p, dir.path()).expect_err("configMap");
+        assert_eq!(
+            err.to_string(),
+            "MountVolume.SetUp failed for volume \"cfg\" : couldn't get configMap ns/settings, no kubeClient defined"
+        );
+        let reasons = mount_failure_reasons(&p, &err);
+        assert_eq!(reasons["c"].0, "ContainerCreating");
+    }
+
+    #[test]
+    fn sub_path_rules_and_managed_mounts() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let vol = dir.path().join("vol");
+        std::fs::create_dir_all(&vol).expect("vol");
+        let volumes = HashMap::from([("v".to_string(), vol.clone())]);
+        let with_sub = |sub: &str| Container {
+            name: "c".into(),
+            volume_mounts: Some(vec![VolumeMount {
+                name: "v".into(),
+                mount_path: "/m".into(),
+                sub_path: Some(sub.into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let m = make_mounts(&with_sub("a/b"), &volumes).expect("subpath");
+        assert!(vol.join("a/b").is_dir(), "created");
+        assert_eq!(m[0].host_path, vol.join("a/b").display().to_string());
+        assert!(make_mounts(&with_sub("../x"), &volumes).is_err());
+        assert!(make_mounts(&with_sub("/abs"), &volumes).is_err());
+        std::os::unix::fs::symlink("/", vol.join("escape")).expect("symlink");
+        assert!(make_mounts(&with_sub("escape"), &volumes).is_err());
+
+        let mut pod = Pod::default();
+        pod.metadata.name = Some("web".into());
+        pod.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            host_aliases: Some(vec![k8s_openapi::api::core::v1::HostAlias {
+                ip: "10.1.1.1".into(),
+                hostnames: Some(vec!["a".into(), "b".into()]),
+            }]),
+            ..Default::default()
+        });
+        let c = Container {
+            name: "c".into(),
+            termination_message_path: Some("/dev/termination-log".into()),
+            ..Default::default()
+        };
+        let pod_dir = dir.path().join("pod");
+        let mounts =
+            kubelet_managed_mounts(&pod, &c, &pod_dir, &["10.0.0.5".into()], &[]).expect("managed");
+        assert_eq!(mounts.len(), 2);
+        assert_eq!(mounts[0].container_path, "/etc/hosts");
+        let hosts = std::fs::read_to_string(&mounts[0].host_path).expect("hosts");
+        assert!(hosts.starts_with("# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n"));
+        assert!(hosts.contains("\n10.0.0.5\tweb\n"), "{hosts}");
+        assert!(hosts.ends_with("# Entries added by HostAliases.\n10.1.1.1\ta\tb\n"));
+        assert_eq!(mounts[1].container_path, "/dev/termination-log");
+        // Host network: no managed hosts file.
+        if let Some(s) = pod.spec.as_mut() {
+            s.host_network = Some(true);
+        }
+        let mounts =
+            kubelet_managed_mounts(&pod, &c, &pod_dir, &["10.0.0.5".into()], &[]).expect("managed");
+        assert_eq!(mounts.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn termination_message_from_file_or_logs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let msg = dir.path().join("msg");
+        std::fs::write(&msg, "").expect("msg");
+        let log = dir.path().join("0.log");
+        std::fs::write(&log, "2024-01-01T00:00:00Z stdout F oops\n").expect("log");
+        let mut st = cri::ContainerStatus {
+            state: cri::ContainerState::ContainerExited as i32,
+            exit_code: 1,
+            log_path: log.display().to_string(),
+            mounts: vec![cri::Mount {
+                container_path: "/dev/termination-log".into(),
+                host_path: msg.display().to_string(),
+                ..Default::default()
+            }],
+            annotations: HashMap::from([
+                (
+                    "io.kubernetes.container.terminationMessagePath".to_string(),
+                    "/dev/termination-log".to_string(),
+                ),
+                (
+                    "io.kubernetes.container.terminationMessagePolicy".to_string(),
+                    "File".to_string(),
+                ),
+            ]),
+            ..Default::default()
+        };
+        assert_eq!(termination_message(&st).await, "");
+        st.annotations.insert(
+            "io.kubernetes.container.terminationMessagePolicy".into(),
+            "FallbackToLogsOnError".into(),
+        );
+        assert_eq!(termination_message(&st).await, "oops\n");
+        std::fs::write(&msg, "bye").expect("msg");
+        assert_eq!(termination_message(&st).await, "bye");
+        st.exit_code = 0;
+        std::fs::write(&msg, "").expect("msg");
+        assert_eq!(termination_message(&st).await, "", "no fallback on success");
     }
 }

@@ -134,84 +134,23 @@ pub fn container_log_path(name: &str, restart_count: i32) -> String {
     format!("{name}/{restart_count}.log")
 }
 
-/// Upstream `third_party/forked/golang/expansion.Expand`: `$(VAR)` becomes the variable's
-/// value when defined (else stays as written), `$$` escapes a `$`.
-pub fn expand(input: &str, vars: &HashMap<String, String>) -> String {
-    let mut out = String::with_capacity(input.len());
-    let mut rest = input;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(tail) = after.strip_prefix('$') {
-            out.push('$');
-            rest = tail;
-        } else if let Some(body) = after.strip_prefix('(')
-            && let Some(end) = body.find(')')
-        {
-            let name = &body[..end];
-            match vars.get(name) {
-                Some(v) => out.push_str(v),
-                None => {
-                    out.push_str("$(");
-                    out.push_str(name);
-                    out.push(')');
-                }
-            }
-            rest = &body[end + 1..];
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
-}
+pub use crate::envvars::{EnvError, expand, pod_field_value};
 
-/// Upstream `podFieldSelectorRuntimeValue` for the downward API in env.
-pub fn pod_field_value(pod: &Pod, path: &str, pod_ips: &[String], host_ip: &str) -> Option<String> {
-    let m = &pod.metadata;
-    let spec = pod.spec.as_ref();
-    let keyed = |prefix: &str, map: Option<&BTreeMap<String, String>>| {
-        let key = path.strip_prefix(prefix)?.strip_suffix("']")?;
-        Some(map.and_then(|m| m.get(key)).cloned().unwrap_or_default())
-    };
-    match path {
-        "metadata.name" => m.name.clone(),
-        "metadata.namespace" => m.namespace.clone(),
-        "metadata.uid" => m.uid.clone(),
-        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()),
-        "spec.serviceAccountName" => spec.and_then(|s| s.service_account_name.clone()),
-        "status.hostIP" | "status.hostIPs" => Some(host_ip.to_string()),
-        "status.podIP" => Some(pod_ips.first().cloned().unwrap_or_default()),
-        "status.podIPs" => Some(pod_ips.join(",")),
-        _ => keyed("metadata.labels['", m.labels.as_ref())
-            .or_else(|| keyed("metadata.annotations['", m.annotations.as_ref())),
-    }
-}
-
-/// Upstream `makeEnvironmentVariables` for plain values and `fieldRef` (the sources that need
-/// no API server), with `$(VAR)` expansion against the variables defined before.
+/// Upstream `makeEnvironmentVariables` (see [`crate::envvars`]), with this node's allocatable
+/// resources for `resourceFieldRef`.
 pub fn make_environment(
     c: &Container,
     pod: &Pod,
     pod_ips: &[String],
     host_ip: &str,
-) -> Vec<(String, String)> {
-    let mut vars: HashMap<String, String> = HashMap::new();
-    let mut out = Vec::new();
-    for e in c.env.iter().flatten() {
-        let value = if let Some(v) = &e.value {
-            expand(v, &vars)
-        } else if let Some(f) = e.value_from.as_ref().and_then(|v| v.field_ref.as_ref()) {
-            pod_field_value(pod, &f.field_path, pod_ips, host_ip).unwrap_or_default()
-        } else {
-            String::new()
-        };
-        vars.insert(e.name.clone(), value.clone());
-        out.retain(|(k, _): &(String, String)| k != &e.name);
-        out.push((e.name.clone(), value));
-    }
-    out
+) -> Result<Vec<(String, String)>, EnvError> {
+    crate::envvars::make_environment_variables(
+        c,
+        pod,
+        pod_ips,
+        host_ip,
+        &crate::envvars::NodeAllocatable::node(),
+    )
 }
 
 /// Upstream `generateContainerConfig` (mounts are added by the caller).
@@ -222,8 +161,8 @@ pub fn generate_container_config(
     image_ref: &str,
     pod_ips: &[String],
     host_ip: &str,
-) -> cri::ContainerConfig {
-    let env = make_environment(c, pod, pod_ips, host_ip);
+) -> Result<cri::ContainerConfig, EnvError> {
+    let env = make_environment(c, pod, pod_ips, host_ip)?;
     let vars: HashMap<String, String> = env.iter().cloned().collect();
     let expand_all = |v: &Option<Vec<String>>| {
         v.iter()
@@ -236,7 +175,7 @@ pub fn generate_container_config(
         .map(|(key, value)| cri::KeyValue { key, value })
         .collect();
     let image = c.image.clone().unwrap_or_default();
-    cri::ContainerConfig {
+    Ok(cri::ContainerConfig {
         metadata: Some(cri::ContainerMetadata {
             name: c.name.clone(),
             attempt: u32::try_from(restart_count).unwrap_or(0),
@@ -265,7 +204,7 @@ pub fn generate_container_config(
             security_context: Some(linux_security_context(c, pod)),
         }),
         ..Default::default()
-    }
+    })
 }
 
 #[cfg(test)]
@@ -340,7 +279,8 @@ mod tests {
             ]),
             ..Default::default()
         };
-        let cfg = generate_container_config(&c, &pod, 0, "", &["10.0.0.2".into()], "1.2.3.4");
+        let cfg = generate_container_config(&c, &pod, 0, "", &["10.0.0.2".into()], "1.2.3.4")
+            .expect("config");
         let env: Vec<(String, String)> = cfg
             .envs
             .iter()
@@ -366,7 +306,7 @@ mod tests {
             image: Some("busybox".into()),
             ..Default::default()
         };
-        let cfg = generate_container_config(&c, &pod, 2, "", &[], "");
+        let cfg = generate_container_config(&c, &pod, 2, "", &[], "").expect("config");
         assert_eq!(cfg.log_path, "app/2.log");
         assert_eq!(
             cfg.labels

@@ -5,7 +5,7 @@
 //! containers with image pulls and back-off), killing pods and containers with a grace period,
 //! and removing dead containers and sandboxes.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -229,9 +229,16 @@ pub struct KubeGenericRuntimeManager {
     metrics: Arc<Metrics>,
     root_dir: PathBuf,
     probe_results: crate::prober::ProbeResults,
+    credentials: Arc<crate::credentials::DockerKeyring>,
 }
 
 impl KubeGenericRuntimeManager {
+    /// Pull images with the node's credentials (upstream `keyring`).
+    pub fn with_credentials(mut self, keyring: crate::credentials::DockerKeyring) -> Self {
+        self.credentials = Arc::new(keyring);
+        self
+    }
+
     /// Use `root` as the kubelet root directory (pod volumes live under `<root>/pods/<uid>`);
     /// the default is `/var/lib/kubelet`.
     pub fn with_root_dir(mut self, root: impl Into<PathBuf>) -> Self {
@@ -265,6 +272,68 @@ impl KubeGenericRuntimeManager {
         .map(|r| r.exit_code)
     }
 
+    /// CRI `ContainerStatus`: the container's log path and whether it runs.
+    pub async fn container_log_info(&self, id: &str) -> Result<(String, bool), RuntimeError> {
+        let req = cri::ContainerStatusRequest {
+            container_id: id.to_string(),
+            verbose: false,
+        };
+        let st = self
+            .rt("container_status", self.timeout, |mut c| async move {
+                c.container_status(req).await
+            })
+            .await?
+            .status
+            .unwrap_or_default();
+        Ok((
+            st.log_path,
+            st.state == cri::ContainerState::ContainerRunning as i32,
+        ))
+    }
+
+    /// Running containers as (id, pod name, log path) (for the container log manager).
+    pub async fn running_container_logs(
+        &self,
+    ) -> Result<Vec<(String, String, String)>, RuntimeError> {
+        let req = cri::ListContainersRequest {
+            filter: Some(cri::ContainerFilter {
+                state: Some(cri::ContainerStateValue {
+                    state: cri::ContainerState::ContainerRunning as i32,
+                }),
+                ..Default::default()
+            }),
+        };
+        let list = self
+            .rt("list_containers", self.timeout, |mut c| async move {
+                c.list_containers(req).await
+            })
+            .await?
+            .containers;
+        let mut out = Vec::new();
+        for c in list {
+            let pod = c.labels.get(POD_NAME_LABEL).cloned().unwrap_or_default();
+            match self.container_log_info(&c.id).await {
+                Ok((path, _)) => out.push((c.id, pod, path)),
+                Err(e) => {
+                    tracing::debug!(container = %c.id, error = %e, "container vanished while reading its log path")
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// CRI `ReopenContainerLog`.
+    pub async fn reopen_container_log(&self, id: &str) -> Result<(), RuntimeError> {
+        let req = cri::ReopenContainerLogRequest {
+            container_id: id.to_string(),
+        };
+        self.rt("reopen_container_log", self.timeout, |mut c| async move {
+            c.reopen_container_log(req).await
+        })
+        .await
+        .map(|_| ())
+    }
+
     /// `<root>/pods/<uid>` (upstream `getPodDir`).
     pub fn pod_dir(&self, uid: &str) -> PathBuf {
         self.root_dir.join("pods").join(uid)
@@ -291,6 +360,7 @@ impl KubeGenericRuntimeManager {
             root_dir: PathBuf::from("/var/lib/kubelet"),
             runtime_version: String::new(),
             probe_results: crate::prober::ProbeResults::default(),
+            credentials: Arc::default(),
         };
         let v = m
             .rt("version", timeout, |mut c| async move {
@@ -313,7 +383,12 @@ impl KubeGenericRuntimeManager {
         &self.runtime_name
     }
 
-    async fn rt<T, F, Fut>(
+    /// The CRI request timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    pub(crate) async fn rt<T, F, Fut>(
         &self,
         op: &'static str,
         timeout: Duration,
@@ -333,7 +408,7 @@ impl KubeGenericRuntimeManager {
         r
     }
 
-    async fn img<T, F, Fut>(
+    pub(crate) async fn img<T, F, Fut>(
         &self,
         op: &'static str,
         timeout: Duration,
@@ -353,7 +428,7 @@ impl KubeGenericRuntimeManager {
         r
     }
 
-    async fn list_sandboxes(
+    pub(crate) async fn list_sandboxes(
         &self,
         labels: HashMap<String, String>,
     ) -> Result<Vec<cri::PodSandbox>, RuntimeError> {
@@ -371,7 +446,7 @@ impl KubeGenericRuntimeManager {
             .items)
     }
 
-    async fn list_containers(
+    pub(crate) async fn list_containers(
         &self,
         labels: HashMap<String, String>,
     ) -> Result<Vec<cri::Container>, RuntimeError> {
@@ -553,6 +628,14 @@ impl KubeGenericRuntimeManager {
                     continue;
                 }
             };
+            let mut message = st.message.clone();
+            let tmsg = crate::volumemanager::termination_message(&st).await;
+            if !tmsg.is_empty() {
+                if !message.is_empty() {
+                    message.push_str(": ");
+                }
+                message.push_str(&tmsg);
+            }
             let annotations = if st.annotations.is_empty() {
                 &c.annotations
             } else {
@@ -594,7 +677,7 @@ impl KubeGenericRuntimeManager {
                 hash: labels::container_hash(annotations),
                 restart_count: labels::restart_count(annotations),
                 reason: st.reason.clone(),
-                message: st.message.clone(),
+                message,
             });
         }
         Ok(status)
@@ -825,17 +908,36 @@ impl KubeGenericRuntimeManager {
             ));
         }
         tracing::info!(pod = %pod_full_name(pod), container = %c.name, image = %image, "pulling image");
-        let req = cri::PullImageRequest {
-            image: Some(spec),
-            auth: None,
-            sandbox_config: None,
-        };
-        match self
-            .img("pull_image", self.timeout * 5, |mut c| async move {
-                c.pull_image(req).await
-            })
-            .await
-        {
+        // Upstream `pullImage`: each matching credential in turn, anonymous when none match.
+        let mut auths: Vec<Option<cri::AuthConfig>> = self
+            .credentials
+            .lookup(&image)
+            .into_iter()
+            .map(Some)
+            .collect();
+        if auths.is_empty() {
+            auths.push(None);
+        }
+        let mut result = Err(RuntimeError::Timeout {
+            op: "pull_image",
+            timeout: Duration::ZERO,
+        });
+        for auth in auths {
+            let req = cri::PullImageRequest {
+                image: Some(spec.clone()),
+                auth,
+                sandbox_config: None,
+            };
+            result = self
+                .img("pull_image", self.timeout * 5, |mut c| async move {
+                    c.pull_image(req).await
+                })
+                .await;
+            if result.is_ok() {
+                break;
+            }
+        }
+        match result {
             Ok(r) => {
                 backoff.reset(&key);
                 Ok(r.image_ref)
@@ -872,17 +974,31 @@ impl KubeGenericRuntimeManager {
             &image_ref,
             target.ips,
             &crate::kubelet::node_ip(),
-        );
-        let volumes = crate::volumemanager::volume_host_paths(
-            pod,
-            &self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default()),
-        );
-        config.mounts = crate::volumemanager::make_mounts(c, &volumes).map_err(|e| {
+        )
+        .map_err(|e| {
             (
                 reasons::CREATE_CONTAINER_CONFIG_ERROR.to_string(),
                 e.to_string(),
             )
         })?;
+        let pod_dir = self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default());
+        let volumes = crate::volumemanager::volume_host_paths(pod, &pod_dir);
+        let config_error = |e: crate::volumemanager::VolumeError| {
+            (
+                reasons::CREATE_CONTAINER_CONFIG_ERROR.to_string(),
+                e.to_string(),
+            )
+        };
+        config.mounts = crate::volumemanager::make_mounts(c, &volumes).map_err(config_error)?;
+        let managed = crate::volumemanager::kubelet_managed_mounts(
+            pod,
+            c,
+            &pod_dir,
+            target.ips,
+            &config.mounts,
+        )
+        .map_err(config_error)?;
+        config.mounts.extend(managed);
         let req = cri::CreateContainerRequest {
             pod_sandbox_id: target.id.to_string(),
             config: Some(config),
@@ -1088,7 +1204,7 @@ impl KubeGenericRuntimeManager {
         self.kill_all(containers, "", sandboxes).await
     }
 
-    async fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
+    pub(crate) async fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
         let req = cri::RemoveContainerRequest {
             container_id: id.to_string(),
         };
@@ -1099,7 +1215,7 @@ impl KubeGenericRuntimeManager {
         .map(|_| ())
     }
 
-    async fn remove_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+    pub(crate) async fn remove_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
         let req = cri::RemovePodSandboxRequest {
             pod_sandbox_id: id.to_string(),
         };
@@ -1122,60 +1238,6 @@ impl KubeGenericRuntimeManager {
         for s in self.list_sandboxes(sel).await? {
             if s.state != cri::PodSandboxState::SandboxReady as i32 {
                 self.remove_sandbox(&s.id).await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Container and sandbox garbage collection (upstream `containerGC.GarbageCollect` with
-    /// `MaxPerPodContainer = 1`): for pods in `known`, keep the newest dead instance per
-    /// container name and the newest sandbox; for other pods remove everything not running.
-    /// Only pods of `node_name` are touched (see `kubelet::owned_by_node`).
-    pub async fn garbage_collect(
-        &self,
-        known: &HashSet<String>,
-        node_name: &str,
-    ) -> Result<(), RuntimeError> {
-        let pods = self.get_pods(true).await?;
-        for p in pods {
-            if !crate::kubelet::owned_by_node(&p.name, node_name) {
-                continue;
-            }
-            let is_known = known.contains(&p.id);
-            let mut dead: Vec<&RuntimeContainer> = p
-                .containers
-                .iter()
-                .filter(|c| c.state == ContainerState::Exited)
-                .collect();
-            dead.sort_by_key(|c| std::cmp::Reverse(c.created_at));
-            let mut seen = HashSet::new();
-            for c in dead {
-                if is_known && seen.insert(c.name.clone()) {
-                    continue;
-                }
-                tracing::debug!(pod = %p.name, container = %c.name, id = %c.id, "removing dead container");
-                if let Err(e) = self.remove_container(&c.id).await {
-                    tracing::debug!(id = %c.id, error = %e, "gc: remove container failed");
-                }
-            }
-            let mut sbs: Vec<&RuntimeContainer> = p.sandboxes.iter().collect();
-            sbs.sort_by_key(|c| std::cmp::Reverse(c.created_at));
-            for (i, s) in sbs.into_iter().enumerate() {
-                if s.state == ContainerState::Running || (is_known && i == 0) {
-                    continue;
-                }
-                if is_known
-                    && p.containers
-                        .iter()
-                        .any(|c| c.state == ContainerState::Running)
-                    && i == 0
-                {
-                    continue;
-                }
-                tracing::debug!(pod = %p.name, sandbox = %s.id, "removing dead sandbox");
-                if let Err(e) = self.remove_sandbox(&s.id).await {
-                    tracing::debug!(sandbox = %s.id, error = %e, "gc: remove sandbox failed");
-                }
             }
         }
         Ok(())

@@ -1,0 +1,377 @@
+//! Helpers for end-to-end tests that run the `kubelet` BINARY on a real runtime (containerd's
+//! CRI, or the kubelet's embedded dockershim on Docker): spawn it with static pods from a
+//! manifest directory, read its read-only server, wait with a deadline (dumping the kubelet's
+//! log tail on timeout), and clean the runtime up afterwards.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use cri_proto::runtime::v1 as cri;
+use integration::runtimes::{InProcessShim, RuntimeKind, clients};
+use integration::testbed::Testbed;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::process::{Child, Command};
+
+pub const DEADLINE: Duration = Duration::from_secs(150);
+pub const UID_LABEL: &str = "io.kubernetes.pod.uid";
+
+pub fn kubelet_binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug/kubelet")
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// `GET path` on 127.0.0.1:port: (status code, body), de-chunked.
+pub async fn http_get_status(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.ok()?;
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase()
+            .starts_with("transfer-encoding: chunked")
+    });
+    let body = if chunked {
+        dechunk(body)?
+    } else {
+        body.to_string()
+    };
+    Some((code, body))
+}
+
+fn dechunk(mut s: &str) -> Option<String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = s.split_once("\r\n")?;
+        let n = usize::from_str_radix(size.trim(), 16).ok()?;
+        if n == 0 {
+            return Some(out);
+        }
+        out.push_str(rest.get(..n)?);
+        s = rest.get(n + 2..)?;
+    }
+}
+
+/// `GET path`: the body when the answer is 200.
+pub async fn http_get(port: u16, path: &str) -> Option<String> {
+    match http_get_status(port, path).await? {
+        (200, b) => Some(b),
+        _ => None,
+    }
+}
+
+pub async fn pods(port: u16) -> Option<Vec<serde_json::Value>> {
+    let body = http_get(port, "/pods").await?;
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["items"].as_array().cloned()
+}
+
+pub fn find_pod<'a>(pods: &'a [serde_json::Value], uid: &str) -> Option<&'a serde_json::Value> {
+    pods.iter().find(|p| p["metadata"]["uid"] == uid)
+}
+
+/// The pod from /pods.
+pub async fn pod(port: u16, uid: &str) -> Option<serde_json::Value> {
+    find_pod(&pods(port).await?, uid).cloned()
+}
+
+/// containerIDs by name when the pod is Running with every container running.
+pub fn running_ids(pod: &serde_json::Value) -> Option<HashMap<String, String>> {
+    let st = &pod["status"];
+    if st["phase"] != "Running" {
+        return None;
+    }
+    let mut out = HashMap::new();
+    for c in st["containerStatuses"].as_array()? {
+        c["state"]["running"].as_object()?;
+        out.insert(
+            c["name"].as_str()?.to_string(),
+            c["containerID"].as_str()?.to_string(),
+        );
+    }
+    Some(out)
+}
+
+pub async fn wait_for<T, F, Fut>(what: &str, log: &Path, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let end = tokio::time::Instant::now() + DEADLINE;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        if tokio::time::Instant::now() > end {
+            let tail = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = tail.lines().rev().take(60).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            panic!(
+                "timed out waiting for {what}; kubelet log tail:\n{}",
+                tail.join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Containers of `uid` on the runtime at `endpoint`.
+pub async fn runtime_containers(endpoint: &str, uid: &str) -> Option<Vec<cri::Container>> {
+    let (mut rt, _) = clients(endpoint).await.ok()?;
+    let sel = HashMap::from([(UID_LABEL.to_string(), uid.to_string())]);
+    Some(
+        rt.list_containers(cri::ListContainersRequest {
+            filter: Some(cri::ContainerFilter {
+                label_selector: sel,
+                ..Default::default()
+            }),
+        })
+        .await
+        .ok()?
+        .into_inner()
+        .containers,
+    )
+}
+
+/// Sandboxes of `uid` on the runtime at `endpoint`.
+pub async fn runtime_sandboxes(endpoint: &str, uid: &str) -> Option<Vec<cri::PodSandbox>> {
+    let (mut rt, _) = clients(endpoint).await.ok()?;
+    let sel = HashMap::from([(UID_LABEL.to_string(), uid.to_string())]);
+    Some(
+        rt.list_pod_sandbox(cri::ListPodSandboxRequest {
+            filter: Some(cri::PodSandboxFilter {
+                label_selector: sel,
+                ..Default::default()
+            }),
+        })
+        .await
+        .ok()?
+        .into_inner()
+        .items,
+    )
+}
+
+/// Stop and remove every sandbox labelled with `uid` (best effort).
+pub async fn cleanup_runtime(endpoint: &str, uid: &str) {
+    let Ok((mut rt, _)) = clients(endpoint).await else {
+        return;
+    };
+    for s in runtime_sandboxes(endpoint, uid).await.unwrap_or_default() {
+        let _ = rt
+            .stop_pod_sandbox(cri::StopPodSandboxRequest {
+                pod_sandbox_id: s.id.clone(),
+            })
+            .await;
+        let _ = rt
+            .remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                pod_sandbox_id: s.id,
+            })
+            .await;
+    }
+}
+
+/// Clean up the pods `uids` from the runtime of `kind` after the kubelet stopped.
+pub async fn cleanup_all(kind: RuntimeKind, tb: &Testbed, uids: &[String]) {
+    match kind {
+        RuntimeKind::Containerd => {
+            for u in uids {
+                cleanup_runtime(&tb.containerd_endpoint, u).await;
+            }
+        }
+        RuntimeKind::Dockershim => {
+            // The kubelet's embedded dockershim is gone: clean up through one of our own.
+            if let Ok(mut shim) = InProcessShim::start(tb).await {
+                let ep = shim.config.endpoint.clone();
+                for u in uids {
+                    cleanup_runtime(&ep, u).await;
+                }
+                shim.stop().await;
+            }
+        }
+    }
+}
+
+pub async fn stop_kubelet(child: &mut Child) {
+    if let Some(pid) = child.id() {
+        // SAFETY: kill(2) on the pid of our own child process.
+        unsafe {
+            libc::kill(pid as libc::pid_t, libc::SIGTERM);
+        }
+    }
+    if tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+}
+
+/// One kubelet of a test: its directories, port and node name.
+pub struct Kubelet {
+    pub kind: RuntimeKind,
+    pub dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub manifests: PathBuf,
+    pub log: PathBuf,
+    pub port: u16,
+    pub node: String,
+    pub child: Option<Child>,
+}
+
+impl Kubelet {
+    /// Directories and a unique node name for a kubelet on `kind`.
+    pub fn new(kind: RuntimeKind, prefix: &str) -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("kubelet-it-")
+            .tempdir()
+            .expect("tempdir");
+        let root = dir.path().join("root");
+        let manifests = dir.path().join("manifests");
+        std::fs::create_dir_all(&manifests).expect("manifest dir");
+        let log = dir.path().join("kubelet.log");
+        Self {
+            kind,
+            root,
+            manifests,
+            log,
+            port: free_port(),
+            node: integration::fixtures::unique_name(prefix),
+            child: None,
+            dir,
+        }
+    }
+
+    /// The CRI endpoint the checks use: containerd's, or the kubelet's embedded dockershim.
+    pub fn endpoint(&self, tb: &Testbed) -> String {
+        match self.kind {
+            RuntimeKind::Containerd => tb.containerd_endpoint.clone(),
+            RuntimeKind::Dockershim => format!("unix://{}/dockershim.sock", self.root.display()),
+        }
+    }
+
+    /// The static pod's name (`<name>-<node>`).
+    pub fn pod_name(&self, name: &str) -> String {
+        format!("{name}-{}", self.node)
+    }
+
+    /// Write a manifest file.
+    pub fn write_manifest(&self, file: &str, text: &str) -> PathBuf {
+        let p = self.manifests.join(file);
+        std::fs::write(&p, text).expect("write manifest");
+        p
+    }
+
+    /// Start the binary with `extra` flags.
+    pub fn spawn(&mut self, tb: &Testbed, extra: &[String]) {
+        let bin = kubelet_binary();
+        assert!(
+            bin.exists(),
+            "{} is missing: run `cargo build --workspace` first (hack/test.sh does)",
+            bin.display()
+        );
+        let mut cmd = Command::new(bin);
+        cmd.arg("--root-dir")
+            .arg(&self.root)
+            .arg("--pod-manifest-path")
+            .arg(&self.manifests)
+            .arg("--read-only-port")
+            .arg(self.port.to_string())
+            .arg("--hostname-override")
+            .arg(&self.node)
+            .arg("--pod-infra-container-image")
+            .arg(&tb.pause_image)
+            .arg("--file-check-frequency")
+            .arg("2s")
+            .arg("-v")
+            .arg("2");
+        match self.kind {
+            RuntimeKind::Containerd => {
+                cmd.arg("--container-runtime-endpoint")
+                    .arg(&tb.containerd_endpoint);
+            }
+            RuntimeKind::Dockershim => {
+                cmd.arg("--docker-endpoint")
+                    .arg(&tb.docker_endpoint)
+                    .arg("--network-plugin=cni")
+                    .arg("--cni-bin-dir")
+                    .arg(&tb.cni_bin_dir)
+                    .arg("--cni-conf-dir")
+                    .arg(&tb.dockershim_cni_conf_dir)
+                    .arg("--cni-cache-dir")
+                    .arg(&tb.dockershim_cni_cache_dir);
+            }
+        }
+        cmd.args(extra);
+        let log_file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .expect("log file");
+        cmd.stdout(Stdio::null())
+            .stderr(Stdio::from(log_file))
+            .env("NO_COLOR", "1")
+            .kill_on_drop(true);
+        self.child = Some(cmd.spawn().expect("spawn kubelet"));
+    }
+
+    /// Remove every manifest, stop the kubelet, and remove `uids` from the runtime.
+    pub async fn shutdown(&mut self, tb: &Testbed, uids: &[String]) {
+        if let Ok(rd) = std::fs::read_dir(&self.manifests) {
+            for e in rd.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        if let Some(mut c) = self.child.take() {
+            stop_kubelet(&mut c).await;
+        }
+        cleanup_all(self.kind, tb, uids).await;
+        // Volumes a kubelet stopped mid-test left mounted (memory-backed emptyDirs).
+        let root = self.root.display().to_string();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for m in mountinfo.lines().filter_map(|l| l.split(' ').nth(4)) {
+            if m.starts_with(&root)
+                && let Ok(c) = std::ffi::CString::new(m)
+            {
+                // SAFETY: umount2(2) with a valid NUL-terminated path under our temp dir.
+                unsafe {
+                    libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+                }
+            }
+        }
+    }
+}
+
+/// A single-container pod manifest running `script` in busybox.
+pub fn pod_manifest(name: &str, uid: &str, image: &str, script: &str, extra_spec: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  uid: {uid}
+spec:
+  terminationGracePeriodSeconds: 1
+{extra_spec}  containers:
+  - name: main
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", {script}]
+"#,
+        script = serde_json::to_string(script).expect("json string")
+    )
+}

@@ -1,0 +1,262 @@
+//! End to end: volumes and kubelet-managed files of the `kubelet` BINARY on both runtimes
+//! (containerd's CRI and the embedded dockershim on Docker): a `Memory` emptyDir is a tmpfs
+//! with the size limit inside the container (`/proc/mounts`) and is unmounted when the pod is
+//! gone; downwardAPI files hold the pod's name, labels and a container's CPU limit; the
+//! container sees the kubelet-managed `/etc/hosts`; a hostPath of the wrong type and a
+//! configMap volume (no API server) give clear messages in `/pods`; the termination message
+//! comes from `/dev/termination-log`, or from the log with `FallbackToLogsOnError`.
+
+mod kubelet_support;
+
+use integration::require_testbed;
+use integration::runtimes::RuntimeKind;
+use kubelet_support::*;
+
+fn waiting_message(pod: &serde_json::Value) -> Option<String> {
+    pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
+        .as_str()
+        .map(str::to_string)
+}
+
+fn terminated_message(pod: &serde_json::Value) -> Option<String> {
+    let t = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+    t.as_object()?;
+    Some(t["message"].as_str().unwrap_or_default().to_string())
+}
+
+async fn kubelet_volumes(kind: RuntimeKind) {
+    let tb = require_testbed!(&format!("kubelet_volumes[{}]", kind.name()));
+    let mut k = Kubelet::new(kind, "klvol");
+    let uid = |n: &str| format!("{}-{n}", k.node);
+    let (vols_uid, badhp_uid, cfg_uid, term_uid, fallback_uid) = (
+        uid("vols"),
+        uid("badhp"),
+        uid("cfg"),
+        uid("term"),
+        uid("fallback"),
+    );
+    let uids = [
+        vols_uid.clone(),
+        badhp_uid.clone(),
+        cfg_uid.clone(),
+        term_uid.clone(),
+        fallback_uid.clone(),
+    ];
+    let image = &tb.busybox_image;
+    k.write_manifest(
+        "vols.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: vols
+  uid: {vols_uid}
+  labels:
+    app: demo
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: cache
+    emptyDir:
+      medium: Memory
+      sizeLimit: 16Mi
+  - name: info
+    downwardAPI:
+      items:
+      - path: name
+        fieldRef:
+          fieldPath: metadata.name
+      - path: labels
+        fieldRef:
+          fieldPath: metadata.labels
+      - path: cpu
+        resourceFieldRef:
+          containerName: main
+          resource: limits.cpu
+          divisor: 1m
+  containers:
+  - name: main
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    resources:
+      limits:
+        cpu: 250m
+        memory: 64Mi
+    command: ["sh", "-c", "grep ' /cache ' /proc/mounts; echo name=$(cat /etc/info/name); echo cpu=$(cat /etc/info/cpu); cat /etc/info/labels; echo; head -1 /etc/hosts; echo end; sleep 3600"]
+    volumeMounts:
+    - name: cache
+      mountPath: /cache
+    - name: info
+      mountPath: /etc/info
+"#
+        ),
+    );
+    let not_a_dir = k.dir.path().join("plain-file");
+    std::fs::write(&not_a_dir, "x").expect("file");
+    k.write_manifest(
+        "badhp.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: badhp
+  uid: {badhp_uid}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: data
+    hostPath:
+      path: {path}
+      type: Directory
+  containers:
+  - name: main
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+    volumeMounts:
+    - name: data
+      mountPath: /data
+"#,
+            path = not_a_dir.display()
+        ),
+    );
+    k.write_manifest(
+        "cfg.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: cfg
+  uid: {cfg_uid}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: settings
+    configMap:
+      name: settings
+  containers:
+  - name: main
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: ["sleep", "3600"]
+    volumeMounts:
+    - name: settings
+      mountPath: /settings
+"#
+        ),
+    );
+    k.write_manifest(
+        "term.yaml",
+        &pod_manifest(
+            "term",
+            &term_uid,
+            image,
+            "printf bye > /dev/termination-log; exit 3",
+            "  restartPolicy: Never\n",
+        ),
+    );
+    k.write_manifest(
+        "fallback.yaml",
+        &pod_manifest(
+            "fallback",
+            &fallback_uid,
+            image,
+            "echo oops; exit 1",
+            "  restartPolicy: Never\n",
+        )
+        .replace(
+            "    imagePullPolicy: IfNotPresent\n",
+            "    imagePullPolicy: IfNotPresent\n    terminationMessagePolicy: FallbackToLogsOnError\n",
+        ),
+    );
+    k.spawn(&tb, &[]);
+    let (port, log) = (k.port, k.log.clone());
+    let vols_dir = k.root.join("pods").join(&vols_uid);
+    let body = async {
+        let out = wait_for("the volume pod's report", &log, || async {
+            let b = http_get(
+                port,
+                &format!("/containerLogs/default/{}/main", k.pod_name("vols")),
+            )
+            .await?;
+            b.contains("end\n").then_some(b)
+        })
+        .await;
+        let mount = out.lines().next().unwrap_or_default();
+        assert!(
+            mount.starts_with("tmpfs /cache tmpfs ") && mount.contains("size=16384k"),
+            "a 16Mi tmpfs at /cache: {out}"
+        );
+        assert!(
+            out.contains(&format!("\nname={}\n", k.pod_name("vols"))),
+            "{out}"
+        );
+        assert!(out.contains("\ncpu=250\n"), "{out}");
+        assert!(out.contains("\napp=\"demo\"\n"), "{out}");
+        assert!(
+            out.contains("\n# Kubernetes-managed hosts file.\n"),
+            "{out}"
+        );
+        let cache = vols_dir.join("volumes/kubernetes.io~empty-dir/cache");
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        assert!(
+            mountinfo.contains(&format!(" {} ", cache.display())),
+            "the tmpfs is mounted on the host at {}",
+            cache.display()
+        );
+
+        let msg = wait_for("the hostPath type error in /pods", &log, || async {
+            waiting_message(&pod(port, &badhp_uid).await?)
+        })
+        .await;
+        assert!(
+            msg.contains(&format!(
+                "hostPath type check failed: {} is not a directory",
+                not_a_dir.display()
+            )),
+            "{msg}"
+        );
+        let msg = wait_for("the configMap volume error in /pods", &log, || async {
+            waiting_message(&pod(port, &cfg_uid).await?)
+        })
+        .await;
+        assert!(
+            msg.contains("couldn't get configMap default/settings, no kubeClient defined"),
+            "{msg}"
+        );
+        let msg = wait_for("the termination message", &log, || async {
+            terminated_message(&pod(port, &term_uid).await?)
+        })
+        .await;
+        assert_eq!(msg, "bye");
+        let msg = wait_for("the fallback termination message", &log, || async {
+            terminated_message(&pod(port, &fallback_uid).await?)
+        })
+        .await;
+        assert_eq!(msg, "oops\n");
+
+        // Removing the pod unmounts the tmpfs and removes the pod directory.
+        std::fs::remove_file(k.manifests.join("vols.yaml")).expect("remove manifest");
+        wait_for("the pod directory to be cleaned up", &log, || async {
+            let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+            (!mountinfo.contains(&vols_dir.display().to_string()) && !vols_dir.exists())
+                .then_some(())
+        })
+        .await;
+    };
+    let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(body)).await;
+    k.shutdown(&tb, &uids).await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_volumes_containerd() {
+    kubelet_volumes(RuntimeKind::Containerd).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_volumes_dockershim() {
+    kubelet_volumes(RuntimeKind::Dockershim).await;
+}

@@ -1,0 +1,537 @@
+//! Container environment (upstream `kubelet_pods.go` `makeEnvironmentVariables`, the
+//! downward API helpers in `pkg/api/v1/resource` and `third_party/forked/golang/expansion`).
+//! This module owns `$(VAR)` expansion exactly like upstream's expansion package, the values a
+//! standalone kubelet can provide (`value`, `fieldRef`, `resourceFieldRef`), and the errors
+//! for sources that need the API server (`configMapKeyRef`, `secretKeyRef`, `envFrom`), which
+//! upstream reports as "no kubeClient defined" when it has no API server client.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use crate::kuberuntime::container_config::parse_quantity_scaled;
+
+const OPERATOR: u8 = b'$';
+const REFERENCE_OPENER: u8 = b'(';
+const REFERENCE_CLOSER: u8 = b')';
+
+/// Environment errors (the container waits with `CreateContainerConfigError`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvError {
+    /// A configMap is needed but there is no API server (standalone mode).
+    #[error("couldn't get configMap {namespace}/{name}, no kubeClient defined")]
+    ConfigMap {
+        /// Pod namespace.
+        namespace: String,
+        /// ConfigMap name.
+        name: String,
+    },
+    /// A secret is needed but there is no API server (standalone mode).
+    #[error("couldn't get secret {namespace}/{name}, no kubeClient defined")]
+    Secret {
+        /// Pod namespace.
+        namespace: String,
+        /// Secret name.
+        name: String,
+    },
+    /// A `fieldRef` names an unsupported field.
+    #[error("unsupported fieldPath: {0}")]
+    FieldPath(String),
+    /// A `resourceFieldRef` is invalid.
+    #[error("{0}")]
+    ResourceField(String),
+    /// An `envFrom` entry has no source.
+    #[error("envFrom entry without configMapRef or secretRef")]
+    EmptyEnvFrom,
+}
+
+/// Upstream `syntaxWrap`: `$(name)`.
+fn syntax_wrap(name: &str) -> String {
+    format!("$({name})")
+}
+
+/// Upstream `tryReadVariableName`: (text to write, is a variable name, bytes consumed after
+/// the operator).
+fn try_read_variable_name(input: &[u8]) -> (Vec<u8>, bool, usize) {
+    match input.first() {
+        Some(&OPERATOR) => (vec![OPERATOR], false, 1),
+        Some(&REFERENCE_OPENER) => {
+            for i in 1..input.len() {
+                if input[i] == REFERENCE_CLOSER {
+                    return (input[1..i].to_vec(), true, i + 1);
+                }
+            }
+            (vec![OPERATOR, REFERENCE_OPENER], false, 1)
+        }
+        Some(&c) => (vec![OPERATOR, c], false, 1),
+        None => (vec![OPERATOR], false, 0),
+    }
+}
+
+/// Upstream `expansion.Expand`: `$(VAR)` becomes `mapping(VAR)`, `$$` becomes `$`, any other
+/// `$x` and an unterminated `$(` are kept as written.
+pub fn expand_with(input: &str, mapping: impl Fn(&str) -> String) -> String {
+    let b = input.as_bytes();
+    let mut buf: Vec<u8> = Vec::with_capacity(b.len());
+    let mut checkpoint = 0;
+    let mut cursor = 0;
+    while cursor < b.len() {
+        if b[cursor] == OPERATOR && cursor + 1 < b.len() {
+            buf.extend_from_slice(&b[checkpoint..cursor]);
+            let (read, is_var, advance) = try_read_variable_name(&b[cursor + 1..]);
+            if is_var {
+                buf.extend_from_slice(mapping(&String::from_utf8_lossy(&read)).as_bytes());
+            } else {
+                buf.extend_from_slice(&read);
+            }
+            cursor += advance;
+            checkpoint = cursor + 1;
+        }
+        cursor += 1;
+    }
+    if checkpoint < b.len() {
+        buf.extend_from_slice(&b[checkpoint..]);
+    }
+    String::from_utf8_lossy(&buf).into_owned()
+}
+
+/// Upstream `MappingFuncFor` over one map: defined names map to their value, others stay
+/// `$(NAME)`.
+pub fn expand(input: &str, vars: &HashMap<String, String>) -> String {
+    expand_with(input, |name| {
+        vars.get(name).cloned().unwrap_or_else(|| syntax_wrap(name))
+    })
+}
+
+/// Upstream `podFieldSelectorRuntimeValue` for the downward API.
+pub fn pod_field_value(pod: &Pod, path: &str, pod_ips: &[String], host_ip: &str) -> Option<String> {
+    let m = &pod.metadata;
+    let spec = pod.spec.as_ref();
+    let keyed = |prefix: &str, map: Option<&BTreeMap<String, String>>| {
+        let key = path.strip_prefix(prefix)?.strip_suffix("']")?;
+        Some(map.and_then(|m| m.get(key)).cloned().unwrap_or_default())
+    };
+    match path {
+        "metadata.name" => m.name.clone(),
+        "metadata.namespace" => m.namespace.clone(),
+        "metadata.uid" => m.uid.clone(),
+        "spec.nodeName" => spec.and_then(|s| s.node_name.clone()),
+        "spec.serviceAccountName" => spec.and_then(|s| s.service_account_name.clone()),
+        "status.hostIP" | "status.hostIPs" => Some(host_ip.to_string()),
+        "status.podIP" => Some(pod_ips.first().cloned().unwrap_or_default()),
+        "status.podIPs" => Some(pod_ips.join(",")),
+        _ => keyed("metadata.labels['", m.labels.as_ref())
+            .or_else(|| keyed("metadata.annotations['", m.annotations.as_ref())),
+    }
+}
+
+/// `metadata.labels` / `metadata.annotations` as `key="value"` lines, sorted (upstream
+/// `fieldpath.FormatMap`, for downwardAPI volume files).
+pub fn format_map(m: Option<&BTreeMap<String, String>>) -> String {
+    m.into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}\n", serde_json::Value::String(v.clone())))
+        .collect::<String>()
+        .trim_end_matches('\n')
+        .to_string()
+}
+
+/// The node's allocatable CPU (millicores) and memory (bytes), used for unset limits
+/// (upstream `MergeContainerResourceLimits` with the node allocatable).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeAllocatable {
+    /// CPU in millicores.
+    pub milli_cpu: i64,
+    /// Memory in bytes.
+    pub memory: i64,
+    /// Ephemeral storage in bytes.
+    pub ephemeral_storage: i64,
+}
+
+impl NodeAllocatable {
+    /// This machine's capacity, detected once (root filesystem `/`).
+    pub fn node() -> Self {
+        static NODE: std::sync::OnceLock<NodeAllocatable> = std::sync::OnceLock::new();
+        *NODE.get_or_init(|| Self::detect(std::path::Path::new("/")))
+    }
+
+    /// This machine's capacity: online CPUs, `MemTotal`, and the root filesystem's size.
+    pub fn detect(root_dir: &std::path::Path) -> Self {
+        let cpus = std::thread::available_parallelism()
+            .map(|n| i64::try_from(n.get()).unwrap_or(1))
+            .unwrap_or(1);
+        let memory = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("MemTotal:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+            })
+            .map(|kb| kb * 1024)
+            .unwrap_or(0);
+        let ephemeral_storage = crate::volumemanager::fs_capacity(root_dir)
+            .map(|(cap, _)| i64::try_from(cap).unwrap_or(i64::MAX))
+            .unwrap_or(0);
+        Self {
+            milli_cpu: cpus * 1000,
+            memory,
+            ephemeral_storage,
+        }
+    }
+}
+
+fn quantity(m: Option<&BTreeMap<String, Quantity>>, k: &str, scale: f64) -> Option<i64> {
+    m.and_then(|m| m.get(k))
+        .and_then(|q| parse_quantity_scaled(&q.0, scale))
+}
+
+/// Upstream `ExtractContainerResourceValue` after `MergeContainerResourceLimits`: the value of
+/// `limits.cpu|memory|ephemeral-storage` or `requests.*` in units of the divisor (rounded up).
+/// Unset limits are the node's allocatable; unset requests fall back to the limit given in the
+/// spec (the API server's defaulting), else 0.
+pub fn container_resource_value(
+    fs: &ResourceFieldSelector,
+    c: &Container,
+    node: &NodeAllocatable,
+) -> Result<String, EnvError> {
+    let res = c.resources.as_ref();
+    let limits = res.and_then(|r| r.limits.as_ref());
+    let requests = res.and_then(|r| r.requests.as_ref());
+    let (kind, name) = fs.resource.split_once('.').ok_or_else(|| {
+        EnvError::ResourceField(format!("unsupported container resource : {}", fs.resource))
+    })?;
+    let scale = if name == "cpu" { 1000.0 } else { 1.0 };
+    let node_value = match name {
+        "cpu" => node.milli_cpu,
+        "memory" => node.memory,
+        "ephemeral-storage" => node.ephemeral_storage,
+        _ if name.starts_with("hugepages-") => 0,
+        _ => {
+            return Err(EnvError::ResourceField(format!(
+                "unsupported container resource : {}",
+                fs.resource
+            )));
+        }
+    };
+    let value = match kind {
+        "limits" => quantity(limits, name, scale).unwrap_or(node_value),
+        "requests" => quantity(requests, name, scale)
+            .or_else(|| quantity(limits, name, scale))
+            .unwrap_or(0),
+        _ => {
+            return Err(EnvError::ResourceField(format!(
+                "unsupported container resource : {}",
+                fs.resource
+            )));
+        }
+    };
+    let divisor = fs
+        .divisor
+        .as_ref()
+        .filter(|d| !d.0.is_empty() && d.0 != "0")
+        .map(|d| {
+            parse_quantity_scaled(&d.0, scale)
+                .filter(|v| *v > 0)
+                .ok_or_else(|| EnvError::ResourceField(format!("invalid divisor {:?}", d.0)))
+        })
+        .transpose()?
+        .unwrap_or(if name == "cpu" { 1000 } else { 1 });
+    // ceil(value / divisor) for non-negative values.
+    let v = (value + divisor - 1).div_euclid(divisor);
+    Ok(v.to_string())
+}
+
+/// Upstream `makeEnvironmentVariables` for a standalone kubelet: `envFrom` (configMap/secret
+/// need the API server: an error, even when optional, like upstream without a client), then
+/// `env` entries in order: `value` (with `$(VAR)` expansion against what is defined so far),
+/// `fieldRef`, `resourceFieldRef`, `configMapKeyRef`/`secretKeyRef` (errors).
+pub fn make_environment_variables(
+    c: &Container,
+    pod: &Pod,
+    pod_ips: &[String],
+    host_ip: &str,
+    node: &NodeAllocatable,
+) -> Result<Vec<(String, String)>, EnvError> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    if let Some(e) = c.env_from.iter().flatten().next() {
+        return Err(if let Some(cm) = &e.config_map_ref {
+            EnvError::ConfigMap {
+                namespace: ns,
+                name: cm.name.clone(),
+            }
+        } else if let Some(s) = &e.secret_ref {
+            EnvError::Secret {
+                namespace: ns,
+                name: s.name.clone(),
+            }
+        } else {
+            EnvError::EmptyEnvFrom
+        });
+    }
+    let mut vars: HashMap<String, String> = HashMap::new();
+    let mut out: Vec<(String, String)> = Vec::new();
+    for e in c.env.iter().flatten() {
+        let value = if let Some(vf) = &e.value_from {
+            if let Some(f) = &vf.field_ref {
+                pod_field_value(pod, &f.field_path, pod_ips, host_ip)
+                    .ok_or_else(|| EnvError::FieldPath(f.field_path.clone()))?
+            } else if let Some(r) = &vf.resource_field_ref {
+                let target = r
+                    .container_name
+                    .as_deref()
+                    .filter(|n| !n.is_empty() && *n != c.name);
+                let container = match target {
+                    None => c,
+                    Some(name) => pod
+                        .spec
+                        .as_ref()
+                        .and_then(|s| {
+                            s.containers
+                                .iter()
+                                .chain(s.init_containers.iter().flatten())
+                                .find(|x| x.name == name)
+                        })
+                        .ok_or_else(|| {
+                            EnvError::ResourceField(format!(
+                                "resourceFieldRef: container {name:?} not found"
+                            ))
+                        })?,
+                };
+                container_resource_value(r, container, node)?
+            } else if let Some(k) = &vf.config_map_key_ref {
+                return Err(EnvError::ConfigMap {
+                    namespace: ns,
+                    name: k.name.clone(),
+                });
+            } else if let Some(k) = &vf.secret_key_ref {
+                return Err(EnvError::Secret {
+                    namespace: ns,
+                    name: k.name.clone(),
+                });
+            } else {
+                String::new()
+            }
+        } else {
+            expand(e.value.as_deref().unwrap_or_default(), &vars)
+        };
+        vars.insert(e.name.clone(), value.clone());
+        out.retain(|(k, _)| k != &e.name);
+        out.push((e.name.clone(), value));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{
+        ConfigMapEnvSource, EnvFromSource, EnvVar, EnvVarSource, ResourceRequirements,
+        SecretKeySelector,
+    };
+
+    #[test]
+    fn expansion_matches_upstream_cases() {
+        // The upstream expand_test.go table (a subset, same mapping).
+        let vars: HashMap<String, String> = [
+            ("VAR_A", "A"),
+            ("VAR_B", "B"),
+            ("VAR_C", "C"),
+            ("VAR_REF", "$(VAR_A)"),
+            ("VAR_EMPTY", ""),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        for (input, want) in [
+            ("$(VAR_A)", "A"),
+            ("___$(VAR_B)___", "___B___"),
+            ("$(VAR_A)-$(VAR_A)", "A-A"),
+            ("f000-$$VAR_A", "f000-$VAR_A"),
+            ("foo\\$(VAR_C)bar", "foo\\Cbar"),
+            ("foo\\\\$(VAR_C)bar", "foo\\\\Cbar"),
+            ("$(VAR_A)$(VAR_B)$(VAR_C)", "ABC"),
+            ("$(VAR_REF)", "$(VAR_A)"),
+            ("foo$(VAR_EMPTY)bar", "foobar"),
+            ("$(VAR_DNE)", "$(VAR_DNE)"),
+            ("$$$$$$(BIG_MONEY)", "$$$(BIG_MONEY)"),
+            ("$$$$$$(VAR_A)", "$$$(VAR_A)"),
+            ("$$$$$$$(GOOD_ODDS)", "$$$$(GOOD_ODDS)"),
+            ("$$$$$$$(VAR_A)", "$$$A"),
+            ("--$($($($($--", "--$($($($($--"),
+            ("$($($($($--foo$(", "$($($($($--foo$("),
+            ("foo0--$($($($(", "foo0--$($($($("),
+            ("$(foo$$var)", "$(foo$$var)"),
+            ("$(VAR_A", "$(VAR_A"),
+            ("$?_boo_$!", "$?_boo_$!"),
+            ("$$(VAR_A)", "$(VAR_A)"),
+            ("$$$(VAR_A)", "$A"),
+            ("$", "$"),
+            ("foo$", "foo$"),
+            ("$()", "$()"),
+            ("$(VAR_A)$", "A$"),
+            ("héllo $(VAR_A) wörld", "héllo A wörld"),
+        ] {
+            assert_eq!(expand(input, &vars), want, "input {input:?}");
+        }
+    }
+
+    fn resource_pod() -> (Pod, Container) {
+        let c = Container {
+            name: "c".into(),
+            resources: Some(ResourceRequirements {
+                limits: Some(BTreeMap::from([
+                    ("cpu".to_string(), Quantity("1500m".into())),
+                    ("memory".to_string(), Quantity("64Mi".into())),
+                ])),
+                requests: Some(BTreeMap::from([(
+                    "cpu".to_string(),
+                    Quantity("250m".into()),
+                )])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut pod = Pod::default();
+        pod.metadata.namespace = Some("ns".into());
+        (pod, c)
+    }
+
+    #[test]
+    fn resource_field_ref_values() {
+        let (_, c) = resource_pod();
+        let node = NodeAllocatable {
+            milli_cpu: 4000,
+            memory: 8 << 30,
+            ephemeral_storage: 100 << 30,
+        };
+        let v = |res: &str, div: Option<&str>| {
+            container_resource_value(
+                &ResourceFieldSelector {
+                    resource: res.into(),
+                    divisor: div.map(|d| Quantity(d.into())),
+                    ..Default::default()
+                },
+                &c,
+                &node,
+            )
+        };
+        assert_eq!(v("limits.cpu", None).as_deref(), Ok("2"), "rounded up");
+        assert_eq!(v("limits.cpu", Some("1m")).as_deref(), Ok("1500"));
+        assert_eq!(v("requests.cpu", Some("1m")).as_deref(), Ok("250"));
+        assert_eq!(v("limits.memory", None).as_deref(), Ok("67108864"));
+        assert_eq!(v("limits.memory", Some("1Mi")).as_deref(), Ok("64"));
+        assert_eq!(
+            v("requests.memory", Some("1Mi")).as_deref(),
+            Ok("64"),
+            "request defaults to the limit"
+        );
+        assert_eq!(
+            v("limits.ephemeral-storage", Some("1Gi")).as_deref(),
+            Ok("100"),
+            "unset limit: node allocatable"
+        );
+        let none = Container::default();
+        assert_eq!(
+            container_resource_value(
+                &ResourceFieldSelector {
+                    resource: "limits.cpu".into(),
+                    ..Default::default()
+                },
+                &none,
+                &node
+            )
+            .as_deref(),
+            Ok("4")
+        );
+        assert!(v("limits.gpu", None).is_err());
+        assert!(v("bogus", None).is_err());
+    }
+
+    #[test]
+    fn env_sources_and_standalone_errors() {
+        let (mut pod, mut c) = resource_pod();
+        pod.metadata.name = Some("web".into());
+        let node = NodeAllocatable {
+            milli_cpu: 2000,
+            memory: 1 << 30,
+            ephemeral_storage: 0,
+        };
+        let var = |name: &str, value: Option<&str>, from: Option<EnvVarSource>| EnvVar {
+            name: name.into(),
+            value: value.map(str::to_string),
+            value_from: from,
+        };
+        c.env = Some(vec![
+            var(
+                "POD",
+                None,
+                Some(EnvVarSource {
+                    field_ref: Some(k8s_openapi::api::core::v1::ObjectFieldSelector {
+                        field_path: "metadata.name".into(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            ),
+            var(
+                "MEM",
+                None,
+                Some(EnvVarSource {
+                    resource_field_ref: Some(ResourceFieldSelector {
+                        resource: "limits.memory".into(),
+                        divisor: Some(Quantity("1Mi".into())),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }),
+            ),
+            var("A", Some("$(POD)-$(MEM)-$(LATER)-$$(POD)"), None),
+            var("LATER", Some("x"), None),
+            var("POD", Some("override"), None),
+        ]);
+        let env = make_environment_variables(&c, &pod, &[], "", &node).expect("env");
+        assert_eq!(
+            env,
+            vec![
+                ("MEM".to_string(), "64".to_string()),
+                ("A".to_string(), "web-64-$(LATER)-$(POD)".to_string()),
+                ("LATER".to_string(), "x".to_string()),
+                ("POD".to_string(), "override".to_string()),
+            ]
+        );
+        let mut with_from = c.clone();
+        with_from.env_from = Some(vec![EnvFromSource {
+            config_map_ref: Some(ConfigMapEnvSource {
+                name: "settings".into(),
+                optional: Some(true),
+            }),
+            ..Default::default()
+        }]);
+        let err = make_environment_variables(&with_from, &pod, &[], "", &node)
+            .expect_err("configMap in standalone");
+        assert_eq!(
+            err.to_string(),
+            "couldn't get configMap ns/settings, no kubeClient defined"
+        );
+        let mut with_secret = c.clone();
+        with_secret.env = Some(vec![var(
+            "S",
+            None,
+            Some(EnvVarSource {
+                secret_key_ref: Some(SecretKeySelector {
+                    name: "creds".into(),
+                    key: "k".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+        )]);
+        let err = make_environment_variables(&with_secret, &pod, &[], "", &node)
+            .expect_err("secret in standalone");
+        assert_eq!(
+            err.to_string(),
+            "couldn't get secret ns/creds, no kubeClient defined"
+        );
+    }
+}

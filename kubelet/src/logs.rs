@@ -1,0 +1,971 @@
+//! Container logs (upstream `pkg/kubelet/kuberuntime/logs` `ReadLogs` and
+//! `pkg/kubelet/logs/container_log_manager.go`). This module owns:
+//! - parsing log files in the CRI format (`<RFC3339Nano> <stdout|stderr> <P|F>[:tags] <log>`)
+//!   and in Docker's json-file format (`{"log":..,"stream":..,"time":..}`), line by line;
+//! - [`read_logs`]: the `/containerLogs` reader with `tailLines`, `sinceSeconds`/`sinceTime`,
+//!   `timestamps`, `limitBytes` and `follow`, reading the rotated files of a container
+//!   (`<path>.<YYYYMMDD-hhmmss>`, oldest first) before the current one, and in follow mode
+//!   noticing when the current file is rotated away;
+//! - [`ContainerLogManager`]: log rotation (`containerLogMaxSize` / `containerLogMaxFiles`):
+//!   rename the current file to `<path>.<timestamp>`, ask the runtime to reopen it (CRI
+//!   `ReopenContainerLog`), keep at most `maxFiles - 1` rotated files. Deviation: rotated files
+//!   are not gzip-compressed, so that the reader can serve them.
+//! - [`remove_container_logs`] (GC) and [`last_log_string`] (`FallbackToLogsOnError`).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::future::BoxFuture;
+use tokio::io::{AsyncBufReadExt, AsyncSeekExt, BufReader};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::kuberuntime::KubeGenericRuntimeManager;
+
+/// Upstream `MaxContainerTerminationMessageLogLines`.
+pub const TERMINATION_LOG_LINES: i64 = 80;
+/// Upstream `MaxContainerTerminationMessageLogLength`.
+pub const TERMINATION_LOG_BYTES: i64 = 2048;
+/// The suffix format of rotated files (Go `20060102-150405`).
+pub const ROTATION_TIMESTAMP_FORMAT: &str = "%Y%m%d-%H%M%S";
+/// How often a follower looks for new data.
+const FOLLOW_POLL: Duration = Duration::from_millis(200);
+/// How often a follower checks whether the container still runs (upstream `stateCheckPeriod`).
+const STATE_CHECK_PERIOD: Duration = Duration::from_secs(1);
+
+/// Log errors.
+#[derive(Debug, thiserror::Error)]
+pub enum LogError {
+    /// A line is in neither supported format.
+    #[error("malformed log line: {0}")]
+    Parse(String),
+    /// A query parameter is invalid.
+    #[error("invalid log options: {0}")]
+    Options(String),
+    /// I/O on a log file.
+    #[error("log file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Cause.
+        source: std::io::Error,
+    },
+}
+
+/// The output stream of a log entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogStream {
+    /// stdout.
+    Stdout,
+    /// stderr.
+    Stderr,
+}
+
+/// One parsed log entry (upstream `logMessage`). `log` keeps its trailing newline for full
+/// lines; a partial (`P`) CRI entry has none.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogMessage {
+    /// When the runtime logged it.
+    pub timestamp: DateTime<Utc>,
+    /// Which stream.
+    pub stream: LogStream,
+    /// The content.
+    pub log: Vec<u8>,
+}
+
+fn stream_of(s: &[u8]) -> Option<LogStream> {
+    match s {
+        b"stdout" => Some(LogStream::Stdout),
+        b"stderr" => Some(LogStream::Stderr),
+        _ => None,
+    }
+}
+
+fn parse_time(s: &[u8]) -> Option<DateTime<Utc>> {
+    let s = std::str::from_utf8(s).ok()?;
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// Upstream `parseCRILog`. `line` is one line of the file, with or without its `\n`.
+pub fn parse_cri_log(line: &[u8]) -> Result<LogMessage, LogError> {
+    let err = |m: &str| LogError::Parse(format!("{m}: {:?}", String::from_utf8_lossy(line)));
+    let mut parts = line.splitn(4, |b| *b == b' ');
+    let ts = parts.next().ok_or_else(|| err("timestamp is not found"))?;
+    let timestamp = parse_time(ts).ok_or_else(|| err("unexpected timestamp format"))?;
+    let stream = parts
+        .next()
+        .ok_or_else(|| err("stream type is not found"))?;
+    let stream = stream_of(stream).ok_or_else(|| err("unexpected stream type"))?;
+    let tags = parts.next().ok_or_else(|| err("log tag is not found"))?;
+    let partial = tags.split(|b| *b == b':').next() == Some(b"P");
+    let mut log = parts.next().unwrap_or_default().to_vec();
+    if partial && log.last() == Some(&b'\n') {
+        log.pop();
+    } else if !partial && log.last() != Some(&b'\n') {
+        // The last line of a file being written may lack its newline; a full entry is a line.
+        log.push(b'\n');
+    }
+    Ok(LogMessage {
+        timestamp,
+        stream,
+        log,
+    })
+}
+
+/// Upstream `parseDockerJSONLog` (Docker's json-file driver).
+pub fn parse_docker_json_log(line: &[u8]) -> Result<LogMessage, LogError> {
+    #[derive(serde::Deserialize)]
+    struct JsonLog {
+        log: String,
+        stream: String,
+        time: String,
+    }
+    let j: JsonLog = serde_json::from_slice(line).map_err(|e| {
+        LogError::Parse(format!(
+            "docker json log: {e}: {:?}",
+            String::from_utf8_lossy(line)
+        ))
+    })?;
+    Ok(LogMessage {
+        timestamp: parse_time(j.time.as_bytes())
+            .ok_or_else(|| LogError::Parse(format!("unexpected time {:?}", j.time)))?,
+        stream: stream_of(j.stream.as_bytes())
+            .ok_or_else(|| LogError::Parse(format!("unexpected stream {:?}", j.stream)))?,
+        log: j.log.into_bytes(),
+    })
+}
+
+/// Parse one line in whichever format it is (upstream `getParseFunc` tries both).
+pub fn parse_log_line(line: &[u8]) -> Result<LogMessage, LogError> {
+    if line.first() == Some(&b'{') {
+        parse_docker_json_log(line).or_else(|_| parse_cri_log(line))
+    } else {
+        parse_cri_log(line)
+    }
+}
+
+/// Options of a log request (upstream `v1.PodLogOptions` as `LogOptions`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LogOptions {
+    /// Only the last N lines (`tailLines`).
+    pub tail_lines: Option<i64>,
+    /// Only entries at or after this time (`sinceSeconds` / `sinceTime`).
+    pub since: Option<DateTime<Utc>>,
+    /// Prefix every line with its RFC3339Nano timestamp.
+    pub timestamps: bool,
+    /// Stop after this many bytes (`limitBytes`).
+    pub limit_bytes: Option<i64>,
+    /// Keep streaming while the container runs.
+    pub follow: bool,
+    /// The previous (terminated) instance of the container.
+    pub previous: bool,
+}
+
+/// Decode `%XX` and `+` in a query component.
+fn url_decode(s: &str) -> String {
+    let hex = |c: u8| (c as char).to_digit(16);
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match (b[i], b.get(i + 1).copied(), b.get(i + 2).copied()) {
+            (b'+', _, _) => out.push(b' '),
+            (b'%', Some(h), Some(l)) if hex(h).is_some() && hex(l).is_some() => {
+                let v = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
+                out.push(u8::try_from(v).unwrap_or(b'?'));
+                i += 2;
+            }
+            (c, _, _) => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn parse_bool(k: &str, v: &str) -> Result<bool, LogError> {
+    match v {
+        "" | "true" | "1" | "True" | "TRUE" | "t" | "T" => Ok(true),
+        "false" | "0" | "False" | "FALSE" | "f" | "F" => Ok(false),
+        _ => Err(LogError::Options(format!("{k}: invalid boolean {v:?}"))),
+    }
+}
+
+fn parse_int(k: &str, v: &str) -> Result<i64, LogError> {
+    v.parse()
+        .map_err(|_| LogError::Options(format!("{k}: invalid integer {v:?}")))
+}
+
+impl LogOptions {
+    /// Parse a `/containerLogs` query string (upstream's `PodLogOptions` conversion and
+    /// validation: `tailLines >= 0`, `limitBytes >= 1`, `sinceSeconds >= 1`, not both
+    /// `sinceSeconds` and `sinceTime`). `now` anchors `sinceSeconds`.
+    pub fn from_query(query: &str, now: DateTime<Utc>) -> Result<Self, LogError> {
+        let mut o = LogOptions::default();
+        let (mut since_seconds, mut since_time) = (None, None);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            let (k, v) = (url_decode(k), url_decode(v));
+            match k.as_str() {
+                "tailLines" => {
+                    let n = parse_int(&k, &v)?;
+                    if n < 0 {
+                        return Err(LogError::Options("tailLines must be >= 0".into()));
+                    }
+                    o.tail_lines = Some(n);
+                }
+                "limitBytes" => {
+                    let n = parse_int(&k, &v)?;
+                    if n < 1 {
+                        return Err(LogError::Options("limitBytes must be >= 1".into()));
+                    }
+                    o.limit_bytes = Some(n);
+                }
+                "sinceSeconds" => {
+                    let n = parse_int(&k, &v)?;
+                    if n < 1 {
+                        return Err(LogError::Options("sinceSeconds must be >= 1".into()));
+                    }
+                    since_seconds = Some(n);
+                }
+                "sinceTime" => {
+                    since_time = Some(parse_time(v.as_bytes()).ok_or_else(|| {
+                        LogError::Options(format!("sinceTime: invalid RFC3339 time {v:?}"))
+                    })?);
+                }
+                "timestamps" => o.timestamps = parse_bool(&k, &v)?,
+                "follow" => o.follow = parse_bool(&k, &v)?,
+                "previous" => o.previous = parse_bool(&k, &v)?,
+                _ => {}
+            }
+        }
+        o.since = match (since_seconds, since_time) {
+            (Some(_), Some(_)) => {
+                return Err(LogError::Options(
+                    "at most one of sinceTime or sinceSeconds may be specified".into(),
+                ));
+            }
+            (Some(s), None) => Some(now - chrono::Duration::seconds(s)),
+            (None, t) => t,
+        };
+        Ok(o)
+    }
+}
+
+/// The files of a container log, oldest first: rotated `<path>.<timestamp>` files (not `.gz`
+/// or `.tmp`), then `path` itself when it exists.
+pub fn log_files(path: &Path) -> Vec<PathBuf> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return vec![];
+    };
+    let prefix = format!("{name}.");
+    let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter_map(|e| {
+                    let n = e.file_name().to_str()?.to_string();
+                    let suffix = n.strip_prefix(&prefix)?;
+                    (!suffix.ends_with(".gz") && !suffix.ends_with(".tmp")).then(|| dir.join(&n))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    rotated.sort();
+    if path.exists() {
+        rotated.push(path.to_path_buf());
+    }
+    rotated
+}
+
+/// Lines in a file: newlines, plus one for unterminated trailing bytes.
+async fn count_lines(path: &Path) -> std::io::Result<u64> {
+    use tokio::io::AsyncReadExt;
+    let mut f = tokio::fs::File::open(path).await?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut n, mut last) = (0u64, b'\n');
+    loop {
+        let r = f.read(&mut buf).await?;
+        if r == 0 {
+            break;
+        }
+        n += buf[..r].iter().filter(|b| **b == b'\n').count() as u64;
+        last = buf[r - 1];
+    }
+    Ok(if last == b'\n' { n } else { n + 1 })
+}
+
+/// Where to start for `tail` lines over `files` (oldest first): (file index, lines to skip).
+async fn tail_start(files: &[PathBuf], tail: i64) -> (usize, u64) {
+    let mut need = u64::try_from(tail).unwrap_or(0);
+    if need == 0 {
+        return (files.len(), 0);
+    }
+    for (i, f) in files.iter().enumerate().rev() {
+        let n = count_lines(f).await.unwrap_or(0);
+        if n >= need {
+            return (i, n - need);
+        }
+        need -= n;
+    }
+    (0, 0)
+}
+
+/// Why reading stopped early.
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    /// `limitBytes` reached or the receiver went away.
+    Done,
+}
+
+/// Formats and sends messages (upstream `logWriter`).
+struct Writer<'a> {
+    opts: &'a LogOptions,
+    remain: Option<i64>,
+    tx: &'a mpsc::Sender<Bytes>,
+    at_line_start: bool,
+}
+
+impl Writer<'_> {
+    async fn write(&mut self, msg: &LogMessage) -> Result<(), Stop> {
+        if self.opts.since.is_some_and(|s| msg.timestamp < s) {
+            return Ok(());
+        }
+        let mut line = Vec::with_capacity(msg.log.len() + 36);
+        if self.opts.timestamps && self.at_line_start {
+            line.extend_from_slice(
+                dockershim::crilog::format_rfc3339_nano(&msg.timestamp).as_bytes(),
+            );
+            line.push(b' ');
+        }
+        line.extend_from_slice(&msg.log);
+        self.at_line_start = msg.log.last() == Some(&b'\n');
+        if let Some(r) = self.remain {
+            let r = usize::try_from(r).unwrap_or(0);
+            if line.len() > r {
+                line.truncate(r);
+            }
+        }
+        let n = i64::try_from(line.len()).unwrap_or(i64::MAX);
+        if !line.is_empty() && self.tx.send(Bytes::from(line)).await.is_err() {
+            return Err(Stop::Done);
+        }
+        if let Some(r) = self.remain.as_mut() {
+            *r -= n;
+            if *r <= 0 {
+                return Err(Stop::Done);
+            }
+        }
+        Ok(())
+    }
+
+    async fn line(&mut self, path: &Path, line: &[u8]) -> Result<(), Stop> {
+        if line.is_empty() || line == b"\n" {
+            return Ok(());
+        }
+        match parse_log_line(line) {
+            Ok(m) => self.write(&m).await,
+            Err(e) => {
+                tracing::debug!(path = %path.display(), error = %e, "skipping malformed log line");
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Is the container still running? (upstream `waitLogs` asks the runtime).
+pub type RunningCheck = Arc<dyn Fn() -> BoxFuture<'static, bool> + Send + Sync>;
+
+fn inode(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    m.ino()
+}
+
+/// Upstream `ReadLogs` over the container's log at `path` and its rotated files: sends the
+/// selected output to `tx`. In follow mode it keeps reading the current file while
+/// `running` says the container runs, reopening `path` when it is rotated away.
+pub async fn read_logs(
+    path: &Path,
+    opts: &LogOptions,
+    tx: mpsc::Sender<Bytes>,
+    running: Option<RunningCheck>,
+) -> Result<(), LogError> {
+    let io = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| LogError::Io { path: p, source }
+    };
+    let files = log_files(path);
+    if files.is_empty() && !opts.follow {
+        return Err(LogError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound),
+        });
+    }
+    let (first, mut skip) = match opts.tail_lines {
+        Some(t) => tail_start(&files, t).await,
+        None => (0, 0),
+    };
+    let mut w = Writer {
+        opts,
+        remain: opts.limit_bytes,
+        tx: &tx,
+        at_line_start: true,
+    };
+    let current = files.last().filter(|f| f.as_path() == path).cloned();
+    let mut buf = Vec::new();
+    // Rotated files (and, when not following, the current one) are read to their end.
+    for f in files.iter().skip(first) {
+        if Some(f) == current.as_ref() && opts.follow {
+            break;
+        }
+        let file = match tokio::fs::File::open(f).await {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(f)(e)),
+        };
+        let mut r = BufReader::new(file);
+        loop {
+            buf.clear();
+            if r.read_until(b'\n', &mut buf).await.map_err(io(f))? == 0 {
+                break;
+            }
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            if w.line(f, &buf).await.is_err() {
+                return Ok(());
+            }
+        }
+    }
+    if !opts.follow {
+        return Ok(());
+    }
+    // Follow the current file.
+    let running = running.unwrap_or_else(|| Arc::new(|| Box::pin(async { false })));
+    let mut start_skip = if current.is_some() && first < files.len() {
+        skip
+    } else {
+        0
+    };
+    // With a tail that ends before the current file (tail 0), start at its end.
+    let mut seek_end = opts.tail_lines == Some(0) || (current.is_some() && first >= files.len());
+    let mut open: Option<(BufReader<tokio::fs::File>, u64)> = None;
+    let mut last_check = tokio::time::Instant::now();
+    let mut alive = true;
+    buf.clear();
+    loop {
+        if open.is_none() {
+            match tokio::fs::File::open(path).await {
+                Ok(mut f) => {
+                    if seek_end {
+                        f.seek(std::io::SeekFrom::End(0)).await.map_err(io(path))?;
+                        seek_end = false;
+                    }
+                    let ino = f.metadata().await.map(|m| inode(&m)).unwrap_or(0);
+                    open = Some((BufReader::new(f), ino));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io(path)(e)),
+            }
+        }
+        let mut progressed = false;
+        if let Some((r, _)) = open.as_mut() {
+            loop {
+                let n = r.read_until(b'\n', &mut buf).await.map_err(io(path))?;
+                if n == 0 || buf.last() != Some(&b'\n') {
+                    break; // EOF; an incomplete line stays in `buf` until its end arrives
+                }
+                progressed = true;
+                if start_skip > 0 {
+                    start_skip -= 1;
+                } else if w.line(path, &buf).await.is_err() {
+                    return Ok(());
+                }
+                buf.clear();
+            }
+        }
+        if progressed {
+            continue;
+        }
+        // At EOF: rotated away? Then the rest of the old file was read; open the new one.
+        if let Some((_, ino)) = open.as_ref() {
+            let now_ino = std::fs::metadata(path).ok().map(|m| inode(&m));
+            if now_ino.is_some_and(|n| n != *ino) {
+                if !buf.is_empty() && w.line(path, &buf).await.is_err() {
+                    return Ok(());
+                }
+                buf.clear();
+                open = None;
+                continue;
+            }
+        }
+        if !alive {
+            if !buf.is_empty() {
+                let _ = w.line(path, &buf).await;
+            }
+            return Ok(());
+        }
+        if tx.is_closed() {
+            return Ok(());
+        }
+        if last_check.elapsed() >= STATE_CHECK_PERIOD {
+            last_check = tokio::time::Instant::now();
+            // One more pass to EOF after the container stopped, then stop.
+            alive = running().await;
+            continue;
+        }
+        tokio::time::sleep(FOLLOW_POLL).await;
+    }
+}
+
+/// Read a whole log selection into memory (tests, termination messages).
+pub async fn read_logs_to_vec(path: &Path, opts: &LogOptions) -> Result<Vec<u8>, LogError> {
+    let (tx, mut rx) = mpsc::channel(64);
+    let p = path.to_path_buf();
+    let o = LogOptions {
+        follow: false,
+        ..opts.clone()
+    };
+    let reader = tokio::spawn(async move { read_logs(&p, &o, tx, None).await });
+    let mut out = Vec::new();
+    while let Some(b) = rx.recv().await {
+        out.extend_from_slice(&b);
+    }
+    match reader.await {
+        Ok(r) => r.map(|()| out),
+        Err(e) => Err(LogError::Options(format!("log reader failed: {e}"))),
+    }
+}
+
+/// Upstream `readLastStringFromContainerLogs`: the last 80 lines / 2 KiB of a container's log
+/// (the termination message of `FallbackToLogsOnError`).
+pub async fn last_log_string(path: &Path) -> String {
+    let opts = LogOptions {
+        tail_lines: Some(TERMINATION_LOG_LINES),
+        limit_bytes: Some(TERMINATION_LOG_BYTES),
+        ..Default::default()
+    };
+    read_logs_to_vec(path, &opts)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
+}
+
+/// Remove a container's log file and its rotated files (upstream `ContainerLogManager.Clean`).
+pub fn remove_container_logs(path: &Path) {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return;
+    };
+    let prefix = format!("{name}.");
+    let Some(dir) = path.parent() else { return };
+    let victims = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n == name || n.starts_with(&prefix))
+                })
+                .map(|e| e.path())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    for v in victims {
+        if let Err(e) = std::fs::remove_file(&v) {
+            tracing::debug!(path = %v.display(), error = %e, "cannot remove container log");
+        }
+    }
+}
+
+/// Rotation policy (upstream `LogRotatePolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogRotatePolicy {
+    /// Rotate when the current file reaches this size in bytes (0: never).
+    pub max_size: u64,
+    /// Files kept per container, the current one included (at least 2).
+    pub max_files: usize,
+}
+
+/// The rotated files of `path` to delete so that after one more rotation at most
+/// `max_files` files exist (upstream `removeExcessLogs`: keep `max_files - 2` rotated ones).
+pub fn excess_rotated_logs(path: &Path, max_files: usize) -> Vec<PathBuf> {
+    let mut rotated = log_files(path);
+    if rotated.last().is_some_and(|l| l.as_path() == path) {
+        rotated.pop();
+    }
+    let keep = max_files.saturating_sub(2);
+    let n = rotated.len().saturating_sub(keep);
+    rotated.truncate(n);
+    rotated
+}
+
+/// Rotate `path` if it reached the policy's size: returns the rotated file's name when it did.
+/// `reopen` asks the runtime to reopen the file; on failure the rename is undone.
+pub async fn rotate_log_if_needed<F, Fut>(
+    path: &Path,
+    policy: LogRotatePolicy,
+    now: DateTime<Utc>,
+    reopen: F,
+) -> Result<Option<PathBuf>, LogError>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<(), String>>,
+{
+    let io = |source| LogError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    if policy.max_size == 0 {
+        return Ok(None);
+    }
+    let size = match std::fs::metadata(path) {
+        Ok(m) => m.len(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    if size < policy.max_size {
+        return Ok(None);
+    }
+    for old in excess_rotated_logs(path, policy.max_files) {
+        if let Err(e) = std::fs::remove_file(&old) {
+            tracing::warn!(path = %old.display(), error = %e, "cannot remove old rotated log");
+        }
+    }
+    let rotated = PathBuf::from(format!(
+        "{}.{}",
+        path.display(),
+        now.format(ROTATION_TIMESTAMP_FORMAT)
+    ));
+    if rotated.exists() {
+        // Rotated within the same second already: wait for the next round.
+        return Ok(None);
+    }
+    std::fs::rename(path, &rotated).map_err(io)?;
+    if let Err(e) = reopen().await {
+        tracing::warn!(path = %path.display(), error = %e, "reopening the container log failed; undoing the rotation");
+        std::fs::rename(&rotated, path).map_err(io)?;
+        return Err(LogError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::other(e),
+        });
+    }
+    Ok(Some(rotated))
+}
+
+/// The container log manager (upstream `containerLogManager`): rotates the logs of this
+/// node's running containers every monitor interval.
+#[derive(Debug, Clone)]
+pub struct ContainerLogManager {
+    runtime: KubeGenericRuntimeManager,
+    policy: LogRotatePolicy,
+    interval: Duration,
+    node_name: String,
+}
+
+impl ContainerLogManager {
+    /// A manager for `runtime`'s containers of pods of `node_name`.
+    pub fn new(
+        runtime: KubeGenericRuntimeManager,
+        policy: LogRotatePolicy,
+        interval: Duration,
+        node_name: String,
+    ) -> Self {
+        Self {
+            runtime,
+            policy,
+            interval,
+            node_name,
+        }
+    }
+
+    /// Rotate every due log once (upstream `rotateLogs`).
+    pub async fn rotate_logs(&self) {
+        let containers = match self.runtime.running_container_logs().await {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!(error = %e, "log rotation: cannot list containers");
+                return;
+            }
+        };
+        for (id, pod_name, log_path) in containers {
+            if log_path.is_empty() || !crate::kubelet::owned_by_node(&pod_name, &self.node_name) {
+                continue;
+            }
+            let rt = self.runtime.clone();
+            let cid = id.clone();
+            let r = rotate_log_if_needed(
+                Path::new(&log_path),
+                self.policy,
+                Utc::now(),
+                || async move {
+                    rt.reopen_container_log(&cid)
+                        .await
+                        .map_err(|e| e.to_string())
+                },
+            )
+            .await;
+            match r {
+                Ok(Some(to)) => {
+                    tracing::info!(container = %id, path = %log_path, rotated = %to.display(), "rotated container log")
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(container = %id, path = %log_path, error = %e, "failed to rotate container log")
+                }
+            }
+        }
+    }
+
+    /// Run until cancelled.
+    pub async fn run(self, cancel: CancellationToken) {
+        if self.policy.max_size == 0 {
+            return;
+        }
+        let mut tick = tokio::time::interval(self.interval.max(Duration::from_millis(100)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = tick.tick() => self.rotate_logs().await,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    fn t(s: i64) -> DateTime<Utc> {
+        Utc.timestamp_opt(1_700_000_000 + s, 0)
+            .single()
+            .expect("time")
+    }
+
+    fn cri(ts: DateTime<Utc>, stream: &str, tag: &str, content: &str) -> String {
+        format!(
+            "{} {stream} {tag} {content}\n",
+            dockershim::crilog::format_rfc3339_nano(&ts)
+        )
+    }
+
+    #[test]
+    fn parses_cri_and_docker_lines() {
+        let m = parse_log_line(b"2016-10-06T00:17:09.669794202Z stdout F log content 1\n")
+            .expect("cri");
+        assert_eq!(m.stream, LogStream::Stdout);
+        assert_eq!(m.log, b"log content 1\n");
+        assert_eq!(m.timestamp.timestamp_subsec_nanos(), 669_794_202);
+        let m = parse_log_line(b"2016-10-06T00:17:09.669794203Z stderr P:x partial\n")
+            .expect("partial");
+        assert_eq!(
+            (m.stream, m.log.as_slice()),
+            (LogStream::Stderr, &b"partial"[..])
+        );
+        let m = parse_log_line(
+            br#"{"log":"docker line\n","stream":"stderr","time":"2016-10-20T18:39:20.57606443Z"}"#,
+        )
+        .expect("docker");
+        assert_eq!(
+            (m.stream, m.log.as_slice()),
+            (LogStream::Stderr, &b"docker line\n"[..])
+        );
+        assert!(parse_log_line(b"2016-10-06T00:17:09Z stdin F x\n").is_err());
+        assert!(parse_log_line(b"garbage\n").is_err());
+        assert!(parse_log_line(b"{\"log\":1}\n").is_err());
+    }
+
+    #[test]
+    fn query_options() {
+        let now = t(100);
+        let o = LogOptions::from_query(
+            "tailLines=3&timestamps=true&limitBytes=10&follow&previous=false&sinceSeconds=10",
+            now,
+        )
+        .expect("opts");
+        assert_eq!(o.tail_lines, Some(3));
+        assert!(o.timestamps && o.follow && !o.previous);
+        assert_eq!(o.limit_bytes, Some(10));
+        assert_eq!(o.since, Some(t(90)));
+        let o = LogOptions::from_query("sinceTime=2023-11-14T22%3A13%3A30Z", now).expect("time");
+        assert_eq!(o.since, Some(t(10)));
+        for bad in [
+            "tailLines=-1",
+            "limitBytes=0",
+            "sinceSeconds=0",
+            "tailLines=x",
+            "timestamps=maybe",
+            "sinceSeconds=1&sinceTime=2023-11-14T22:13:30Z",
+        ] {
+            assert!(LogOptions::from_query(bad, now).is_err(), "{bad}");
+        }
+    }
+
+    fn write(dir: &Path, name: &str, lines: &[String]) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, lines.concat()).expect("write");
+        p
+    }
+
+    #[tokio::test]
+    async fn reads_across_rotated_files_with_tail_since_timestamps_limit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let old: Vec<String> = (0..3)
+            .map(|i| cri(t(i), "stdout", "F", &format!("a{i}")))
+            .collect();
+        let mid: Vec<String> = (3..5)
+            .map(|i| cri(t(i), "stderr", "F", &format!("b{i}")))
+            .collect();
+        let mut cur: Vec<String> = (5..7)
+            .map(|i| cri(t(i), "stdout", "F", &format!("c{i}")))
+            .collect();
+        cur.push(cri(t(7), "stdout", "P", "part-"));
+        cur.push(cri(t(7), "stdout", "F", "ial"));
+        write(dir.path(), "0.log.20240101-000000", &old);
+        write(dir.path(), "0.log.20240101-000001", &mid);
+        write(dir.path(), "0.log.20240101-000002.gz", &["junk\n".into()]);
+        let path = write(dir.path(), "0.log", &cur);
+        let read = |o: LogOptions| {
+            let path = path.clone();
+            async move {
+                String::from_utf8(read_logs_to_vec(&path, &o).await.expect("read")).expect("utf8")
+            }
+        };
+        assert_eq!(
+            read(LogOptions::default()).await,
+            "a0\na1\na2\nb3\nb4\nc5\nc6\npart-ial\n"
+        );
+        let tail = |n| LogOptions {
+            tail_lines: Some(n),
+            ..Default::default()
+        };
+        assert_eq!(read(tail(2)).await, "part-ial\n");
+        assert_eq!(read(tail(4)).await, "c5\nc6\npart-ial\n");
+        assert_eq!(read(tail(5)).await, "b4\nc5\nc6\npart-ial\n");
+        assert_eq!(read(tail(6)).await, "b3\nb4\nc5\nc6\npart-ial\n");
+        assert_eq!(read(tail(0)).await, "");
+        assert_eq!(read(tail(100)).await.lines().count(), 8);
+        let since = LogOptions {
+            since: Some(t(4)),
+            ..Default::default()
+        };
+        assert_eq!(read(since).await, "b4\nc5\nc6\npart-ial\n");
+        let ts = LogOptions {
+            tail_lines: Some(3),
+            timestamps: true,
+            ..Default::default()
+        };
+        let out = read(ts).await;
+        let first = dockershim::crilog::format_rfc3339_nano(&t(6));
+        let last = dockershim::crilog::format_rfc3339_nano(&t(7));
+        assert_eq!(out, format!("{first} c6\n{last} part-ial\n"));
+        let limit = LogOptions {
+            limit_bytes: Some(5),
+            ..Default::default()
+        };
+        assert_eq!(read(limit).await, "a0\na1");
+        assert!(
+            read_logs_to_vec(&dir.path().join("none.log"), &LogOptions::default())
+                .await
+                .is_err()
+        );
+        assert_eq!(last_log_string(&path).await.lines().count(), 8);
+    }
+
+    #[tokio::test]
+    async fn follow_sees_appends_and_rotation_until_container_stops() {
+        use std::io::Write;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = write(dir.path(), "0.log", &[cri(t(0), "stdout", "F", "one")]);
+        let alive = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let a = Arc::clone(&alive);
+        let running: RunningCheck = Arc::new(move || {
+            let a = Arc::clone(&a);
+            Box::pin(async move { a.load(std::sync::atomic::Ordering::SeqCst) })
+        });
+        let (tx, mut rx) = mpsc::channel(16);
+        let p = path.clone();
+        let opts = LogOptions {
+            follow: true,
+            ..Default::default()
+        };
+        let task = tokio::spawn(async move { read_logs(&p, &opts, tx, Some(running)).await });
+        assert_eq!(rx.recv().await.as_deref(), Some(&b"one\n"[..]));
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .expect("open");
+        // An incomplete line is held back until its newline arrives.
+        let line = cri(t(1), "stdout", "F", "two");
+        let (head, tail) = line.split_at(10);
+        f.write_all(head.as_bytes()).expect("write");
+        f.flush().expect("flush");
+        tokio::time::sleep(FOLLOW_POLL * 2).await;
+        f.write_all(tail.as_bytes()).expect("write");
+        assert_eq!(rx.recv().await.as_deref(), Some(&b"two\n"[..]));
+        // Rotation: the rest of the old file, then the new file.
+        f.write_all(cri(t(2), "stdout", "F", "three").as_bytes())
+            .expect("write");
+        std::fs::rename(&path, dir.path().join("0.log.20240101-000000")).expect("rename");
+        std::fs::write(&path, cri(t(3), "stdout", "F", "four")).expect("new file");
+        assert_eq!(rx.recv().await.as_deref(), Some(&b"three\n"[..]));
+        assert_eq!(rx.recv().await.as_deref(), Some(&b"four\n"[..]));
+        alive.store(false, std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            rx.recv().await,
+            None,
+            "the stream ends once the container stopped"
+        );
+        task.await.expect("join").expect("read");
+    }
+
+    #[tokio::test]
+    async fn rotation_keeps_max_files_and_undoes_on_reopen_failure() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("0.log");
+        let policy = LogRotatePolicy {
+            max_size: 10,
+            max_files: 3,
+        };
+        std::fs::write(&path, "short\n").expect("write");
+        let ok = || async { Ok(()) };
+        assert_eq!(
+            rotate_log_if_needed(&path, policy, t(0), ok)
+                .await
+                .expect("r"),
+            None,
+            "below the size"
+        );
+        for i in 0..4 {
+            std::fs::write(&path, format!("line number {i}\n")).expect("write");
+            let r = rotate_log_if_needed(&path, policy, t(i), ok)
+                .await
+                .expect("rotate");
+            assert!(r.is_some());
+            // The runtime's reopen creates the new file.
+            std::fs::write(&path, "").expect("reopen");
+        }
+        let files = log_files(&path);
+        assert_eq!(files.len(), 3, "{files:?}");
+        let last_rotated = std::fs::read_to_string(&files[1]).expect("read");
+        assert_eq!(last_rotated, "line number 3\n");
+        std::fs::write(&path, "a long enough line\n").expect("write");
+        let fail = || async { Err("unimplemented".to_string()) };
+        assert!(
+            rotate_log_if_needed(&path, policy, t(10), fail)
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            std::fs::read_to_string(&path).expect("restored"),
+            "a long enough line\n"
+        );
+        remove_container_logs(&path);
+        assert!(log_files(&path).is_empty());
+    }
+}

@@ -73,6 +73,9 @@ pub struct KubeletFlags {
     /// Use the runtime's container event stream instead of polling (EventedPLEG).
     #[arg(long)]
     pub evented_pleg: bool,
+    /// Feature gates: comma-separated `Name=true|false` (`EventedPLEG=true`).
+    #[arg(long, default_value = "")]
+    pub feature_gates: String,
     /// Dockershim-era network plugin for the embedded dockershim: `cni`, or empty for
     /// Docker's default bridge.
     #[arg(long, default_value = "")]
@@ -177,6 +180,22 @@ pub fn parse_header_pairs(values: &[String]) -> Result<BTreeMap<String, Vec<Stri
         }
     }
     Ok(out)
+}
+
+/// Parse `--feature-gates`: comma-separated `Name=bool` pairs.
+pub fn parse_feature_gates(s: &str) -> Result<BTreeMap<String, bool>, ConfigError> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|pair| {
+            let bad = || ConfigError::Flag {
+                flag: "feature-gates",
+                reason: format!("malformed pair {pair:?}, expect Name=true|false"),
+            };
+            let (k, v) = pair.split_once('=').ok_or_else(bad)?;
+            let v: bool = v.trim().parse().map_err(|_| bad())?;
+            Ok((k.trim().to_string(), v))
+        })
+        .collect()
 }
 
 /// Parse `--node-labels`: comma-separated `key=value` pairs.
@@ -305,7 +324,11 @@ pub fn resolve(
             flags.runtime_request_timeout,
             f.runtime_request_timeout
         ),
-        evented_pleg: flags.evented_pleg,
+        evented_pleg: {
+            let mut gates = f.feature_gates.clone().unwrap_or_default();
+            gates.extend(parse_feature_gates(&flags.feature_gates)?);
+            flags.evented_pleg || gates.get("EventedPLEG").copied().unwrap_or(false)
+        },
         api: match &flags.kubeconfig {
             None => None,
             Some(path) => Some(crate::apimode::ApiModeConfig {
@@ -577,5 +600,39 @@ mod tests {
         std::fs::write(&path, "maxPods: 1\nbogusField: true\n").expect("write");
         let err = load(["kubelet", "--config", p]).expect_err("unknown field");
         assert!(err.to_string().contains("bogusField"), "{err}");
+    }
+
+    #[test]
+    fn feature_gates_turn_on_the_evented_pleg() {
+        assert!(load_with(&["--feature-gates", "EventedPLEG=true"]).evented_pleg);
+        assert!(!load_with(&["--feature-gates", "EventedPLEG=false,Other=true"]).evented_pleg);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, "featureGates:\n  EventedPLEG: true\n").expect("write");
+        assert!(load_with(&["--config", path.to_str().expect("utf8")]).evented_pleg);
+        let bad = load(["kubelet", "--feature-gates", "EventedPLEG=yes"]);
+        assert!(bad.is_err());
+    }
+
+    #[test]
+    fn kubeconfig_turns_on_api_server_mode() {
+        assert!(load_with(&[]).api.is_none());
+        let c = load_with(&[
+            "--kubeconfig",
+            "/tmp/kc",
+            "--node-labels",
+            "a=1,b=2",
+            "--node-status-update-frequency",
+            "2s",
+        ]);
+        let api = c.api.expect("api mode");
+        assert_eq!(api.node_labels.get("b").map(String::as_str), Some("2"));
+        assert_eq!(api.node_status_update_frequency, Duration::from_secs(2));
+        assert_eq!(api.node_status_report_frequency, Duration::from_secs(300));
+        assert_eq!(
+            (api.node_lease_duration_seconds, api.kubelet_port),
+            (40, 10250)
+        );
+        assert!(api.register_node);
     }
 }

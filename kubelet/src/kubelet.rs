@@ -208,6 +208,7 @@ impl Kubelet {
             cancel.child_token(),
         );
         let (pleg_tx, mut pleg_rx) = mpsc::channel(1000);
+        let pleg_tx_evented = pleg_tx.clone();
         let pleg = GenericPleg::new(
             runtime.clone(),
             pleg_tx,
@@ -215,7 +216,17 @@ impl Kubelet {
             Arc::clone(&self.shared.pleg),
             Arc::clone(&self.shared.metrics),
         );
-        tokio::spawn(pleg.run(cancel.child_token()));
+        if self.config.evented_pleg {
+            let (evented, period) = crate::evented_pleg::EventedPleg::new(
+                runtime.clone(),
+                pleg_tx_evented,
+                cache.clone(),
+            );
+            tokio::spawn(evented.run(cancel.child_token()));
+            tokio::spawn(pleg.run_with_period(cancel.child_token(), period));
+        } else {
+            tokio::spawn(pleg.run(cancel.child_token()));
+        }
         let log_manager = crate::logs::ContainerLogManager::new(
             runtime.clone(),
             crate::logs::LogRotatePolicy {

@@ -149,6 +149,9 @@ pub struct KubeletConfiguration {
         skip_serializing_if = "Option::is_none"
     )]
     pub runtime_request_timeout: Option<Duration>,
+    /// Feature gates by name (`EventedPLEG: true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feature_gates: Option<BTreeMap<String, bool>>,
     /// CRI runtime endpoint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_runtime_endpoint: Option<String>,

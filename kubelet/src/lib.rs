@@ -16,6 +16,7 @@ pub mod container;
 pub mod credentials;
 pub mod duration;
 pub mod envvars;
+pub mod evented_pleg;
 pub mod flags;
 pub mod gc;
 pub mod kubelet;

@@ -17,6 +17,8 @@ use crate::metrics::Metrics;
 
 /// Upstream `relistPeriod`.
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
+/// How long one pod's status read may take during a relist.
+pub const STATUS_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// Upstream `relistThreshold`.
 pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
 
@@ -224,25 +226,53 @@ impl GenericPleg {
                 events.extend(evs);
             }
         }
-        for uid in changed {
-            match current.get(&uid) {
-                Some(p) => match self
-                    .runtime
-                    .get_pod_status(&p.id, &p.name, &p.namespace)
-                    .await
-                {
-                    Ok(s) => self.cache.set(&uid, s),
-                    Err(e) => {
-                        tracing::warn!(pod = %p.name, error = %e, "PLEG: cannot read pod status")
-                    }
-                },
-                None => self.cache.delete(&uid),
+        // The changed pods' statuses are read at once, each with its own deadline, so one slow
+        // runtime call does not hold up the others; a pod whose read failed keeps its old
+        // record and is looked at again on the next relist (upstream `needsReinspection`).
+        let reads = changed.iter().filter_map(|uid| {
+            let p = current.get(uid)?;
+            let rt = self.runtime.clone();
+            Some(async move {
+                let r = tokio::time::timeout(
+                    STATUS_READ_TIMEOUT,
+                    rt.get_pod_status(&p.id, &p.name, &p.namespace),
+                )
+                .await;
+                (p, r)
+            })
+        });
+        let mut reinspect = HashSet::new();
+        for (p, r) in futures::future::join_all(reads).await {
+            match r {
+                Ok(Ok(s)) => self.cache.set(&p.id, s),
+                Ok(Err(e)) => {
+                    tracing::warn!(pod = %p.name, error = %e, "PLEG: cannot read pod status");
+                    reinspect.insert(p.id.clone());
+                }
+                Err(_) => {
+                    tracing::warn!(pod = %p.name, "PLEG: reading pod status timed out");
+                    reinspect.insert(p.id.clone());
+                }
             }
+        }
+        for uid in changed.iter().filter(|u| !current.contains_key(*u)) {
+            self.cache.delete(uid);
         }
         for e in events {
             tracing::debug!(pod_uid = %e.id, event = ?e.type_, data = %e.data, "PLEG event");
             if self.events.try_send(e).is_err() {
                 tracing::error!("PLEG event channel is full, discarding event");
+            }
+        }
+        let mut current = current;
+        for uid in &reinspect {
+            match self.records.get(uid) {
+                Some(old) => {
+                    current.insert(uid.clone(), old.clone());
+                }
+                None => {
+                    current.remove(uid);
+                }
             }
         }
         self.records = current;
@@ -256,13 +286,44 @@ impl GenericPleg {
     }
 
     /// Relist every [`RELIST_PERIOD`] until cancelled.
-    pub async fn run(mut self, cancel: CancellationToken) {
-        let mut tick = tokio::time::interval(RELIST_PERIOD);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    pub async fn run(self, cancel: CancellationToken) {
+        let (_keep, period) = tokio::sync::watch::channel(RELIST_PERIOD);
+        self.run_with_period(cancel, period).await;
+    }
+
+    /// Relist every `period` (which the evented PLEG lengthens while its stream is healthy)
+    /// until cancelled.
+    pub async fn run_with_period(
+        mut self,
+        cancel: CancellationToken,
+        mut period: tokio::sync::watch::Receiver<Duration>,
+    ) {
+        let mut every = *period.borrow_and_update();
+        let mut next = tokio::time::Instant::now();
+        // Once the sender is gone the period stays where it is.
+        let mut following = true;
         loop {
             tokio::select! {
                 _ = cancel.cancelled() => return,
-                _ = tick.tick() => self.relist().await,
+                _ = tokio::time::sleep_until(next) => {
+                    self.relist().await;
+                    next = tokio::time::Instant::now() + every;
+                }
+                changed = period.changed(), if following => {
+                    if changed.is_err() {
+                        following = false;
+                        every = RELIST_PERIOD;
+                        next = next.min(tokio::time::Instant::now() + every);
+                        continue;
+                    }
+                    every = *period.borrow_and_update();
+                    next = if every == RELIST_PERIOD {
+                        // The event stream failed: relist now, events may have been missed.
+                        tokio::time::Instant::now()
+                    } else {
+                        tokio::time::Instant::now() + every
+                    };
+                }
             }
         }
     }

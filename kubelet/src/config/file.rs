@@ -22,7 +22,7 @@ use super::common::{
 use super::{FILE_SOURCE, ManifestError, PodOperation, SourceSender};
 
 /// How long to wait after an inotify event for more events before re-listing.
-pub const EVENT_DEBOUNCE: Duration = Duration::from_millis(100);
+pub const EVENT_DEBOUNCE: Duration = Duration::from_millis(20);
 
 /// One listing: the valid pods (sorted by file name) and the errors of the bad files.
 #[derive(Debug, Clone, Default, PartialEq)]

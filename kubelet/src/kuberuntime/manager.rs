@@ -322,6 +322,16 @@ impl KubeGenericRuntimeManager {
         Ok(out)
     }
 
+    /// CRI `GetContainerEvents`: the runtime's container event stream (for the evented PLEG).
+    pub async fn container_events(
+        &self,
+    ) -> Result<tonic::Streaming<cri::ContainerEventResponse>, RuntimeError> {
+        self.rt("get_container_events", self.timeout, |mut c| async move {
+            c.get_container_events(cri::GetEventsRequest {}).await
+        })
+        .await
+    }
+
     /// CRI `ReopenContainerLog`.
     pub async fn reopen_container_log(&self, id: &str) -> Result<(), RuntimeError> {
         let req = cri::ReopenContainerLogRequest {

@@ -351,6 +351,9 @@ impl SyncLoop {
             let uid = uid_of(&pod);
             match u.op {
                 PodOperation::Add | PodOperation::Update => {
+                    if u.op == PodOperation::Add {
+                        self.shared.metrics.pod_seen(&uid);
+                    }
                     self.probes.add_pod(&pod);
                     self.set_pod(&uid, pod.clone());
                     self.dispatch(pod, false, None);
@@ -363,6 +366,7 @@ impl SyncLoop {
                     self.dispatch(pod, true, grace);
                 }
                 PodOperation::Remove => {
+                    self.shared.metrics.pod_forgotten(&uid);
                     self.probes.remove_pod(&uid);
                     if let Ok(mut m) = self.shared.pods.write() {
                         m.remove(&uid);

@@ -69,6 +69,10 @@ pub struct Metrics {
     runtime_ops: Mutex<BTreeMap<String, u64>>,
     runtime_errors: Mutex<BTreeMap<String, u64>>,
     pod_worker: Mutex<BTreeMap<String, Histogram>>,
+    runtime_durations: Mutex<BTreeMap<String, Histogram>>,
+    pod_start: Mutex<Histogram>,
+    /// When each pod not yet running was first seen.
+    first_seen: Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
 
 impl Metrics {
@@ -76,6 +80,37 @@ impl Metrics {
     pub fn observe_relist(&self, d: Duration) {
         if let Ok(mut h) = self.pleg_relist.lock() {
             h.observe(d);
+        }
+    }
+
+    /// The kubelet saw pod `uid` for the first time (start of `kubelet_pod_start_duration_seconds`).
+    pub fn pod_seen(&self, uid: &str) {
+        if let Ok(mut m) = self.first_seen.lock() {
+            m.entry(uid.to_string())
+                .or_insert_with(std::time::Instant::now);
+        }
+    }
+
+    /// Pod `uid` is running: observe its start duration once.
+    pub fn pod_running(&self, uid: &str) {
+        let seen = self.first_seen.lock().ok().and_then(|mut m| m.remove(uid));
+        if let (Some(t), Ok(mut h)) = (seen, self.pod_start.lock()) {
+            h.observe(t.elapsed());
+        }
+    }
+
+    /// Pod `uid` is gone before it ran.
+    pub fn pod_forgotten(&self, uid: &str) {
+        if let Ok(mut m) = self.first_seen.lock() {
+            m.remove(uid);
+        }
+    }
+
+    /// Count one runtime operation (and its failure) that took `took`.
+    pub fn runtime_operation_took(&self, op: &str, failed: bool, took: Duration) {
+        self.runtime_operation(op, failed);
+        if let Ok(mut m) = self.runtime_durations.lock() {
+            m.entry(op.to_string()).or_default().observe(took);
         }
     }
 
@@ -139,6 +174,20 @@ impl Metrics {
                 );
             }
         }
+        out.push_str("# HELP kubelet_runtime_operations_duration_seconds Duration in seconds of runtime operations. Broken down by operation type.\n# TYPE kubelet_runtime_operations_duration_seconds histogram\n");
+        if let Ok(m) = self.runtime_durations.lock() {
+            for (op, h) in m.iter() {
+                h.render(
+                    &mut out,
+                    "kubelet_runtime_operations_duration_seconds",
+                    &format!("operation_type=\"{op}\""),
+                );
+            }
+        }
+        out.push_str("# HELP kubelet_pod_start_duration_seconds Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run\n# TYPE kubelet_pod_start_duration_seconds histogram\n");
+        if let Ok(h) = self.pod_start.lock() {
+            h.render(&mut out, "kubelet_pod_start_duration_seconds", "");
+        }
         out.push_str("# HELP kubelet_pod_worker_duration_seconds Duration in seconds to sync a single pod.\n# TYPE kubelet_pod_worker_duration_seconds histogram\n");
         if let Ok(m) = self.pod_worker.lock() {
             for (op, h) in m.iter() {
@@ -162,10 +211,21 @@ mod tests {
         let m = Metrics::default();
         m.observe_relist(Duration::from_millis(20));
         m.runtime_operation("list_podsandbox", false);
+        m.runtime_operation_took("run_podsandbox", false, Duration::from_millis(80));
+        m.pod_seen("u1");
+        m.pod_running("u1");
+        m.pod_running("u1");
         m.observe_pod_worker("sync", Duration::from_millis(300));
         m.set_running(1, 2);
         let t = m.render();
         assert!(t.contains("kubelet_running_pods 1"));
+        assert!(
+            t.contains("kubelet_pod_start_duration_seconds_count 1"),
+            "observed once"
+        );
+        assert!(t.contains(
+            "kubelet_runtime_operations_duration_seconds_count{operation_type=\"run_podsandbox\"} 1"
+        ));
         assert!(t.contains("kubelet_pleg_relist_duration_seconds_count 1"));
         assert!(
             t.contains("kubelet_runtime_operations_total{operation_type=\"list_podsandbox\"} 1")

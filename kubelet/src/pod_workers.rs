@@ -79,8 +79,11 @@ impl SyncContext {
     ) {
         let mut api = generate_api_pod_status(pod, status, reasons, &self.host_ip);
         crate::prober::update_pod_status(pod, &mut api, &self.probes);
-        self.status
-            .set_pod_status(pod.metadata.uid.as_deref().unwrap_or_default(), api);
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        if api.phase.as_deref() == Some("Running") {
+            self.metrics.pod_running(uid);
+        }
+        self.status.set_pod_status(uid, api);
     }
 }
 

@@ -408,13 +408,15 @@ impl KubeGenericRuntimeManager {
         F: FnOnce(RuntimeServiceClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
+        let began = std::time::Instant::now();
         let r = tokio::time::timeout(timeout, f(self.runtime.clone())).await;
         let r = match r {
             Err(_) => Err(RuntimeError::Timeout { op, timeout }),
             Ok(Err(status)) => Err(RuntimeError::Rpc { op, status }),
             Ok(Ok(resp)) => Ok(resp.into_inner()),
         };
-        self.metrics.runtime_operation(op, r.is_err());
+        self.metrics
+            .runtime_operation_took(op, r.is_err(), began.elapsed());
         r
     }
 
@@ -428,13 +430,15 @@ impl KubeGenericRuntimeManager {
         F: FnOnce(ImageServiceClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
+        let began = std::time::Instant::now();
         let r = tokio::time::timeout(timeout, f(self.image.clone())).await;
         let r = match r {
             Err(_) => Err(RuntimeError::Timeout { op, timeout }),
             Ok(Err(status)) => Err(RuntimeError::Rpc { op, status }),
             Ok(Ok(resp)) => Ok(resp.into_inner()),
         };
-        self.metrics.runtime_operation(op, r.is_err());
+        self.metrics
+            .runtime_operation_took(op, r.is_err(), began.elapsed());
         r
     }
 

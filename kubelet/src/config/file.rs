@@ -176,7 +176,7 @@ impl FileSource {
             .is_ok()
     }
 
-    fn start_watch(&self, tx: mpsc::Sender<()>) -> Option<notify::RecommendedWatcher> {
+    fn start_watch(&self, tx: mpsc::Sender<bool>) -> Option<notify::RecommendedWatcher> {
         // Watch the directory itself, or a single file's parent (editors replace files).
         let target = if self.path.is_dir() {
             self.path.clone()
@@ -184,12 +184,18 @@ impl FileSource {
             self.path.parent().map(Path::to_path_buf)?
         };
         let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            use notify::event::{AccessKind, AccessMode, EventKind};
+            let Ok(ev) = res else { return };
             // Our own reads raise access (open/close) events: reacting to them would relist
-            // forever.
-            if res.is_ok_and(|ev| !matches!(ev.kind, notify::EventKind::Access(_))) {
-                // Full channel = a relist is already pending; dropping is fine.
-                let _ = tx.try_send(());
-            }
+            // forever. A file closed after writing is complete: relist at once. Anything else
+            // (created, still being written, removed, renamed) waits for the burst to settle.
+            let immediate = match ev.kind {
+                EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+                EventKind::Access(_) => return,
+                _ => false,
+            };
+            // Full channel = a relist is already pending; dropping is fine.
+            let _ = tx.try_send(immediate);
         })
         .map_err(|e| tracing::warn!(error = %e, "cannot create inotify watcher"))
         .ok()?;
@@ -204,7 +210,7 @@ impl FileSource {
 
     /// Run until `cancel` fires or the merge loop is gone.
     pub async fn run(mut self, cancel: CancellationToken) {
-        let (ev_tx, mut ev_rx) = mpsc::channel::<()>(1);
+        let (ev_tx, mut ev_rx) = mpsc::channel::<bool>(16);
         let mut watcher = self.start_watch(ev_tx.clone());
         if !self.relist().await {
             return;
@@ -220,9 +226,22 @@ impl FileSource {
                         watcher = self.start_watch(ev_tx.clone());
                     }
                 }
-                Some(()) = ev_rx.recv() => {
-                    // Debounce: let a burst of events settle.
-                    tokio::time::sleep(EVENT_DEBOUNCE).await;
+                Some(immediate) = ev_rx.recv() => {
+                    if !immediate {
+                        // Debounce: let a burst of events settle (a close-after-write within
+                        // it ends the wait early).
+                        let settle = tokio::time::sleep(EVENT_DEBOUNCE);
+                        tokio::pin!(settle);
+                        loop {
+                            tokio::select! {
+                                _ = &mut settle => break,
+                                e = ev_rx.recv() => match e {
+                                    Some(true) | None => break,
+                                    Some(false) => {}
+                                },
+                            }
+                        }
+                    }
                     while ev_rx.try_recv().is_ok() {}
                 }
             }

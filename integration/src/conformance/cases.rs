@@ -49,6 +49,27 @@ pub fn all() -> Vec<Case> {
         ),
         case!("[image] remove by tag, idempotent", image_remove_by_tag),
         case!("[image] pull with credentials", image_pull_auth),
+        case!("[image] pull by digest", image_pull_digest),
+        case!(
+            "[sandbox] host PID and IPC namespaces, and the pod's own",
+            sandbox_host_pid_ipc
+        ),
+        case!(
+            "[container] capabilities: add, drop, drop ALL",
+            container_capabilities
+        ),
+        case!(
+            "[container] no_new_privs and seccomp unconfined / runtime default",
+            container_nnp_seccomp
+        ),
+        case!(
+            "[container] OOMKilled under a small memory limit",
+            container_oom_killed
+        ),
+        case!(
+            "[container] UpdateContainerResources changes the memory limit",
+            container_update_resources
+        ),
         case!(
             "[sandbox] run, status, stop, remove round-trip metadata",
             sandbox_lifecycle
@@ -426,7 +447,11 @@ async fn image_status_missing(mut ctx: Ctx) -> CaseResult {
 
 async fn image_remove_by_tag(mut ctx: Ctx) -> CaseResult {
     let tagged = format!("{}/busybox:1.36", ctx.settings.registry);
+    // Another image case may remove this image concurrently: pull again once if it vanished.
     pull(&mut ctx, &tagged, None).await?;
+    if image_status(&mut ctx, &tagged).await?.is_none() {
+        pull(&mut ctx, &tagged, None).await?;
+    }
     ensure!(
         image_status(&mut ctx, &tagged).await?.is_some(),
         "pulled {tagged} is absent"
@@ -1505,4 +1530,305 @@ async fn not_found(mut ctx: Ctx) -> CaseResult {
         "PodSandboxStatus of an unknown id"
     );
     Ok(())
+}
+
+/// A pull by digest gives the same image as the tag it was pushed under. (Removal by id is not
+/// a case: the test bed's busybox tags share one image, which other cases use.)
+async fn image_pull_digest(mut ctx: Ctx) -> CaseResult {
+    let tagged = format!("{}/busybox:1.36", ctx.settings.registry);
+    // Another image case may remove this tag concurrently: pull again once if it vanished.
+    pull(&mut ctx, &tagged, None).await?;
+    if image_status(&mut ctx, &tagged).await?.is_none() {
+        pull(&mut ctx, &tagged, None).await?;
+    }
+    let img = image_status(&mut ctx, &tagged)
+        .await?
+        .ok_or_else(|| CaseError::Fail(format!("{tagged} absent after pull")))?;
+    let digest = img
+        .repo_digests
+        .first()
+        .cloned()
+        .ok_or_else(|| CaseError::Fail("a pulled image has no repo digest".into()))?;
+    let image_ref = pull(&mut ctx, &digest, None).await?;
+    ensure!(
+        !image_ref.is_empty(),
+        "pull by digest returned no image_ref"
+    );
+    let by_digest = image_status(&mut ctx, &digest).await?;
+    ensure_eq!(
+        by_digest.map(|i| i.id),
+        Some(img.id.clone()),
+        "status by digest"
+    );
+    Ok(())
+}
+
+fn namespaces(
+    pid: cri::NamespaceMode,
+    ipc: cri::NamespaceMode,
+) -> impl FnOnce(&mut cri::PodSandboxConfig) {
+    move |c: &mut cri::PodSandboxConfig| {
+        let linux = c.linux.get_or_insert_with(Default::default);
+        let sc = linux.security_context.get_or_insert_with(Default::default);
+        sc.namespace_options = Some(cri::NamespaceOption {
+            network: cri::NamespaceMode::Pod as i32,
+            pid: pid as i32,
+            ipc: ipc as i32,
+            ..Default::default()
+        });
+    }
+}
+
+/// With host PID and IPC the container sees the host's namespaces; without, its own.
+async fn sandbox_host_pid_ipc(ctx: Ctx) -> CaseResult {
+    // This process runs in the host's namespaces.
+    let host_pid = std::fs::read_link("/proc/self/ns/pid")
+        .map(|p| p.display().to_string())
+        .map_err(|e| CaseError::Fail(format!("reading the host's pid namespace: {e}")))?;
+    let host_ipc = std::fs::read_link("/proc/self/ns/ipc")
+        .map(|p| p.display().to_string())
+        .map_err(|e| CaseError::Fail(format!("reading the host's ipc namespace: {e}")))?;
+    for host in [true, false] {
+        let mode = if host {
+            cri::NamespaceMode::Node
+        } else {
+            cri::NamespaceMode::Pod
+        };
+        let (hp, hi) = (host_pid.clone(), host_ipc.clone());
+        in_sandbox(
+            &ctx,
+            "cf-ns",
+            namespaces(mode, mode),
+            |mut ctx, id, cfg| async move {
+                let c = container(&mut ctx, &id, &cfg, "ns", "sleep 3600", |_| {}, true).await?;
+                let pid = exec_out(&mut ctx, &c, "readlink /proc/self/ns/pid").await?;
+                let ipc = exec_out(&mut ctx, &c, "readlink /proc/self/ns/ipc").await?;
+                ensure_eq!(
+                    pid == hp,
+                    host,
+                    format!("pid namespace {pid} (host {hp}), host_pid={host}")
+                );
+                ensure_eq!(
+                    ipc == hi,
+                    host,
+                    format!("ipc namespace {ipc} (host {hi}), host_ipc={host}")
+                );
+                Ok(())
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+/// `CapEff` of the container's shell, as a number.
+async fn cap_eff(ctx: &mut Ctx, id: &str) -> Result<u64, CaseError> {
+    let line = exec_out(ctx, id, "grep CapEff /proc/self/status").await?;
+    let hex = line.split_whitespace().nth(1).unwrap_or_default();
+    u64::from_str_radix(hex, 16).map_err(|e| CaseError::Fail(format!("CapEff {line:?}: {e}")))
+}
+
+async fn container_capabilities(ctx: Ctx) -> CaseResult {
+    // Bits of the capabilities used (linux/capability.h).
+    const CHOWN: u64 = 1 << 0;
+    const NET_RAW: u64 = 1 << 13;
+    const NET_ADMIN: u64 = 1 << 12;
+    in_sandbox(
+        &ctx,
+        "cf-caps",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let default =
+                container(&mut ctx, &id, &cfg, "default", "sleep 3600", |_| {}, true).await?;
+            let d = cap_eff(&mut ctx, &default).await?;
+            ensure!(d & CHOWN != 0, "the default set has CHOWN: {d:#x}");
+            ensure!(
+                d & NET_ADMIN == 0,
+                "the default set lacks NET_ADMIN: {d:#x}"
+            );
+            let changed = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "changed",
+                "sleep 3600",
+                |c| {
+                    security(c, |s| {
+                        s.capabilities = Some(cri::Capability {
+                            add_capabilities: vec!["NET_ADMIN".into()],
+                            drop_capabilities: vec!["NET_RAW".into()],
+                            ..Default::default()
+                        })
+                    })
+                },
+                true,
+            )
+            .await?;
+            let ch = cap_eff(&mut ctx, &changed).await?;
+            ensure!(ch & NET_ADMIN != 0, "NET_ADMIN added: {ch:#x}");
+            ensure!(ch & NET_RAW == 0, "NET_RAW dropped: {ch:#x}");
+            let minimal = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "minimal",
+                "sleep 3600",
+                |c| {
+                    security(c, |s| {
+                        s.capabilities = Some(cri::Capability {
+                            add_capabilities: vec!["CHOWN".into()],
+                            drop_capabilities: vec!["ALL".into()],
+                            ..Default::default()
+                        })
+                    })
+                },
+                true,
+            )
+            .await?;
+            ensure_eq!(
+                cap_eff(&mut ctx, &minimal).await?,
+                CHOWN,
+                "drop ALL, add CHOWN"
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// A field of `/proc/self/status` in the container.
+async fn proc_status(ctx: &mut Ctx, id: &str, field: &str) -> Result<String, CaseError> {
+    let line = exec_out(ctx, id, &format!("grep '^{field}:' /proc/self/status")).await?;
+    Ok(line
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or_default()
+        .to_string())
+}
+
+async fn container_nnp_seccomp(ctx: Ctx) -> CaseResult {
+    in_sandbox(
+        &ctx,
+        "cf-sec",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let nnp = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "nnp",
+                "sleep 3600",
+                |c| security(c, |s| s.no_new_privs = true),
+                true,
+            )
+            .await?;
+            ensure_eq!(
+                proc_status(&mut ctx, &nnp, "NoNewPrivs").await?,
+                "1".to_string(),
+                "no_new_privs"
+            );
+            let profile = |t: cri::security_profile::ProfileType| {
+                move |c: &mut cri::ContainerConfig| {
+                    security(c, |s| {
+                        s.seccomp = Some(cri::SecurityProfile {
+                            profile_type: t as i32,
+                            localhost_ref: String::new(),
+                        })
+                    })
+                }
+            };
+            let unconfined = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "unconfined",
+                "sleep 3600",
+                profile(cri::security_profile::ProfileType::Unconfined),
+                true,
+            )
+            .await?;
+            ensure_eq!(
+                proc_status(&mut ctx, &unconfined, "Seccomp").await?,
+                "0".to_string(),
+                "seccomp unconfined"
+            );
+            let default = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "rtdefault",
+                "sleep 3600",
+                profile(cri::security_profile::ProfileType::RuntimeDefault),
+                true,
+            )
+            .await?;
+            ensure_eq!(
+                proc_status(&mut ctx, &default, "Seccomp").await?,
+                "2".to_string(),
+                "seccomp runtime/default (filter mode)"
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+fn memory_limit(bytes: i64) -> impl FnOnce(&mut cri::ContainerConfig) {
+    move |c: &mut cri::ContainerConfig| {
+        let linux = c.linux.get_or_insert_with(Default::default);
+        linux
+            .resources
+            .get_or_insert_with(Default::default)
+            .memory_limit_in_bytes = bytes;
+    }
+}
+
+async fn container_oom_killed(ctx: Ctx) -> CaseResult {
+    in_sandbox(
+        &ctx,
+        "cf-oom",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let c = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "oom",
+                "x=$(head -c 200m /dev/zero | tr '\\0' a); echo survived ${#x}",
+                memory_limit(32 << 20),
+                true,
+            )
+            .await?;
+            let st = wait_exited(&mut ctx, &c).await?;
+            ensure_eq!(
+                st.reason.as_str(),
+                "OOMKilled",
+                format!("reason (exit code {})", st.exit_code)
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+async fn container_update_resources(ctx: Ctx) -> CaseResult {
+    in_sandbox(&ctx, "cf-upd", |_| {}, |mut ctx, id, cfg| async move {
+        let c = container(&mut ctx, &id, &cfg, "upd", "sleep 3600", memory_limit(128 << 20), true).await?;
+        let read = "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max";
+        ensure_eq!(exec_out(&mut ctx, &c, read).await?, (128u64 << 20).to_string(), "limit before");
+        ctx.runtime
+            .update_container_resources(cri::UpdateContainerResourcesRequest {
+                container_id: c.clone(),
+                linux: Some(cri::LinuxContainerResources {
+                    memory_limit_in_bytes: 64 << 20,
+                    ..Default::default()
+                }),
+                windows: None,
+                annotations: HashMap::new(),
+            })
+            .await?;
+        ensure_eq!(exec_out(&mut ctx, &c, read).await?, (64u64 << 20).to_string(), "limit after the update");
+        Ok(())
+    })
+    .await
 }

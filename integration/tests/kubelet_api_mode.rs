@@ -3,107 +3,24 @@
 //! pod bound to the node runs and its status appears in the API, and deleting it terminates it
 //! gracefully, after which the kubelet removes the object and nothing is left in the runtime.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
-use std::time::Duration;
+mod kubelet_support;
 
-use cri_proto::runtime::v1 as cri;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+
 use integration::apiserver::ApiServer;
-use integration::fixtures::{cleanup_sandboxes, unique_name};
+use integration::fixtures::unique_name;
 use integration::require_testbed;
-use integration::runtimes::{RuntimeKind, TestRuntime, clients};
+use integration::runtimes::RuntimeKind;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client, Config};
-use tokio::process::{Child, Command};
-
-const DEADLINE: Duration = Duration::from_secs(120);
-
-fn kubelet_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug/kubelet")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-/// Polls `f` every 250 ms until it returns Some, failing with the kubelet log after DEADLINE.
-async fn wait_for<T, F, Fut>(what: &str, log: &Path, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let start = tokio::time::Instant::now();
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        if start.elapsed() > DEADLINE {
-            let tail = std::fs::read_to_string(log).unwrap_or_default();
-            // PLEG events are about every pod on a shared runtime: leave them out.
-            let tail: Vec<&str> = tail
-                .lines()
-                .rev()
-                .filter(|l| !l.contains("kubelet::pleg"))
-                .take(40)
-                .collect();
-            panic!(
-                "timed out waiting for {what}; kubelet log (newest first):\n{}",
-                tail.join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-}
-
-/// (sandboxes, containers) of pod `uid` on the runtime at `endpoint`.
-async fn runtime_objects(endpoint: &str, uid: &str) -> Option<(usize, usize)> {
-    let (mut rt, _) = clients(endpoint).await.ok()?;
-    let sel = HashMap::from([("io.kubernetes.pod.uid".to_string(), uid.to_string())]);
-    let sb = rt
-        .list_pod_sandbox(cri::ListPodSandboxRequest {
-            filter: Some(cri::PodSandboxFilter {
-                label_selector: sel.clone(),
-                ..Default::default()
-            }),
-        })
-        .await
-        .ok()?
-        .into_inner()
-        .items;
-    let cs = rt
-        .list_containers(cri::ListContainersRequest {
-            filter: Some(cri::ContainerFilter {
-                label_selector: sel,
-                ..Default::default()
-            }),
-        })
-        .await
-        .ok()?
-        .into_inner()
-        .containers;
-    Some((sb.len(), cs.len()))
-}
-
-async fn stop(child: &mut Child) {
-    if let Some(pid) = child.id() {
-        // SAFETY: kill(2) on the pid of our own child process.
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGTERM);
-        }
-    }
-    if tokio::time::timeout(Duration::from_secs(20), child.wait())
-        .await
-        .is_err()
-    {
-        let _ = child.kill().await;
-    }
-}
+use kubelet_support::{
+    cleanup_all, free_port, kubelet_binary, runtime_containers, runtime_sandboxes, stop_kubelet,
+    wait_for,
+};
+use tokio::process::Command;
 
 async fn api_mode(kind: RuntimeKind) {
     let tb = require_testbed!(&format!("kubelet_api_mode[{}]", kind.name()));
@@ -174,6 +91,8 @@ async fn api_mode(kind: RuntimeKind) {
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let name = unique_name("apipod");
+    // The pod's uid once created, for the cleanup whatever happens.
+    let created_uid: Arc<Mutex<Option<String>>> = Arc::default();
 
     let outcome = tokio::spawn({
         let (nodes, leases, pods, log, node, name, endpoint, image) = (
@@ -186,6 +105,7 @@ async fn api_mode(kind: RuntimeKind) {
             endpoint.clone(),
             tb.busybox_image.clone(),
         );
+        let created_uid = created_uid.clone();
         async move {
             // The node registers and turns Ready, with our label.
             let n = wait_for("the node to be Ready", &log, || async {
@@ -240,6 +160,9 @@ async fn api_mode(kind: RuntimeKind) {
                 .await
                 .expect("create pod");
             let pod_uid = created.metadata.uid.clone().expect("uid");
+            if let Ok(mut u) = created_uid.lock() {
+                *u = Some(pod_uid.clone());
+            }
             wait_for("the pod Running in the API", &log, || async {
                 let p = pods.get_opt(&name).await.ok()??;
                 let st = p.status?;
@@ -251,8 +174,17 @@ async fn api_mode(kind: RuntimeKind) {
                 (st.phase.as_deref() == Some("Running") && ready).then_some(())
             })
             .await;
-            let objects = runtime_objects(&endpoint, &pod_uid).await;
-            assert_eq!(objects, Some((1, 1)), "the runtime runs the pod");
+            let sandboxes = runtime_sandboxes(&endpoint, &pod_uid)
+                .await
+                .map(|s| s.len());
+            let containers = runtime_containers(&endpoint, &pod_uid)
+                .await
+                .map(|c| c.len());
+            assert_eq!(
+                (sandboxes, containers),
+                (Some(1), Some(1)),
+                "the runtime runs the pod"
+            );
 
             // Graceful deletion: terminated, then the kubelet deletes the object.
             pods.delete(&name, &DeleteParams::default())
@@ -266,32 +198,18 @@ async fn api_mode(kind: RuntimeKind) {
             })
             .await;
             wait_for("the runtime to drop the pod's containers", &log, || async {
-                let (_, containers) = runtime_objects(&endpoint, &pod_uid).await?;
-                (containers == 0).then_some(())
+                let containers = runtime_containers(&endpoint, &pod_uid).await?;
+                containers.is_empty().then_some(())
             })
             .await;
             pod_uid
         }
     })
     .await;
-    stop(&mut child).await;
-    // Whatever happened, leave nothing of this pod in the runtime (through a runtime client
-    // that outlives the kubelet: containerd's socket, or a fresh in-process dockershim).
-    if let Ok(mut rt) = TestRuntime::new(kind, &tb).await {
-        let sel = HashMap::from([("io.kubernetes.pod.name".to_string(), name.clone())]);
-        let ids: Vec<String> = rt
-            .runtime
-            .list_pod_sandbox(cri::ListPodSandboxRequest {
-                filter: Some(cri::PodSandboxFilter {
-                    label_selector: sel,
-                    ..Default::default()
-                }),
-            })
-            .await
-            .map(|r| r.into_inner().items.into_iter().map(|s| s.id).collect())
-            .unwrap_or_default();
-        cleanup_sandboxes(&mut rt.runtime, &ids).await;
-    }
+    stop_kubelet(&mut child).await;
+    // Whatever happened, leave nothing of this pod in the runtime.
+    let uid = created_uid.lock().ok().and_then(|u| u.clone());
+    cleanup_all(kind, &tb, &uid.into_iter().collect::<Vec<_>>()).await;
     if let Err(e) = outcome {
         std::panic::resume_unwind(e.into_panic());
     }

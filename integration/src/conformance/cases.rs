@@ -447,11 +447,7 @@ async fn image_status_missing(mut ctx: Ctx) -> CaseResult {
 
 async fn image_remove_by_tag(mut ctx: Ctx) -> CaseResult {
     let tagged = format!("{}/busybox:1.36", ctx.settings.registry);
-    // Another image case may remove this image concurrently: pull again once if it vanished.
     pull(&mut ctx, &tagged, None).await?;
-    if image_status(&mut ctx, &tagged).await?.is_none() {
-        pull(&mut ctx, &tagged, None).await?;
-    }
     ensure!(
         image_status(&mut ctx, &tagged).await?.is_some(),
         "pulled {tagged} is absent"
@@ -1535,12 +1531,9 @@ async fn not_found(mut ctx: Ctx) -> CaseResult {
 /// A pull by digest gives the same image as the tag it was pushed under. (Removal by id is not
 /// a case: the test bed's busybox tags share one image, which other cases use.)
 async fn image_pull_digest(mut ctx: Ctx) -> CaseResult {
-    let tagged = format!("{}/busybox:1.36", ctx.settings.registry);
-    // Another image case may remove this tag concurrently: pull again once if it vanished.
+    // The suite's busybox: no other case removes it (busybox:1.36 is removed by another case).
+    let tagged = ctx.settings.busybox_image.clone();
     pull(&mut ctx, &tagged, None).await?;
-    if image_status(&mut ctx, &tagged).await?.is_none() {
-        pull(&mut ctx, &tagged, None).await?;
-    }
     let img = image_status(&mut ctx, &tagged)
         .await?
         .ok_or_else(|| CaseError::Fail(format!("{tagged} absent after pull")))?;

@@ -221,6 +221,14 @@ rootfs_busybox() {
     base_etc "$r"
 }
 
+# busybox plus a user and a group of its own (uid 1003 `testuser`, gid 1006 `testgroup`),
+# for images whose config names its user.
+rootfs_busybox_users() {
+    rootfs_busybox "$1"
+    printf '%s\n' 'testuser:x:1003:1003:test user:/tmp:/bin/sh' >> "$1/etc/passwd"
+    printf '%s\n' 'testuser:x:1003:' 'testgroup:x:1006:testuser' >> "$1/etc/group"
+}
+
 # ---------------------------------------------------------------------------
 # Images
 
@@ -232,5 +240,29 @@ image busybox --rootfs rootfs_busybox --input "$BUSYBOX_BIN" \
     --tag 127.0.0.1:5000/busybox:latest --tag 127.0.0.1:5000/busybox:1.36 \
     --tag busybox:latest --push-only 127.0.0.1:5001/busybox:latest \
     --cmd '["sh"]'
+
+# Images whose config sets the user in each form the image spec allows; pushed to the
+# registry (the local `cri-testbed/...` tags only carry them into Docker for the push), so the
+# conformance suite pulls them (and reads uid / username from
+# ImageStatus) for real.
+image busybox-user-uid --rootfs rootfs_busybox_users --input "$BUSYBOX_BIN" \
+    --tag cri-testbed/busybox-user:uid --push-only 127.0.0.1:5000/busybox-user:uid --user 1002 --cmd '["sh"]'
+image busybox-user-name --rootfs rootfs_busybox_users --input "$BUSYBOX_BIN" \
+    --tag cri-testbed/busybox-user:name --push-only 127.0.0.1:5000/busybox-user:name --user testuser --cmd '["sh"]'
+image busybox-user-uid-gid --rootfs rootfs_busybox_users --input "$BUSYBOX_BIN" \
+    --tag cri-testbed/busybox-user:uid-gid --push-only 127.0.0.1:5000/busybox-user:uid-gid --user 1004:1005 --cmd '["sh"]'
+image busybox-user-name-group --rootfs rootfs_busybox_users --input "$BUSYBOX_BIN" \
+    --tag cri-testbed/busybox-user:name-group --push-only 127.0.0.1:5000/busybox-user:name-group --user testuser:testgroup --cmd '["sh"]'
+
+# A small web server (busybox httpd serving /www on port 80).
+rootfs_web() {
+    rootfs_busybox "$1"
+    mkdir -p "$1/www"
+    printf 'hello from the cri-testbed web image\n' > "$1/www/index.html"
+    chmod 0644 "$1/www/index.html"
+}
+image web --rootfs rootfs_web --input "$BUSYBOX_BIN" \
+    --tag cri-testbed/web:1 --push-only 127.0.0.1:5000/web:1 --expose 80/tcp \
+    --cmd '["httpd","-f","-p","80","-h","/www"]'
 
 mv "$WORK/index" "$OUT/index"

@@ -51,6 +51,18 @@ pub fn all() -> Vec<Case> {
         case!("[image] pull with credentials", image_pull_auth),
         case!("[image] pull by digest", image_pull_digest),
         case!(
+            "[image] ImageStatus reports the image's user: uid, name, uid:gid, name:group",
+            image_user_fields
+        ),
+        case!(
+            "[container] the image's user applies; run_as_username",
+            container_image_user
+        ),
+        case!(
+            "[sandbox] port mapping with a host port, and the pod port without one",
+            sandbox_port_mapping
+        ),
+        case!(
             "[sandbox] host PID and IPC namespaces, and the pod's own",
             sandbox_host_pid_ipc
         ),
@@ -1821,6 +1833,187 @@ async fn container_update_resources(ctx: Ctx) -> CaseResult {
             })
             .await?;
         ensure_eq!(exec_out(&mut ctx, &c, read).await?, (64u64 << 20).to_string(), "limit after the update");
+        Ok(())
+    })
+    .await
+}
+
+/// The test bed's images whose config sets the user (images/build.sh), and what ImageStatus
+/// must say: (tag, uid, username).
+const USER_IMAGES: [(&str, Option<i64>, &str); 4] = [
+    ("uid", Some(1002), ""),
+    ("name", None, "testuser"),
+    ("uid-gid", Some(1004), ""),
+    ("name-group", None, "testuser"),
+];
+
+async fn image_user_fields(mut ctx: Ctx) -> CaseResult {
+    for (tag, uid, username) in USER_IMAGES {
+        let image = format!("{}/busybox-user:{tag}", ctx.settings.registry);
+        pull(&mut ctx, &image, None).await?;
+        let img = image_status(&mut ctx, &image)
+            .await?
+            .ok_or_else(|| CaseError::Fail(format!("{image} absent after pull")))?;
+        ensure_eq!(img.uid.map(|u| u.value), uid, format!("uid of {image}"));
+        ensure_eq!(
+            img.username.as_str(),
+            username,
+            format!("username of {image}")
+        );
+    }
+    Ok(())
+}
+
+async fn container_image_user(ctx: Ctx) -> CaseResult {
+    let registry = ctx.settings.registry.clone();
+    in_sandbox(
+        &ctx,
+        "cf-iuser",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            // (image tag, `id -u`, `id -g`) the image's own user gives.
+            for (tag, uid, gid) in [
+                ("uid-gid", "1004", "1005"),
+                ("name", "1003", "1003"),
+                ("name-group", "1003", "1006"),
+            ] {
+                let image = format!("{registry}/busybox-user:{tag}");
+                pull(&mut ctx, &image, None).await?;
+                let c = container(
+                    &mut ctx,
+                    &id,
+                    &cfg,
+                    &format!("u-{tag}"),
+                    "sleep 3600",
+                    |c| {
+                        c.image = spec(&image);
+                    },
+                    true,
+                )
+                .await?;
+                ensure_eq!(
+                    exec_out(&mut ctx, &c, "id -u").await?,
+                    uid.to_string(),
+                    format!("uid in {image}")
+                );
+                ensure_eq!(
+                    exec_out(&mut ctx, &c, "id -g").await?,
+                    gid.to_string(),
+                    format!("gid in {image}")
+                );
+            }
+            // run_as_username: a user of the image's /etc/passwd.
+            let c = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "by-name",
+                "sleep 3600",
+                |c| security(c, |s| s.run_as_username = "nobody".into()),
+                true,
+            )
+            .await?;
+            ensure_eq!(
+                exec_out(&mut ctx, &c, "id -u").await?,
+                "65534".to_string(),
+                "run_as_username nobody"
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// GET / on `addr` (plain HTTP/1.0), retried for up to 20 s; the response text.
+async fn http_get_retry(addr: std::net::SocketAddr) -> Result<String, CaseError> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut last = String::new();
+    for _ in 0..100 {
+        let attempt = async {
+            let mut s = tokio::net::TcpStream::connect(addr).await?;
+            s.write_all(b"GET / HTTP/1.0\r\n\r\n").await?;
+            let mut buf = Vec::new();
+            s.read_to_end(&mut buf).await?;
+            Ok::<_, std::io::Error>(String::from_utf8_lossy(&buf).into_owned())
+        };
+        match tokio::time::timeout(Duration::from_secs(2), attempt).await {
+            Ok(Ok(text)) if text.contains("200") => return Ok(text),
+            Ok(Ok(text)) => last = text,
+            Ok(Err(e)) => last = e.to_string(),
+            Err(_) => last = "timed out".into(),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    Err(CaseError::Fail(format!(
+        "GET http://{addr}/ failed: {last}"
+    )))
+}
+
+async fn sandbox_port_mapping(ctx: Ctx) -> CaseResult {
+    let host_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| CaseError::Fail(format!("no free port: {e}")))?;
+    let image = format!("{}/web:1", ctx.settings.registry);
+    let mapping = move |c: &mut cri::PodSandboxConfig| {
+        c.port_mappings = vec![
+            cri::PortMapping {
+                protocol: cri::Protocol::Tcp as i32,
+                container_port: 80,
+                host_port: i32::from(host_port),
+                host_ip: String::new(),
+            },
+            // Declared without a host port: only the pod's own address serves it.
+            cri::PortMapping {
+                protocol: cri::Protocol::Tcp as i32,
+                container_port: 8081,
+                host_port: 0,
+                host_ip: String::new(),
+            },
+        ];
+    };
+    in_sandbox(&ctx, "cf-ports", mapping, |mut ctx, id, cfg| async move {
+        pull(&mut ctx, &image, None).await?;
+        // The image's own command: busybox httpd on port 80.
+        let cid = ctx
+            .runtime
+            .create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: id.clone(),
+                config: Some(cri::ContainerConfig {
+                    metadata: Some(cri::ContainerMetadata {
+                        name: "web".into(),
+                        attempt: 0,
+                    }),
+                    image: spec(&image),
+                    log_path: "web/0.log".into(),
+                    linux: Some(cri::LinuxContainerConfig::default()),
+                    ..Default::default()
+                }),
+                sandbox_config: Some(cfg.clone()),
+            })
+            .await?
+            .into_inner()
+            .container_id;
+        ctx.runtime
+            .start_container(cri::StartContainerRequest { container_id: cid })
+            .await?;
+        let st = sandbox_status(&mut ctx, &id).await?;
+        let ip: std::net::IpAddr = st
+            .network
+            .map(|n| n.ip)
+            .unwrap_or_default()
+            .parse()
+            .map_err(|e| CaseError::Fail(format!("pod IP: {e}")))?;
+        let body = http_get_retry(std::net::SocketAddr::new(ip, 80)).await?;
+        ensure!(
+            body.contains("hello from the cri-testbed web image"),
+            "pod port 80 served {body:?}"
+        );
+        let body = http_get_retry(std::net::SocketAddr::from(([127, 0, 0, 1], host_port))).await?;
+        ensure!(
+            body.contains("hello from the cri-testbed web image"),
+            "host port {host_port} served {body:?}"
+        );
         Ok(())
     })
     .await

@@ -63,6 +63,22 @@ pub fn all() -> Vec<Case> {
             sandbox_port_mapping
         ),
         case!(
+            "[sandbox] pod-shared PID namespace, and per-container ones",
+            sandbox_pid_sharing
+        ),
+        case!(
+            "[container] ReopenContainerLog after the log was moved away",
+            container_reopen_log
+        ),
+        case!(
+            "[container] masked and read-only paths",
+            container_masked_readonly_paths
+        ),
+        case!(
+            "[container] seccomp localhost profile",
+            container_seccomp_localhost
+        ),
+        case!(
             "[sandbox] host PID and IPC namespaces, and the pod's own",
             sandbox_host_pid_ipc
         ),
@@ -2016,5 +2032,190 @@ async fn sandbox_port_mapping(ctx: Ctx) -> CaseResult {
         );
         Ok(())
     })
+    .await
+}
+
+async fn sandbox_pid_sharing(ctx: Ctx) -> CaseResult {
+    for (mode, shared) in [
+        (cri::NamespaceMode::Pod, true),
+        (cri::NamespaceMode::Container, false),
+    ] {
+        in_sandbox(
+            &ctx,
+            "cf-pid",
+            namespaces(mode, cri::NamespaceMode::Pod),
+            |mut ctx, id, cfg| async move {
+                // Containers carry the pod's namespace options (as the kubelet sets them).
+                let ns = move |c: &mut cri::ContainerConfig| {
+                    security(c, |s| {
+                        s.namespace_options = Some(cri::NamespaceOption {
+                            network: cri::NamespaceMode::Pod as i32,
+                            pid: mode as i32,
+                            ipc: cri::NamespaceMode::Pod as i32,
+                            ..Default::default()
+                        })
+                    })
+                };
+                container(&mut ctx, &id, &cfg, "first", "sleep 3601", ns, true).await?;
+                let second =
+                    container(&mut ctx, &id, &cfg, "second", "sleep 3602", ns, true).await?;
+                let ps = exec_out(&mut ctx, &second, "ps -o args").await?;
+                ensure_eq!(
+                    ps.contains("sleep 3601"),
+                    shared,
+                    format!("the other container's process seen with pid={mode:?} (ps: {ps:?})")
+                );
+                Ok(())
+            },
+        )
+        .await?;
+    }
+    Ok(())
+}
+
+async fn container_reopen_log(ctx: Ctx) -> CaseResult {
+    in_sandbox(
+        &ctx,
+        "cf-reopen",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let c = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "talker",
+                "i=0; while true; do echo line-$i; i=$((i+1)); sleep 0.2; done",
+                |_| {},
+                true,
+            )
+            .await?;
+            let path = std::path::PathBuf::from(cstatus(&mut ctx, &c).await?.log_path);
+            let moved = path.with_extension("log.1");
+            let mut ok = false;
+            for _ in 0..50 {
+                if std::fs::read_to_string(&path).is_ok_and(|s| s.contains("line-")) {
+                    ok = true;
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            ensure!(ok, "no output in {}", path.display());
+            std::fs::rename(&path, &moved)
+                .map_err(|e| CaseError::Fail(format!("moving the log away: {e}")))?;
+            ctx.runtime
+                .reopen_container_log(cri::ReopenContainerLogRequest {
+                    container_id: c.clone(),
+                })
+                .await?;
+            let mut fresh = String::new();
+            for _ in 0..50 {
+                fresh = std::fs::read_to_string(&path).unwrap_or_default();
+                if fresh.contains("line-") {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            ensure!(
+                fresh.contains(" stdout F line-"),
+                "new log file at the path has {fresh:?}"
+            );
+            let old = std::fs::read_to_string(&moved).unwrap_or_default();
+            ensure!(
+                old.contains("line-0"),
+                "the moved file keeps the earlier lines: {old:?}"
+            );
+            let _ = std::fs::remove_file(&moved);
+            Ok(())
+        },
+    )
+    .await
+}
+
+async fn container_masked_readonly_paths(ctx: Ctx) -> CaseResult {
+    in_sandbox(
+        &ctx,
+        "cf-paths",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let c = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "paths",
+                "sleep 3600",
+                |c| {
+                    security(c, |s| {
+                        s.masked_paths = vec!["/etc/group".into()];
+                        s.readonly_paths = vec!["/tmp".into()];
+                    })
+                },
+                true,
+            )
+            .await?;
+            ensure_eq!(
+                exec_out(&mut ctx, &c, "cat /etc/group | wc -c").await?,
+                "0".to_string(),
+                "a masked file reads empty"
+            );
+            let r = exec(&mut ctx, &c, "touch /tmp/x").await?;
+            ensure!(r.exit_code != 0, "writing under a read-only path succeeded");
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// A seccomp profile allowing everything but mkdir/mkdirat (EPERM).
+const NO_MKDIR_PROFILE: &str = r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mkdir","mkdirat"],"action":"SCMP_ACT_ERRNO"}]}"#;
+
+async fn container_seccomp_localhost(ctx: Ctx) -> CaseResult {
+    let dir = ctx.settings.log_root.join("seccomp");
+    std::fs::create_dir_all(&dir).map_err(|e| CaseError::Fail(format!("profile dir: {e}")))?;
+    let profile = dir.join(format!(
+        "no-mkdir-{}.json",
+        crate::fixtures::unique_name("p")
+    ));
+    std::fs::write(&profile, NO_MKDIR_PROFILE)
+        .map_err(|e| CaseError::Fail(format!("writing the profile: {e}")))?;
+    let path = profile.display().to_string();
+    in_sandbox(
+        &ctx,
+        "cf-seclocal",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let c = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "local",
+                "sleep 3600",
+                |c| {
+                    security(c, |s| {
+                        s.seccomp = Some(cri::SecurityProfile {
+                            profile_type: cri::security_profile::ProfileType::Localhost as i32,
+                            localhost_ref: path,
+                        })
+                    })
+                },
+                true,
+            )
+            .await?;
+            ensure_eq!(
+                proc_status(&mut ctx, &c, "Seccomp").await?,
+                "2".to_string(),
+                "seccomp filter mode"
+            );
+            let r = exec(&mut ctx, &c, "mkdir /tmp/denied").await?;
+            ensure!(
+                r.exit_code != 0,
+                "mkdir succeeded under a profile denying it"
+            );
+            ensure!(
+                exec(&mut ctx, &c, "touch /tmp/allowed").await?.exit_code == 0,
+                "other syscalls are allowed"
+            );
+            Ok(())
+        },
+    )
     .await
 }

@@ -254,6 +254,13 @@ image busybox-user-uid-gid --rootfs rootfs_busybox_users --input "$BUSYBOX_BIN" 
 image busybox-user-name-group --rootfs rootfs_busybox_users --input "$BUSYBOX_BIN" \
     --tag cri-testbed/busybox-user:name-group --push-only 127.0.0.1:5000/busybox-user:name-group --user testuser:testgroup --cmd '["sh"]'
 
+# An image of its own for the removal cases (a distinct config, so a distinct id: removing it
+# never takes the busybox tags other cases use with it, as containerd's RemoveImage removes
+# every tag of an image).
+image removable --rootfs rootfs_busybox --input "$BUSYBOX_BIN" \
+    --tag cri-testbed/removable:1 --push-only 127.0.0.1:5000/removable:1 \
+    --label cri-testbed.purpose=removal --cmd '["sh"]'
+
 # A small web server (busybox httpd serving /www on port 80).
 rootfs_web() {
     rootfs_busybox "$1"

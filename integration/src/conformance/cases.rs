@@ -47,7 +47,10 @@ pub fn all() -> Vec<Case> {
             "[image] status of a missing image is empty",
             image_status_missing
         ),
-        case!("[image] remove by tag, idempotent", image_remove_by_tag),
+        case!(
+            "[image] remove by tag and by id, idempotent",
+            image_remove_by_tag
+        ),
         case!("[image] pull with credentials", image_pull_auth),
         case!("[image] pull by digest", image_pull_digest),
         case!(
@@ -160,7 +163,7 @@ pub fn all() -> Vec<Case> {
         ),
         case!("[container] bind mounts, read-only", container_mounts),
         case!(
-            "[container] containers of a pod share its network",
+            "[container] containers of a pod share its network; exec and logs per container",
             container_shared_network
         ),
         case!(
@@ -501,6 +504,25 @@ async fn image_remove_by_tag(mut ctx: Ctx) -> CaseResult {
     ensure!(
         st.as_ref().is_none_or(|i| !i.repo_tags.contains(&tagged)),
         "{tagged} still present after removal: {st:?}"
+    );
+    // Pulled again and removed by its id: gone under every reference; twice is fine.
+    pull(&mut ctx, &tagged, None).await?;
+    let id = image_status(&mut ctx, &tagged)
+        .await?
+        .map(|i| i.id)
+        .ok_or_else(|| CaseError::Fail(format!("pulled {tagged} is absent")))?;
+    for _ in 0..2 {
+        ctx.image
+            .remove_image(cri::RemoveImageRequest { image: spec(&id) })
+            .await?;
+    }
+    ensure!(
+        image_status(&mut ctx, &id).await?.is_none(),
+        "image {id} still present after removal by id"
+    );
+    ensure!(
+        image_status(&mut ctx, &tagged).await?.is_none(),
+        "{tagged} still present after its image was removed by id"
     );
     Ok(())
 }
@@ -1270,14 +1292,21 @@ async fn container_shared_network(ctx: Ctx) -> CaseResult {
                 &id,
                 &cfg,
                 "server",
-                "mkdir -p /www && echo shared > /www/index.html && httpd -f -p 8080 -h /www",
+                "echo to-server-log; mkdir -p /www && echo shared > /www/index.html && httpd -f -p 8080 -h /www",
                 |_| {},
                 true,
             )
             .await?;
-            let client =
-                container(&mut ctx, &id, &cfg, "client", "sleep 3600", |_| {}, true).await?;
-            let _ = server;
+            let client = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "client",
+                "echo to-client-log; sleep 3600",
+                |_| {},
+                true,
+            )
+            .await?;
             let mut body = String::new();
             for _ in 0..50 {
                 let r = exec(&mut ctx, &client, "wget -q -O - http://127.0.0.1:8080/").await?;
@@ -1292,6 +1321,28 @@ async fn container_shared_network(ctx: Ctx) -> CaseResult {
                 "shared".to_string(),
                 "response over the pod's loopback"
             );
+            // Exec reaches each container; each has its own log at its own path.
+            ensure_eq!(exec_out(&mut ctx, &server, "echo in-server").await?, "in-server".to_string(), "exec in the server");
+            ensure_eq!(exec_out(&mut ctx, &client, "echo in-client").await?, "in-client".to_string(), "exec in the client");
+            for (c, own, other) in [
+                (&server, "to-server-log", "to-client-log"),
+                (&client, "to-client-log", "to-server-log"),
+            ] {
+                let path = cstatus(&mut ctx, c).await?.log_path;
+                let mut log = String::new();
+                for _ in 0..50 {
+                    log = std::fs::read_to_string(&path).unwrap_or_default();
+                    if log.contains(own) {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                ensure!(log.contains(own), "{path} lacks {own}: {log:?}");
+                ensure!(
+                    !log.contains(other),
+                    "{path} has the other container's {other}"
+                );
+            }
             Ok(())
         },
     )

@@ -11,10 +11,9 @@
 //! does); the test fails with that hint when the binary is missing.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use cri_proto::runtime::v1 as cri;
 use futures::FutureExt;
@@ -25,19 +24,12 @@ use integration::testbed::Testbed;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
-const DEADLINE: Duration = Duration::from_secs(120);
-const UID_LABEL: &str = "io.kubernetes.pod.uid";
+mod kubelet_support;
 
-fn kubelet_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug/kubelet")
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use kubelet_support::{
+    UID_LABEL, cleanup_runtime, find_pod, free_port, http_get, kubelet_binary, pods, running_ids,
+    stop_kubelet, wait_for,
+};
 
 fn manifest(name: &str, uid: &str, image: &str, b_command: &str, out: &Path) -> String {
     let out = out.display();
@@ -104,78 +96,6 @@ fn first_waiting(pod: &serde_json::Value) -> Option<(String, i64)> {
     ))
 }
 
-/// `GET path` on 127.0.0.1:port; the body, if the request succeeded with 200.
-async fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
-}
-
-async fn pods(port: u16) -> Option<Vec<serde_json::Value>> {
-    let body = http_get(port, "/pods").await?;
-    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
-    assert_eq!(v["kind"], "PodList");
-    v["items"].as_array().cloned()
-}
-
-fn find_pod<'a>(pods: &'a [serde_json::Value], uid: &str) -> Option<&'a serde_json::Value> {
-    pods.iter().find(|p| p["metadata"]["uid"] == uid)
-}
-
-/// containerIDs by name when the pod is Running, Ready, with every container running.
-fn running_ids(pod: &serde_json::Value) -> Option<HashMap<String, String>> {
-    let st = &pod["status"];
-    if st["phase"] != "Running" {
-        return None;
-    }
-    let ready = st["conditions"]
-        .as_array()?
-        .iter()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True");
-    if !ready {
-        return None;
-    }
-    let mut out = HashMap::new();
-    for c in st["containerStatuses"].as_array()? {
-        c["state"]["running"].as_object()?;
-        out.insert(
-            c["name"].as_str()?.to_string(),
-            c["containerID"].as_str()?.to_string(),
-        );
-    }
-    Some(out)
-}
-
-async fn wait_for<T, F, Fut>(what: &str, log: &Path, mut f: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let end = tokio::time::Instant::now() + DEADLINE;
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        if tokio::time::Instant::now() > end {
-            let tail = std::fs::read_to_string(log).unwrap_or_default();
-            let tail: Vec<&str> = tail.lines().rev().take(60).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
-            panic!(
-                "timed out waiting for {what}; kubelet log tail:\n{}",
-                tail.join("\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 /// Sandboxes and containers of `uid` on the runtime at `endpoint`.
 async fn runtime_objects(endpoint: &str, uid: &str) -> Option<(usize, usize)> {
     let (mut rt, _) = clients(endpoint).await.ok()?;
@@ -203,52 +123,6 @@ async fn runtime_objects(endpoint: &str, uid: &str) -> Option<(usize, usize)> {
         .into_inner()
         .containers;
     Some((sb.len(), cs.len()))
-}
-
-/// Stop and remove every sandbox labelled with `uid` (best effort).
-async fn cleanup_runtime(endpoint: &str, uid: &str) {
-    let Ok((mut rt, _)) = clients(endpoint).await else {
-        return;
-    };
-    let sel = HashMap::from([(UID_LABEL.to_string(), uid.to_string())]);
-    let Ok(sb) = rt
-        .list_pod_sandbox(cri::ListPodSandboxRequest {
-            filter: Some(cri::PodSandboxFilter {
-                label_selector: sel,
-                ..Default::default()
-            }),
-        })
-        .await
-    else {
-        return;
-    };
-    for s in sb.into_inner().items {
-        let _ = rt
-            .stop_pod_sandbox(cri::StopPodSandboxRequest {
-                pod_sandbox_id: s.id.clone(),
-            })
-            .await;
-        let _ = rt
-            .remove_pod_sandbox(cri::RemovePodSandboxRequest {
-                pod_sandbox_id: s.id,
-            })
-            .await;
-    }
-}
-
-async fn stop_kubelet(child: &mut Child) {
-    if let Some(pid) = child.id() {
-        // SAFETY: kill(2) on the pid of our own child process.
-        unsafe {
-            libc::kill(pid as libc::pid_t, libc::SIGTERM);
-        }
-    }
-    if tokio::time::timeout(Duration::from_secs(20), child.wait())
-        .await
-        .is_err()
-    {
-        let _ = child.kill().await;
-    }
 }
 
 /// Where and how one kubelet of a test runs.

@@ -398,6 +398,30 @@ impl KubeGenericRuntimeManager {
         self.timeout
     }
 
+    /// One CRI call on `client` with a deadline, counted and timed in the runtime metrics.
+    async fn call<C, T, F, Fut>(
+        &self,
+        client: C,
+        op: &'static str,
+        timeout: Duration,
+        f: F,
+    ) -> Result<T, RuntimeError>
+    where
+        F: FnOnce(C) -> Fut,
+        Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
+    {
+        let began = std::time::Instant::now();
+        let r = match tokio::time::timeout(timeout, f(client)).await {
+            Err(_) => Err(RuntimeError::Timeout { op, timeout }),
+            Ok(Err(status)) => Err(RuntimeError::Rpc { op, status }),
+            Ok(Ok(resp)) => Ok(resp.into_inner()),
+        };
+        self.metrics
+            .runtime_operation_took(op, r.is_err(), began.elapsed());
+        r
+    }
+
+    /// A RuntimeService call.
     pub(crate) async fn rt<T, F, Fut>(
         &self,
         op: &'static str,
@@ -408,18 +432,10 @@ impl KubeGenericRuntimeManager {
         F: FnOnce(RuntimeServiceClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        let began = std::time::Instant::now();
-        let r = tokio::time::timeout(timeout, f(self.runtime.clone())).await;
-        let r = match r {
-            Err(_) => Err(RuntimeError::Timeout { op, timeout }),
-            Ok(Err(status)) => Err(RuntimeError::Rpc { op, status }),
-            Ok(Ok(resp)) => Ok(resp.into_inner()),
-        };
-        self.metrics
-            .runtime_operation_took(op, r.is_err(), began.elapsed());
-        r
+        self.call(self.runtime.clone(), op, timeout, f).await
     }
 
+    /// An ImageService call.
     pub(crate) async fn img<T, F, Fut>(
         &self,
         op: &'static str,
@@ -430,16 +446,7 @@ impl KubeGenericRuntimeManager {
         F: FnOnce(ImageServiceClient<Channel>) -> Fut,
         Fut: Future<Output = Result<tonic::Response<T>, tonic::Status>>,
     {
-        let began = std::time::Instant::now();
-        let r = tokio::time::timeout(timeout, f(self.image.clone())).await;
-        let r = match r {
-            Err(_) => Err(RuntimeError::Timeout { op, timeout }),
-            Ok(Err(status)) => Err(RuntimeError::Rpc { op, status }),
-            Ok(Ok(resp)) => Ok(resp.into_inner()),
-        };
-        self.metrics
-            .runtime_operation_took(op, r.is_err(), began.elapsed());
-        r
+        self.call(self.image.clone(), op, timeout, f).await
     }
 
     pub(crate) async fn list_sandboxes(

@@ -15,5 +15,9 @@ else
   echo "WARNING: not root: the test bed cannot be started; real-runtime tests will SKIP" >&2
 fi
 
+# A clean build on a CI machine: incremental state would only take disk (see Cargo.toml's
+# profile for why the debug info is small).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+df -h . | sed 's/^/disk: /' >&2
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast "$@"

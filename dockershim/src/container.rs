@@ -54,15 +54,18 @@ pub fn bind_of(m: &cri::Mount) -> String {
     }
 }
 
-fn apply_resources(r: &cri::LinuxContainerResources, hc: &mut HostConfig) {
+/// `r` into Docker's host config; `oom_floor` (see `Shim::oom_score_adj_floor`) raises an
+/// oom_score_adj this host could not apply.
+fn apply_resources(r: &cri::LinuxContainerResources, oom_floor: Option<i64>, hc: &mut HostConfig) {
     let set = |v: i64| (v != 0).then_some(v);
     hc.cpu_shares = set(r.cpu_shares);
     hc.cpu_quota = set(r.cpu_quota);
     hc.cpu_period = set(r.cpu_period);
     hc.memory = set(r.memory_limit_in_bytes);
     hc.memory_swap = set(r.memory_swap_limit_in_bytes);
-    if r.oom_score_adj != 0 {
-        hc.oom_score_adj = Some(r.oom_score_adj);
+    let oom = oom_floor.map_or(r.oom_score_adj, |f| r.oom_score_adj.max(f));
+    if oom != 0 {
+        hc.oom_score_adj = Some(oom);
     }
     hc.cpuset_cpus = (!r.cpuset_cpus.is_empty()).then(|| r.cpuset_cpus.clone());
     hc.cpuset_mems = (!r.cpuset_mems.is_empty()).then(|| r.cpuset_mems.clone());
@@ -175,7 +178,7 @@ impl<D: DockerApi> Shim<D> {
         let mut user = None;
         if let Some(linux) = &config.linux {
             if let Some(r) = &linux.resources {
-                apply_resources(r, &mut hc);
+                apply_resources(r, self.oom_score_adj_floor, &mut hc);
             }
             if let Some(sc) = &linux.security_context {
                 crate::security::apply_container_security(sc, &mut user, &mut hc)?;
@@ -318,6 +321,9 @@ impl<D: DockerApi> Shim<D> {
             Err(e) => return Err(e.into()),
         };
         self.logs.stop(&full_id);
+        if let Ok(mut set) = self.oom_killed.lock() {
+            set.remove(&full_id);
+        }
         match self.docker.remove_container(&full_id).await {
             Ok(()) => Ok(()),
             Err(e) if e.is_not_found() => Ok(()),
@@ -414,7 +420,13 @@ impl<D: DockerApi> Shim<D> {
         let exit_code = st.and_then(|s| s.exit_code).unwrap_or(0) as i32;
         let finished_at = docker_time_ns(st.and_then(|s| s.finished_at.as_deref()));
         let (reason, message) = if state == cri::ContainerState::ContainerExited {
-            let reason = if st.and_then(|s| s.oom_killed).unwrap_or(false) {
+            let oom_event = c.id.as_ref().is_some_and(|id| {
+                self.oom_killed
+                    .lock()
+                    .map(|s| s.contains(id))
+                    .unwrap_or(false)
+            });
+            let reason = if st.and_then(|s| s.oom_killed).unwrap_or(false) || oom_event {
                 "OOMKilled"
             } else if exit_code == 0 {
                 "Completed"

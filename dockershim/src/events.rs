@@ -79,6 +79,18 @@ impl<D: DockerApi> Shim<D> {
         let action = ev.action.as_deref().unwrap_or_default();
         match ev.typ {
             Some(EventMessageTypeEnum::IMAGE) => self.image_refs.clear(),
+            Some(EventMessageTypeEnum::CONTAINER) if action == "oom" => {
+                let actor = ev.actor.as_ref();
+                let ours = actor
+                    .and_then(|a| a.attributes.as_ref())
+                    .is_some_and(|a| a.contains_key(labels::CONTAINER_TYPE_LABEL_KEY));
+                if ours
+                    && let Some(id) = actor.and_then(|a| a.id.clone())
+                    && let Ok(mut set) = self.oom_killed.lock()
+                {
+                    set.insert(id);
+                }
+            }
             Some(EventMessageTypeEnum::CONTAINER) if cache::changes_listing(action) => {
                 let ours = ev
                     .actor

@@ -90,9 +90,10 @@ pub async fn build_shim<D: DockerApi>(
 ) -> Result<Arc<Shim<D>>, StartError> {
     let version = docker.version().await?;
     let info = docker.info().await?;
+    let can_lower = can_lower_oom_score_adj();
     let sandbox_oom_score_adj = match config.sandbox_oom_score_adj {
         Some(v) => v,
-        None if can_lower_oom_score_adj() => UPSTREAM_SANDBOX_OOM_SCORE_ADJ,
+        None if can_lower => UPSTREAM_SANDBOX_OOM_SCORE_ADJ,
         None => {
             warn!(
                 "this host cannot lower oom_score_adj (no CAP_SYS_RESOURCE); sandbox containers get 0 instead of {UPSTREAM_SANDBOX_OOM_SCORE_ADJ} (set --sandbox-oom-score-adj to override)"
@@ -114,6 +115,8 @@ pub async fn build_shim<D: DockerApi>(
         cgroups: cgroups::CgroupCache::default(),
         pod_cidr: Mutex::new(String::new()),
         sandbox_oom_score_adj,
+        oom_score_adj_floor: (!can_lower).then_some(0),
+        oom_killed: Mutex::new(Default::default()),
         shutdown: shutdown.clone(),
         cgroup_driver: info
             .cgroup_driver
@@ -135,7 +138,10 @@ pub async fn build_shim<D: DockerApi>(
 
 impl<D: DockerApi> Shim<D> {
     /// After a restart: resume copying the output of running containers into their CRI log
-    /// files, from now on (what was written before the restart is already in the file).
+    /// files, from now on (what was written before the restart is already in the file). Only
+    /// containers of sandboxes this dockershim checkpointed (under its `--root-directory`) are
+    /// adopted: a second dockershim on the same Docker (the test bed runs several) must not
+    /// start a second copier into another one's log files, which would duplicate lines.
     async fn adopt_running_logs(&self) {
         let filters = HashMap::from([
             (
@@ -153,13 +159,17 @@ impl<D: DockerApi> Shim<D> {
         };
         let now = chrono::Utc::now().timestamp();
         for c in list {
-            let (Some(id), Some(path)) = (
+            let labels = c.labels.unwrap_or_default();
+            let (Some(id), Some(path), Some(sandbox)) = (
                 c.id,
-                c.labels
-                    .and_then(|l| l.get(labels::CONTAINER_LOG_PATH_LABEL_KEY).cloned()),
+                labels.get(labels::CONTAINER_LOG_PATH_LABEL_KEY).cloned(),
+                labels.get(labels::SANDBOX_ID_LABEL_KEY),
             ) else {
                 continue;
             };
+            if self.checkpoints.get(sandbox).is_err() {
+                continue;
+            }
             self.logs.start(self.docker.clone(), &id, path.into(), now);
         }
     }

@@ -216,7 +216,9 @@ impl<D: DockerApi> Shim<D> {
             &meta.namespace,
             &meta.name,
             CheckpointData {
-                port_mappings: Some(
+                // Go appends to a nil slice: no ports is nil, which the checksum tells
+                // apart from an empty slice (and the file cannot: both are omitted).
+                port_mappings: (!config.port_mappings.is_empty()).then(|| {
                     config
                         .port_mappings
                         .iter()
@@ -226,8 +228,8 @@ impl<D: DockerApi> Shim<D> {
                             host_port: Some(pm.host_port),
                             host_ip: pm.host_ip.clone(),
                         })
-                        .collect(),
-                ),
+                        .collect()
+                }),
                 host_network: host_net,
             },
         );

@@ -41,6 +41,13 @@ pub struct Shim<D: DockerApi> {
     pub pod_cidr: Mutex<String>,
     /// oom_score_adj given to sandbox containers (upstream -998, or the host-limited fallback).
     pub sandbox_oom_score_adj: i64,
+    /// The lowest oom_score_adj a container may get: `None` when this host can lower scores;
+    /// `Some(0)` without CAP_SYS_RESOURCE, where a lower value would fail the container's start
+    /// (the kubelet asks -997 for Guaranteed pods), like containerd's `restrict_oom_score_adj`.
+    pub oom_score_adj_floor: Option<i64>,
+    /// Containers Docker reported an `oom` event for. Docker's own OOMKilled flag misses an
+    /// OOM event that arrives after the exit event; the event itself is not lost.
+    pub oom_killed: Mutex<std::collections::HashSet<String>>,
     /// Ends the background tasks.
     pub shutdown: CancellationToken,
     /// Docker's cgroup driver, read once at start.

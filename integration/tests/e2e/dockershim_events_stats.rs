@@ -1,7 +1,7 @@
 //! dockershim on real Docker: GetContainerEvents fan-out to several subscribers, and the stats
 //! RPCs (container and pod sandbox, single and list).
 
-mod dockershim_support;
+use crate::dockershim_support;
 
 use std::time::Duration;
 

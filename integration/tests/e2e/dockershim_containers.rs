@@ -2,7 +2,7 @@
 //! output and timeouts, env / working dir / command and args, read-only rootfs, user and group,
 //! mounts, labels and annotations, UpdateContainerResources.
 
-mod dockershim_support;
+use crate::dockershim_support;
 
 use std::time::Duration;
 
@@ -67,7 +67,16 @@ async fn dockershim_oom_killed() {
                 ..Default::default()
             });
             let cid = ctx.run_container(&sid, &sconfig, &c).await;
-            let st = ctx.wait_exited(&cid).await;
+            let mut st = ctx.wait_exited(&cid).await;
+            // Docker learns of the OOM kill from a containerd event that may arrive just after
+            // the exit event; its OOMKilled flag (what the reason comes from) follows shortly.
+            for _ in 0..50 {
+                if st.reason == "OOMKilled" {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                st = ctx.status(&cid).await;
+            }
             assert_eq!(st.reason, "OOMKilled", "{st:?}");
             assert_ne!(st.exit_code, 0, "{st:?}");
             ctx.stop_remove_sandbox(&sid).await;

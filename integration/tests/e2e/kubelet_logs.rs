@@ -6,7 +6,7 @@
 //! `--container-log-max-files` files exist, and the recent log is still served whole across
 //! the rotated files.
 
-mod kubelet_support;
+use crate::kubelet_support;
 
 use integration::require_testbed;
 use integration::runtimes::RuntimeKind;

@@ -6,7 +6,7 @@
 //! configMap volume (no API server) give clear messages in `/pods`; the termination message
 //! comes from `/dev/termination-log`, or from the log with `FallbackToLogsOnError`.
 
-mod kubelet_support;
+use crate::kubelet_support;
 
 use integration::require_testbed;
 use integration::runtimes::RuntimeKind;

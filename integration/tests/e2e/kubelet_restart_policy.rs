@@ -7,7 +7,7 @@
 //! - a container killed behind the kubelet's back (CRI StopContainer on the runtime) is
 //!   restarted through the PLEG, with a new container id and restartCount 1.
 
-mod kubelet_support;
+use crate::kubelet_support;
 
 use cri_proto::runtime::v1 as cri;
 use integration::require_testbed;

@@ -3,7 +3,7 @@
 //! (containerd's CRI and the embedded dockershim on Docker): a pod whose image must be pulled
 //! (`imagePullPolicy: Always`) from `127.0.0.1:5001` runs.
 
-mod kubelet_support;
+use crate::kubelet_support;
 
 use integration::require_testbed;
 use integration::runtimes::RuntimeKind;

@@ -3,7 +3,7 @@
 //! own, or is removed behind dockershim's back, shows so in the next listings; id prefixes and
 //! sandbox filters select the same containers as before the cache.
 
-mod dockershim_support;
+use crate::dockershim_support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! pod bound to the node runs and its status appears in the API, and deleting it terminates it
 //! gracefully, after which the kubelet removes the object and nothing is left in the runtime.
 
-mod kubelet_support;
+use crate::kubelet_support;
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};

@@ -8,7 +8,7 @@
 //!   busybox's layer), and GC is limited to them (`--image-gc-ref-prefix`) so that the shared
 //!   runtimes keep everything else.
 
-mod kubelet_support;
+use crate::kubelet_support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! event; on containerd 1.6, which answers Unimplemented, it falls back to relisting every
 //! second and the same restart still happens.
 
-mod kubelet_support;
+use crate::kubelet_support;
 
 use cri_proto::runtime::v1 as cri;
 use integration::require_testbed;

@@ -1,7 +1,7 @@
 //! dockershim on real Docker, CNI mode: pod IPs reachable from the host, host-network pods,
 //! hostPort mappings through the portmap plugin, DNS config and hostname.
 
-mod dockershim_support;
+use crate::dockershim_support;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! dockershim on real Docker: the CRI-format container log files dockershim writes (stream tags,
 //! partial lines for lines longer than 16 KiB) and ReopenContainerLog after rotation.
 
-mod dockershim_support;
+use crate::dockershim_support;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! logs), and sandbox checkpoints let Stop/RemovePodSandbox finish after the pause container
 //! vanished behind dockershim's back.
 
-mod dockershim_support;
+use crate::dockershim_support;
 
 use std::time::Duration;
 

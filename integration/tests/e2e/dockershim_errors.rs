@@ -1,7 +1,7 @@
 //! dockershim on real Docker: error codes and idempotency of the CRI calls, and the
 //! runtime-level RPCs (Version, Status, RuntimeConfig, UpdateRuntimeConfig).
 
-mod dockershim_support;
+use crate::dockershim_support;
 
 use std::time::Duration;
 

@@ -24,7 +24,7 @@ use integration::testbed::Testbed;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, Command};
 
-mod kubelet_support;
+use crate::kubelet_support;
 
 use kubelet_support::{
     UID_LABEL, cleanup_runtime, find_pod, free_port, http_get, kubelet_binary, pods, running_ids,

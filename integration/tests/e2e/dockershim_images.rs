@@ -3,7 +3,7 @@
 //! busybox:latest or pause images: the tag test uses `busybox:1.36`, the id test a private
 //! image committed for it.
 
-mod dockershim_support;
+use crate::dockershim_support;
 
 use std::time::Duration;
 

@@ -1,0 +1,35 @@
+//! Every end-to-end test of the workspace in one test binary (`cargo test --test e2e`), one
+//! module per area. One binary instead of one per file: each links the kubelet, dockershim,
+//! kube-rs and bollard, and two dozen copies of that filled CI disks and cost minutes of
+//! linking. Filter by module as usual: `cargo test --test e2e kubelet_pods::`.
+//!
+//! The tests are written to run in parallel with each other on one test bed: unique pod names,
+//! their own kubelet and dockershim processes, and cleanup whatever happened.
+
+mod dockershim_support;
+mod kubelet_support;
+
+mod apiserver_fixture;
+mod conformance;
+mod cri_bench;
+mod cri_lifecycle;
+mod dockershim_containers;
+mod dockershim_errors;
+mod dockershim_events_stats;
+mod dockershim_images;
+mod dockershim_listing;
+mod dockershim_logs;
+mod dockershim_network;
+mod dockershim_restart;
+mod kubelet_api_mode;
+mod kubelet_api_source;
+mod kubelet_api_status;
+mod kubelet_credentials;
+mod kubelet_evented_pleg;
+mod kubelet_gc;
+mod kubelet_logs;
+mod kubelet_node_api;
+mod kubelet_pods;
+mod kubelet_restart_policy;
+mod kubelet_volumes;
+mod streaming;

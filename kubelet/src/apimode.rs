@@ -158,9 +158,12 @@ async fn node_loop(
                 }
             }
             _ = status_tick.tick() => {
+                use crate::eviction::NodeCondition;
                 let health = Health {
                     not_ready: shared.healthz().err(),
-                    ..Default::default()
+                    memory_pressure: shared.eviction.has(NodeCondition::MemoryPressure),
+                    disk_pressure: shared.eviction.has(NodeCondition::DiskPressure),
+                    pid_pressure: shared.eviction.has(NodeCondition::PidPressure),
                 };
                 let st = node_status(&inputs, &machine, &health, Vec::new(), syncer.last_status());
                 if let Err(e) = syncer.sync(st).await {

@@ -154,6 +154,35 @@ pub struct KubeletFlags {
     /// the node (default: `<root-dir>/config.json` when present).
     #[arg(long)]
     pub image_credential_file: Option<PathBuf>,
+    /// Hard eviction thresholds (`memory.available<100Mi,nodefs.available<10%`); replaces the
+    /// defaults when given.
+    #[arg(long, default_value = crate::eviction::DEFAULT_EVICTION_HARD)]
+    pub eviction_hard: String,
+    /// Soft eviction thresholds (`memory.available<1.5Gi`); each needs a grace period.
+    #[arg(long, default_value = "")]
+    pub eviction_soft: String,
+    /// Grace periods of the soft thresholds (`memory.available=1m30s`).
+    #[arg(long, default_value = "")]
+    pub eviction_soft_grace_period: String,
+    /// Minimum amounts reclaimed once a threshold is met (`memory.available=0Mi`).
+    #[arg(long, default_value = "")]
+    pub eviction_minimum_reclaim: String,
+    /// How long a pressure condition is held after the last breach.
+    #[arg(long, default_value = "5m", value_parser = parse_duration_arg)]
+    pub eviction_pressure_transition_period: Duration,
+    /// Maximum grace period for pods evicted on a soft threshold (0: the pod's own).
+    #[arg(long, default_value_t = 0)]
+    pub eviction_max_pod_grace_period: i64,
+    /// Put pods in QoS-class cgroups (`kubepods`, `kubepods/burstable`, `kubepods/besteffort`).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub cgroups_per_qos: bool,
+    /// The cgroup driver (`cgroupfs` or `systemd`); the runtime's own, when it reports one
+    /// through the CRI RuntimeConfig call, wins (upstream `KubeletCgroupDriverFromCRI`).
+    #[arg(long, default_value = "cgroupfs")]
+    pub cgroup_driver: String,
+    /// The root cgroup of pods (empty: `/`).
+    #[arg(long, default_value = "")]
+    pub cgroup_root: String,
     /// Log verbosity (klog `-v`/`--v`).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub v: i32,
@@ -223,6 +252,7 @@ pub fn resolve(
     file: Option<KubeletConfiguration>,
 ) -> Result<KubeletConfig, ConfigError> {
     let f = file.unwrap_or_default();
+    let eviction = eviction_config(flags, matches, &f)?;
     let pick = |id: &str, flag: Option<String>, file: Option<String>| {
         if explicit(matches, id) {
             flag
@@ -404,10 +434,89 @@ pub fn resolve(
         ),
         image_gc_period: flags.image_gc_period,
         image_gc_ref_prefix: flags.image_gc_ref_prefix.clone(),
+        eviction,
+        cgroups: {
+            let driver = val!("cgroup_driver", flags.cgroup_driver.clone(), f.cgroup_driver.clone());
+            if driver != "cgroupfs" && driver != "systemd" {
+                return Err(ConfigError::Flag {
+                    flag: "cgroup-driver",
+                    reason: format!("{driver:?} is neither cgroupfs nor systemd"),
+                });
+            }
+            crate::cm::CgroupConfig {
+                per_qos: val!("cgroups_per_qos", flags.cgroups_per_qos, f.cgroups_per_qos),
+                driver,
+                root: val!("cgroup_root", flags.cgroup_root.clone(), f.cgroup_root.clone()),
+            }
+        },
         image_credential_file: flags.image_credential_file.clone().or_else(|| {
             let p = flags.root_dir.join("config.json");
             p.exists().then_some(p)
         }),
+    })
+}
+
+/// The eviction settings: a flag given on the command line replaces the config file's map.
+fn eviction_config(
+    flags: &KubeletFlags,
+    matches: &ArgMatches,
+    f: &KubeletConfiguration,
+) -> Result<crate::eviction::EvictionConfig, ConfigError> {
+    use crate::eviction::{parse_pairs_flag, parse_threshold_flag, parse_thresholds};
+    let bad = |flag: &'static str| move |reason: String| ConfigError::Flag { flag, reason };
+    let pick = |id: &str,
+                flag: &'static str,
+                value: &str,
+                file: &Option<BTreeMap<String, String>>,
+                parse: fn(&str) -> Result<BTreeMap<String, String>, String>|
+     -> Result<BTreeMap<String, String>, ConfigError> {
+        match file {
+            Some(m) if !explicit(matches, id) => Ok(m.clone()),
+            _ => parse(value).map_err(bad(flag)),
+        }
+    };
+    let hard = pick(
+        "eviction_hard",
+        "eviction-hard",
+        &flags.eviction_hard,
+        &f.eviction_hard,
+        parse_threshold_flag,
+    )?;
+    let soft = pick(
+        "eviction_soft",
+        "eviction-soft",
+        &flags.eviction_soft,
+        &f.eviction_soft,
+        parse_threshold_flag,
+    )?;
+    let grace = pick(
+        "eviction_soft_grace_period",
+        "eviction-soft-grace-period",
+        &flags.eviction_soft_grace_period,
+        &f.eviction_soft_grace_period,
+        parse_pairs_flag,
+    )?;
+    let reclaim = pick(
+        "eviction_minimum_reclaim",
+        "eviction-minimum-reclaim",
+        &flags.eviction_minimum_reclaim,
+        &f.eviction_minimum_reclaim,
+        parse_pairs_flag,
+    )?;
+    Ok(crate::eviction::EvictionConfig {
+        thresholds: parse_thresholds(&hard, &soft, &grace, &reclaim).map_err(bad("eviction-hard"))?,
+        pressure_transition_period: if explicit(matches, "eviction_pressure_transition_period") {
+            flags.eviction_pressure_transition_period
+        } else {
+            f.eviction_pressure_transition_period
+                .unwrap_or(flags.eviction_pressure_transition_period)
+        },
+        max_pod_grace_period: if explicit(matches, "eviction_max_pod_grace_period") {
+            flags.eviction_max_pod_grace_period
+        } else {
+            f.eviction_max_pod_grace_period
+                .unwrap_or(flags.eviction_max_pod_grace_period)
+        },
     })
 }
 

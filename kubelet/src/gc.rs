@@ -502,9 +502,33 @@ impl ImageGcManager {
             to_free,
             "image filesystem over the high threshold, freeing space"
         );
+        let freed = self.free_space(&images, &in_use, now, to_free).await;
+        if freed < to_free {
+            tracing::warn!(freed, to_free, "image GC could not free the wanted space");
+        }
+        Ok(())
+    }
+
+    /// Upstream `DeleteUnusedImages` (the eviction manager's node-level reclaim): every unused
+    /// image past the minimum age goes. Returns the bytes freed.
+    pub async fn delete_unused_images(&self) -> Result<u64, RuntimeError> {
+        let now = Utc::now();
+        let (images, in_use) = self.detect_images(now).await?;
+        Ok(self.free_space(&images, &in_use, now, u64::MAX).await)
+    }
+
+    /// Removes unused images, oldest first, until `to_free` bytes are freed; returns the bytes
+    /// freed.
+    async fn free_space(
+        &self,
+        images: &[GcImage],
+        in_use: &HashSet<String>,
+        now: DateTime<Utc>,
+        to_free: u64,
+    ) -> u64 {
         let victims = {
             let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
-            select_images(&images, &records, &in_use, &self.policy, now, to_free)
+            select_images(images, &records, in_use, &self.policy, now, to_free)
         };
         let mut freed = 0u64;
         for (id, size) in victims {
@@ -531,10 +555,7 @@ impl ImageGcManager {
                 Err(e) => tracing::warn!(image = %id, error = %e, "failed to remove image"),
             }
         }
-        if freed < to_free {
-            tracing::warn!(freed, to_free, "image GC could not free the wanted space");
-        }
-        Ok(())
+        freed
     }
 
     /// Detect images now and run GC every `period` until cancelled.

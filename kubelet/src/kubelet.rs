@@ -55,6 +55,11 @@ pub struct KubeletShared {
     pub terminated: RwLock<HashMap<String, Pod>>,
     /// The runtime manager (container logs).
     pub runtime: KubeGenericRuntimeManager,
+    /// Node conditions from the eviction manager, and pod admission.
+    pub eviction: Arc<crate::eviction::EvictionState>,
+    /// UIDs of pods evicted or rejected at admission: terminal, never started again; they keep
+    /// their Failed status until their source removes them.
+    pub evicted: RwLock<HashSet<String>>,
 }
 
 impl KubeletShared {
@@ -133,6 +138,8 @@ impl Kubelet {
             node_name: config.node_name.clone(),
             terminated: RwLock::new(HashMap::new()),
             runtime: runtime.clone(),
+            eviction: Arc::default(),
+            evicted: RwLock::new(HashSet::new()),
         });
         Self {
             config,
@@ -247,6 +254,45 @@ impl Kubelet {
             },
             self.config.pod_infra_container_image.clone(),
         );
+        let container_gc = crate::gc::ContainerGc::new(
+            runtime.clone(),
+            crate::gc::ContainerGcPolicy {
+                min_age: self.config.minimum_container_ttl_duration,
+                max_per_pod_container: self.config.max_per_pod_container,
+                max_containers: self.config.max_containers,
+            },
+            self.config.node_name.clone(),
+        );
+        let (evict_tx, mut evict_rx) = mpsc::unbounded_channel();
+        let active_pods = {
+            let shared = Arc::clone(&self.shared);
+            Arc::new(move || {
+                let evicted = shared.evicted.read().map(|e| e.clone()).unwrap_or_default();
+                shared
+                    .pods
+                    .read()
+                    .map(|m| {
+                        m.iter()
+                            .filter(|(uid, p)| {
+                                !evicted.contains(*uid) && p.metadata.deletion_timestamp.is_none()
+                            })
+                            .map(|(_, p)| p.clone())
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            })
+        };
+        let eviction = crate::eviction::EvictionManager::new(crate::eviction::ManagerParts {
+            config: self.config.eviction.clone(),
+            runtime: runtime.clone(),
+            root_dir: self.config.root_dir.clone(),
+            state: Arc::clone(&self.shared.eviction),
+            pods: active_pods,
+            image_gc: image_gc.clone(),
+            container_gc: container_gc.clone(),
+            evict: evict_tx,
+        });
+        tokio::spawn(eviction.run(cancel.child_token()));
         tokio::spawn(image_gc.run(self.config.image_gc_period, cancel.child_token()));
         let ctx = Arc::new(SyncContext {
             runtime: runtime.clone(),
@@ -269,15 +315,7 @@ impl Kubelet {
             sources_ready_since: None,
             last_gc: Instant::now(),
             pod_config_has_api: self.config.api.is_some(),
-            container_gc: crate::gc::ContainerGc::new(
-                runtime.clone(),
-                crate::gc::ContainerGcPolicy {
-                    min_age: self.config.minimum_container_ttl_duration,
-                    max_per_pod_container: self.config.max_per_pod_container,
-                    max_containers: self.config.max_containers,
-                },
-                self.config.node_name.clone(),
-            ),
+            container_gc,
             container_gc_period: self.config.container_gc_period,
         };
         let mut sync_tick = tokio::time::interval(SYNC_TICK);
@@ -295,6 +333,7 @@ impl Kubelet {
                 Some(e) = pleg_rx.recv() => loop_state.handle_pleg_event(e),
                 Some(d) = done_rx.recv() => loop_state.handle_worker_done(d),
                 Some(uid) = probe_rx.recv() => loop_state.handle_probe_update(&uid),
+                Some(req) = evict_rx.recv() => loop_state.handle_evict(req),
                 _ = sync_tick.tick() => loop_state.sync_due_pods(),
                 _ = housekeeping.tick() => loop_state.housekeeping(),
             }
@@ -341,7 +380,59 @@ impl SyncLoop {
             pod,
             kill,
             grace_override,
+            evict: None,
         });
+    }
+
+    fn is_evicted(&self, uid: &str) -> bool {
+        self.shared.evicted.read().is_ok_and(|e| e.contains(uid))
+    }
+
+    fn set_evicted(&self, uid: &str, on: bool) {
+        if let Ok(mut e) = self.shared.evicted.write() {
+            if on {
+                e.insert(uid.to_string());
+            } else {
+                e.remove(uid);
+            }
+        }
+    }
+
+    /// The eviction manager chose a pod: kill it; it ends Failed / Evicted (upstream
+    /// `killPodFunc` with the eviction status function).
+    fn handle_evict(&mut self, req: crate::eviction::EvictRequest) {
+        let uid = uid_of(&req.pod);
+        if self.is_evicted(&uid) || self.pod(&uid).is_none() {
+            return;
+        }
+        self.set_evicted(&uid, true);
+        self.probes.remove_pod(&uid);
+        self.work_queue.remove(&uid);
+        let pod = self.pod(&uid).unwrap_or(req.pod);
+        self.workers.update_pod(PodWork {
+            pod,
+            kill: true,
+            grace_override: Some(req.grace_seconds),
+            evict: Some(req.message),
+        });
+    }
+
+    /// Upstream `canAdmitPod` (the eviction admit handler): a rejected pod never starts and
+    /// is Failed with reason `Evicted`.
+    fn admit(&mut self, pod: &Pod) -> bool {
+        let Err(message) = self.shared.eviction.admit(pod) else {
+            return true;
+        };
+        let uid = uid_of(pod);
+        tracing::warn!(pod = %crate::container::pod_full_name(pod), message = %message, "pod rejected at admission");
+        self.set_evicted(&uid, true);
+        let mut status = k8s_openapi::api::core::v1::PodStatus {
+            qos_class: Some(crate::status::get_pod_qos(pod).into()),
+            ..Default::default()
+        };
+        crate::pod_workers::evicted_status(&mut status, &message);
+        self.shared.status.set_pod_status(&uid, status);
+        false
     }
 
     /// Upstream `HandlePodAdditions` / `Updates` / `Removes` / `Reconcile`.
@@ -354,18 +445,30 @@ impl SyncLoop {
                     if u.op == PodOperation::Add {
                         self.shared.metrics.pod_seen(&uid);
                     }
-                    self.probes.add_pod(&pod);
                     self.set_pod(&uid, pod.clone());
+                    if self.is_evicted(&uid)
+                        || (u.op == PodOperation::Add
+                            && !self.workers.is_known(&uid)
+                            && !self.admit(&pod))
+                    {
+                        continue;
+                    }
+                    self.probes.add_pod(&pod);
                     self.dispatch(pod, false, None);
                 }
                 PodOperation::Reconcile => self.set_pod(&uid, pod),
                 PodOperation::Delete => {
+                    self.set_evicted(&uid, false);
                     self.probes.remove_pod(&uid);
                     let grace = pod.metadata.deletion_grace_period_seconds;
                     self.set_pod(&uid, pod.clone());
                     self.dispatch(pod, true, grace);
                 }
                 PodOperation::Remove => {
+                    if self.is_evicted(&uid) {
+                        self.set_evicted(&uid, false);
+                        self.shared.status.remove(&uid);
+                    }
                     self.shared.metrics.pod_forgotten(&uid);
                     self.probes.remove_pod(&uid);
                     if let Ok(mut m) = self.shared.pods.write() {
@@ -400,6 +503,7 @@ impl SyncLoop {
         }
         if let Some(pod) = self.pod(&e.id)
             && !self.workers.is_terminating(&e.id)
+            && !self.is_evicted(&e.id)
         {
             self.dispatch(pod, false, None);
         }
@@ -409,6 +513,7 @@ impl SyncLoop {
     fn handle_probe_update(&mut self, uid: &str) {
         if let Some(pod) = self.pod(uid)
             && !self.workers.is_terminating(uid)
+            && !self.is_evicted(uid)
         {
             self.dispatch(pod, false, None);
         }
@@ -448,6 +553,7 @@ impl SyncLoop {
             self.work_queue.remove(&uid);
             if let Some(pod) = self.pod(&uid)
                 && !self.workers.is_terminating(&uid)
+                && !self.is_evicted(&uid)
             {
                 self.dispatch(pod, false, None);
             }
@@ -479,6 +585,12 @@ impl SyncLoop {
         }
         // Desired pods without a worker (re-added while their previous incarnation was being
         // terminated) get one again.
+        let evicted = self
+            .shared
+            .evicted
+            .read()
+            .map(|e| e.clone())
+            .unwrap_or_default();
         let unserved: Vec<Pod> = self
             .shared
             .pods
@@ -486,7 +598,9 @@ impl SyncLoop {
             .map(|m| {
                 m.iter()
                     .filter(|(uid, p)| {
-                        !self.workers.is_known(uid) && p.metadata.deletion_timestamp.is_none()
+                        !self.workers.is_known(uid)
+                            && !evicted.contains(*uid)
+                            && p.metadata.deletion_timestamp.is_none()
                     })
                     .map(|(_, p)| p.clone())
                     .collect()

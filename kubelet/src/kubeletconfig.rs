@@ -193,6 +193,41 @@ pub struct KubeletConfiguration {
         skip_serializing_if = "Option::is_none"
     )]
     pub image_minimum_gc_age: Option<Duration>,
+    /// Hard eviction thresholds by signal (`memory.available: 100Mi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_hard: Option<BTreeMap<String, String>>,
+    /// Soft eviction thresholds by signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_soft: Option<BTreeMap<String, String>>,
+    /// Grace periods of the soft thresholds (`memory.available: 1m30s`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_soft_grace_period: Option<BTreeMap<String, String>>,
+    /// Minimum reclaim by signal.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_minimum_reclaim: Option<BTreeMap<String, String>>,
+    /// How long a pressure condition is held after the last breach.
+    #[serde(
+        default,
+        with = "serde_go_opt",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub eviction_pressure_transition_period: Option<Duration>,
+    /// Maximum grace period of pods evicted on a soft threshold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eviction_max_pod_grace_period: Option<i64>,
+    /// QoS-class cgroups for pods.
+    #[serde(
+        default,
+        rename = "cgroupsPerQOS",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub cgroups_per_qos: Option<bool>,
+    /// `cgroupfs` or `systemd`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_driver: Option<String>,
+    /// The root cgroup of pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroup_root: Option<String>,
 }
 
 impl KubeletConfiguration {
@@ -304,6 +339,10 @@ pub struct KubeletConfig {
     pub image_gc_ref_prefix: String,
     /// Node-level image pull credentials (a Docker config file).
     pub image_credential_file: Option<PathBuf>,
+    /// Node-pressure eviction.
+    pub eviction: crate::eviction::EvictionConfig,
+    /// Pod cgroups.
+    pub cgroups: crate::cm::CgroupConfig,
 }
 
 /// The machine's host name, lowercased and trimmed (upstream `nodeutil.GetHostname("")`).

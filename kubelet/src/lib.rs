@@ -11,12 +11,14 @@
 
 pub mod apimode;
 pub mod apistatus;
+pub mod cm;
 pub mod config;
 pub mod container;
 pub mod credentials;
 pub mod duration;
 pub mod envvars;
 pub mod evented_pleg;
+pub mod eviction;
 pub mod flags;
 pub mod gc;
 pub mod kubelet;

@@ -94,6 +94,14 @@ async fn main() -> anyhow::Result<()> {
     .await
     .with_context(|| format!("connecting to the container runtime at {endpoint}"))?
     .with_root_dir(config.root_dir.clone());
+    let mut cgroups = config.cgroups.clone();
+    if let Some(driver) = runtime.runtime_cgroup_driver().await
+        && driver != cgroups.driver
+    {
+        tracing::info!(flag = %cgroups.driver, runtime = %driver, "using the cgroup driver the runtime reports");
+        cgroups.driver = driver;
+    }
+    let runtime = runtime.with_container_manager(kubelet::cm::ContainerManager::new(cgroups));
     let runtime = match &config.image_credential_file {
         Some(path) => runtime.with_credentials(
             kubelet::credentials::DockerKeyring::load(path)

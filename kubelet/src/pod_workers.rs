@@ -36,6 +36,9 @@ pub struct PodWork {
     pub kill: bool,
     /// Grace period override in seconds (deletion grace, orphan containers' grace).
     pub grace_override: Option<i64>,
+    /// The pod is being evicted with this message: it ends Failed with reason `Evicted`, and
+    /// its status stays after its containers are gone.
+    pub evict: Option<String>,
 }
 
 /// A worker's report to the sync loop (upstream `wrapUp` / `completeTerminated`).
@@ -208,6 +211,9 @@ async fn manage_pod_loop(
         if work.kill {
             let start = Instant::now();
             sync_terminating_pod(&ctx, &work).await;
+            if let Some(message) = &work.evict {
+                set_evicted_status(&ctx, &work.pod, message).await;
+            }
             ctx.metrics
                 .observe_pod_worker("terminating", start.elapsed());
             let start = Instant::now();
@@ -338,6 +344,45 @@ pub async fn sync_terminating_pod(ctx: &SyncContext, work: &PodWork) {
     }
 }
 
+/// The final status of an evicted pod (upstream eviction manager's `evictPod` status function):
+/// its containers as the runtime last saw them, phase Failed, reason `Evicted`, and the
+/// DisruptionTarget condition.
+pub async fn set_evicted_status(ctx: &SyncContext, pod: &Pod, message: &str) {
+    let (uid, name, ns) = meta(pod);
+    let mut api = match ctx.runtime.get_pod_status(uid, name, ns).await {
+        Ok(s) => generate_api_pod_status(pod, &s, &WaitingReasons::default(), &ctx.host_ip),
+        Err(_) => ctx.status.get_pod_status(uid).unwrap_or_default(),
+    };
+    evicted_status(&mut api, message);
+    ctx.status.set_pod_status(uid, api);
+}
+
+/// Marks `api` as an evicted pod's status.
+pub fn evicted_status(api: &mut k8s_openapi::api::core::v1::PodStatus, message: &str) {
+    use k8s_openapi::api::core::v1::PodCondition;
+    api.phase = Some("Failed".into());
+    api.reason = Some(crate::eviction::REASON.into());
+    api.message = Some(message.to_string());
+    let conditions = api.conditions.get_or_insert_with(Vec::new);
+    conditions.retain(|c| c.type_ != "DisruptionTarget");
+    for c in conditions.iter_mut() {
+        if c.type_ == "Ready" || c.type_ == "ContainersReady" {
+            c.status = "False".into();
+            c.reason = Some("PodFailed".into());
+        }
+    }
+    conditions.push(PodCondition {
+        type_: "DisruptionTarget".into(),
+        status: "True".into(),
+        reason: Some("TerminationByKubelet".into()),
+        message: Some(message.to_string()),
+        last_transition_time: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        )),
+        ..Default::default()
+    });
+}
+
 /// Upstream `syncTerminatedPod` plus the garbage collection of a removed pod: remove its dead
 /// containers and sandboxes, forget its status.
 pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
@@ -346,7 +391,10 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
         tracing::warn!(pod = %name, error = %e, "cannot remove the containers of a terminated pod");
     }
     ctx.cache.delete(uid);
-    ctx.status.remove(uid);
+    if work.evict.is_none() {
+        ctx.status.remove(uid);
+    }
+    ctx.runtime.container_manager().remove_pod_cgroups(uid);
     // Upstream `cleanupOrphanedPodDirs` and the log GC: the pod's data and log directories.
     let ns = work.pod.metadata.namespace.as_deref().unwrap_or_default();
     let logs = crate::kuberuntime::sandbox::build_pod_logs_directory(ns, name, uid);

@@ -230,6 +230,7 @@ pub struct KubeGenericRuntimeManager {
     root_dir: PathBuf,
     probe_results: crate::prober::ProbeResults,
     credentials: Arc<crate::credentials::DockerKeyring>,
+    cm: Arc<crate::cm::ContainerManager>,
 }
 
 impl KubeGenericRuntimeManager {
@@ -244,6 +245,36 @@ impl KubeGenericRuntimeManager {
     pub fn with_root_dir(mut self, root: impl Into<PathBuf>) -> Self {
         self.root_dir = root.into();
         self
+    }
+
+    /// Place pods in cgroups and set oom_score_adj as `cm` says.
+    pub fn with_container_manager(mut self, cm: crate::cm::ContainerManager) -> Self {
+        self.cm = Arc::new(cm);
+        self
+    }
+
+    /// The pod-level container manager.
+    pub fn container_manager(&self) -> &crate::cm::ContainerManager {
+        &self.cm
+    }
+
+    /// The cgroup driver the runtime reports through CRI `RuntimeConfig` (upstream
+    /// `KubeletCgroupDriverFromCRI`); `None` when it does not implement the call.
+    pub async fn runtime_cgroup_driver(&self) -> Option<String> {
+        let r = self
+            .rt("runtime_config", self.timeout, |mut c| async move {
+                c.runtime_config(cri::RuntimeConfigRequest::default()).await
+            })
+            .await
+            .ok()?;
+        let linux = r.linux?;
+        Some(
+            match cri::CgroupDriver::try_from(linux.cgroup_driver) {
+                Ok(cri::CgroupDriver::Cgroupfs) => "cgroupfs",
+                _ => "systemd",
+            }
+            .to_string(),
+        )
     }
 
     /// Read liveness/startup results from `results` (upstream `livenessManager` and
@@ -371,6 +402,7 @@ impl KubeGenericRuntimeManager {
             runtime_version: String::new(),
             probe_results: crate::prober::ProbeResults::default(),
             credentials: Arc::default(),
+            cm: Arc::default(),
         };
         let v = m
             .rt("version", timeout, |mut c| async move {
@@ -749,7 +781,13 @@ impl KubeGenericRuntimeManager {
         }
 
         let mut sandbox_id = actions.sandbox_id.clone();
-        let sandbox_config = generate_pod_sandbox_config(pod, actions.attempt);
+        let mut sandbox_config = generate_pod_sandbox_config(pod, actions.attempt);
+        if let (Some(linux), Some(parent)) = (
+            sandbox_config.linux.as_mut(),
+            self.cm.pod_cgroup_parent(pod),
+        ) {
+            linux.cgroup_parent = parent;
+        }
         if actions.create_sandbox {
             result.changed = true;
             let logdir = pod_logs_directory(pod);
@@ -1002,6 +1040,9 @@ impl KubeGenericRuntimeManager {
                 e.to_string(),
             )
         })?;
+        if let Some(r) = config.linux.as_mut().and_then(|l| l.resources.as_mut()) {
+            r.oom_score_adj = self.cm.oom_score_adj(pod, c);
+        }
         let pod_dir = self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default());
         let volumes = crate::volumemanager::volume_host_paths(pod, &pod_dir);
         let config_error = |e: crate::volumemanager::VolumeError| {

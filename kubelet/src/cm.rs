@@ -1,0 +1,278 @@
+//! The container manager's pod-level part (upstream `pkg/kubelet/cm`: `qosContainerManager`,
+//! `podContainerManager`, `qos.GetContainerOOMScoreAdjust`). It owns the cgroup layout of pods
+//! by QoS class: Guaranteed pods under `<root>/kubepods/pod<uid>`, Burstable ones under
+//! `<root>/kubepods/burstable/pod<uid>`, BestEffort ones under `<root>/kubepods/besteffort/
+//! pod<uid>` (with the systemd driver, the matching `kubepods-burstable-pod<uid>.slice`
+//! names), given to the runtime as the sandbox's cgroup parent; each container's
+//! oom_score_adj from its pod's QoS class and memory request; and removing a pod's cgroup once
+//! the pod is gone. The runtime creates the directories when it starts the sandbox.
+//! Deviation: pod-level resource limits are not written (the containers' own limits apply).
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Container, Pod};
+
+use crate::kuberuntime::container_config::parse_quantity_scaled;
+use crate::status::get_pod_qos;
+
+/// Upstream `guaranteedOOMScoreAdj`.
+pub const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
+/// Upstream `besteffortOOMScoreAdj`.
+pub const BESTEFFORT_OOM_SCORE_ADJ: i64 = 1000;
+/// Upstream `defaultNodeAllocatableCgroupName`.
+pub const KUBEPODS: &str = "kubepods";
+/// Upstream's system-node-critical priority class name.
+pub const SYSTEM_NODE_CRITICAL: &str = "system-node-critical";
+
+/// Cgroup settings (`--cgroups-per-qos`, `--cgroup-driver`, `--cgroup-root`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupConfig {
+    pub per_qos: bool,
+    /// `cgroupfs` or `systemd`.
+    pub driver: String,
+    /// Empty means `/`.
+    pub root: String,
+}
+
+impl Default for CgroupConfig {
+    fn default() -> Self {
+        Self {
+            per_qos: true,
+            driver: "cgroupfs".into(),
+            root: String::new(),
+        }
+    }
+}
+
+/// The pod-level container manager.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContainerManager {
+    pub config: CgroupConfig,
+    /// The node's memory (bytes), for Burstable oom_score_adj.
+    pub memory_capacity: u64,
+}
+
+impl ContainerManager {
+    /// A manager with the node's memory read from `/proc/meminfo`.
+    pub fn new(config: CgroupConfig) -> Self {
+        let memory_capacity = std::fs::read_to_string("/proc/meminfo")
+            .map(|m| crate::nodestatus::mem_total(&m))
+            .unwrap_or(0);
+        Self {
+            config,
+            memory_capacity,
+        }
+    }
+
+    /// The name components of `pod`'s cgroup below the root (upstream `GetPodContainerName`).
+    fn components(pod: &Pod) -> Vec<String> {
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        let mut c = vec![KUBEPODS.to_string()];
+        match get_pod_qos(pod) {
+            "Burstable" => c.push("burstable".into()),
+            "BestEffort" => c.push("besteffort".into()),
+            _ => {}
+        }
+        c.push(format!("pod{uid}"));
+        c
+    }
+
+    /// The cgroup parent the runtime gets for `pod`'s sandbox and containers; `None` without
+    /// `--cgroups-per-qos` and a root (the runtime's default then).
+    pub fn pod_cgroup_parent(&self, pod: &Pod) -> Option<String> {
+        let root = self.config.root.trim_end_matches('/');
+        if !self.config.per_qos {
+            return (!root.is_empty()).then(|| root.to_string());
+        }
+        let parts = Self::components(pod);
+        if self.config.driver == "systemd" {
+            // Upstream `ToSystemd`: each level is a slice named by the path so far, the last
+            // one is what the runtime gets; `-` in names become `_`.
+            let escaped: Vec<String> = parts.iter().map(|p| p.replace('-', "_")).collect();
+            return Some(format!("{}.slice", escaped.join("-")));
+        }
+        Some(format!("{root}/{}", parts.join("/")))
+    }
+
+    /// Upstream `GetContainerOOMScoreAdjust`.
+    pub fn oom_score_adj(&self, pod: &Pod, container: &Container) -> i64 {
+        let node_critical = pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.priority_class_name.as_deref())
+            == Some(SYSTEM_NODE_CRITICAL);
+        if node_critical {
+            return GUARANTEED_OOM_SCORE_ADJ;
+        }
+        match get_pod_qos(pod) {
+            "Guaranteed" => return GUARANTEED_OOM_SCORE_ADJ,
+            "BestEffort" => return BESTEFFORT_OOM_SCORE_ADJ,
+            _ => {}
+        }
+        let request = container
+            .resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .and_then(|r| r.get("memory"))
+            .and_then(|q| parse_quantity_scaled(&q.0, 1.0))
+            .unwrap_or(0)
+            .max(0) as i128;
+        let capacity = i128::from(self.memory_capacity);
+        if capacity == 0 {
+            return BESTEFFORT_OOM_SCORE_ADJ - 1;
+        }
+        let adj = 1000 - (1000 * request) / capacity;
+        // Burstable pods always score above Guaranteed ones and below BestEffort ones.
+        let adj = adj.max(1000 + i128::from(GUARANTEED_OOM_SCORE_ADJ));
+        let adj = if adj == i128::from(BESTEFFORT_OOM_SCORE_ADJ) {
+            adj - 1
+        } else {
+            adj
+        };
+        adj as i64
+    }
+
+    /// Removes the now empty cgroup directories of the pod `uid` (cgroupfs driver; the
+    /// runtime removed the containers' own), under whichever QoS class it was (an orphan's
+    /// class is unknown). Best effort: a directory still in use stays.
+    pub fn remove_pod_cgroups(&self, uid: &str) {
+        if self.config.driver != "cgroupfs" || !self.config.per_qos || uid.is_empty() {
+            return;
+        }
+        let root = self.config.root.trim_end_matches('/');
+        for qos in ["", "burstable/", "besteffort/"] {
+            remove_cgroup_dirs(
+                Path::new("/sys/fs/cgroup"),
+                &format!("{root}/{KUBEPODS}/{qos}pod{uid}"),
+            );
+        }
+    }
+}
+
+/// `rmdir` of `<mount>/<controller>/<rel>` for every cgroup v1 controller hierarchy, or of
+/// `<mount>/<rel>` on cgroup v2.
+pub fn remove_cgroup_dirs(mount: &Path, rel: &str) {
+    let rel = rel.trim_start_matches('/');
+    let mut dirs = vec![mount.join(rel)];
+    if let Ok(rd) = std::fs::read_dir(mount) {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                dirs.push(e.path().join(rel));
+            }
+        }
+    }
+    for d in dirs {
+        if d.is_dir()
+            && let Err(e) = std::fs::remove_dir(&d)
+        {
+            tracing::debug!(dir = %d.display(), error = %e, "pod cgroup not removed");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{PodSpec, ResourceRequirements};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+    fn pod(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Pod {
+        let q = |m: &[(&str, &str)]| {
+            (!m.is_empty()).then(|| {
+                m.iter()
+                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                    .collect()
+            })
+        };
+        let mut p = Pod::default();
+        p.metadata.uid = Some("1234-5678".into());
+        p.spec = Some(PodSpec {
+            containers: vec![Container {
+                name: "c".into(),
+                resources: Some(ResourceRequirements {
+                    requests: q(requests),
+                    limits: q(limits),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        p
+    }
+
+    fn manager(driver: &str, root: &str) -> ContainerManager {
+        ContainerManager {
+            config: CgroupConfig {
+                per_qos: true,
+                driver: driver.into(),
+                root: root.into(),
+            },
+            memory_capacity: 1000 << 20,
+        }
+    }
+
+    #[test]
+    fn cgroup_parents_follow_the_qos_class_like_upstream() {
+        let m = manager("cgroupfs", "");
+        let be = pod(&[], &[]);
+        let bu = pod(&[("memory", "100Mi")], &[]);
+        let gu = pod(&[("memory", "1Gi"), ("cpu", "1")], &[("memory", "1Gi"), ("cpu", "1")]);
+        assert_eq!(
+            m.pod_cgroup_parent(&be).unwrap(),
+            "/kubepods/besteffort/pod1234-5678"
+        );
+        assert_eq!(
+            m.pod_cgroup_parent(&bu).unwrap(),
+            "/kubepods/burstable/pod1234-5678"
+        );
+        assert_eq!(m.pod_cgroup_parent(&gu).unwrap(), "/kubepods/pod1234-5678");
+        assert_eq!(
+            manager("cgroupfs", "/custom/").pod_cgroup_parent(&gu).unwrap(),
+            "/custom/kubepods/pod1234-5678"
+        );
+        assert_eq!(
+            manager("systemd", "").pod_cgroup_parent(&bu).unwrap(),
+            "kubepods-burstable-pod1234_5678.slice"
+        );
+        let mut flat = manager("cgroupfs", "");
+        flat.config.per_qos = false;
+        assert_eq!(flat.pod_cgroup_parent(&bu), None);
+    }
+
+    #[test]
+    fn oom_score_adj_by_qos_and_request() {
+        let m = manager("cgroupfs", "");
+        let c = |p: &Pod| p.spec.as_ref().unwrap().containers[0].clone();
+        let be = pod(&[], &[]);
+        assert_eq!(m.oom_score_adj(&be, &c(&be)), 1000);
+        let gu = pod(&[("memory", "1Gi"), ("cpu", "1")], &[("memory", "1Gi"), ("cpu", "1")]);
+        assert_eq!(m.oom_score_adj(&gu, &c(&gu)), -997);
+        // 100Mi of 1000Mi: 1000 - 100 = 900.
+        let bu = pod(&[("memory", "100Mi")], &[]);
+        assert_eq!(m.oom_score_adj(&bu, &c(&bu)), 900);
+        // Requesting (nearly) everything stays above Guaranteed.
+        let big = pod(&[("memory", "2000Mi")], &[]);
+        assert_eq!(m.oom_score_adj(&big, &c(&big)), 3);
+        // Requesting nothing stays below BestEffort.
+        let cpu_only = pod(&[("cpu", "100m")], &[]);
+        assert_eq!(m.oom_score_adj(&cpu_only, &c(&cpu_only)), 999);
+        let mut critical = be.clone();
+        critical.spec.as_mut().unwrap().priority_class_name = Some(SYSTEM_NODE_CRITICAL.into());
+        assert_eq!(m.oom_score_adj(&critical, &c(&critical)), -997);
+    }
+
+    #[test]
+    fn empty_pod_cgroups_are_removed_in_every_hierarchy() {
+        let d = tempfile::tempdir().unwrap();
+        for ctrl in ["cpu", "memory"] {
+            std::fs::create_dir_all(d.path().join(ctrl).join("kubepods/burstable/podx")).unwrap();
+        }
+        std::fs::create_dir_all(d.path().join("pids/kubepods/burstable/podx/busy")).unwrap();
+        remove_cgroup_dirs(d.path(), "/kubepods/burstable/podx");
+        assert!(!d.path().join("cpu/kubepods/burstable/podx").exists());
+        assert!(!d.path().join("memory/kubepods/burstable/podx").exists());
+        assert!(d.path().join("cpu/kubepods/burstable").exists(), "QoS level kept");
+        assert!(d.path().join("pids/kubepods/burstable/podx").exists(), "busy one kept");
+    }
+}

@@ -26,6 +26,7 @@ mod kubelet_api_source;
 mod kubelet_api_status;
 mod kubelet_credentials;
 mod kubelet_evented_pleg;
+mod kubelet_eviction;
 mod kubelet_gc;
 mod kubelet_logs;
 mod kubelet_node_api;

@@ -29,6 +29,7 @@ pub mod metrics;
 pub mod nodestatus;
 pub mod pleg;
 pub mod pod_workers;
+pub mod probe_transport;
 pub mod prober;
 pub mod server;
 pub mod status;

@@ -10,11 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use bytes::Bytes;
 use chrono::Utc;
-use http_body_util::Empty;
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::sync::mpsc;
@@ -175,24 +171,37 @@ pub async fn run_probe(
             .clone()
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| pod_ip.to_string());
-        let path = h.path.clone().unwrap_or_else(|| "/".into());
-        let url = format!("http://{host}:{port}{path}");
-        let client = Client::builder(TokioExecutor::new()).build_http::<Empty<Bytes>>();
-        let mut req = hyper::Request::get(&url).header("User-Agent", "kube-probe/1.34");
-        for hd in h.http_headers.iter().flatten() {
-            req = req.header(hd.name.as_str(), hd.value.as_str());
-        }
-        let req = req.body(Empty::new()).map_err(|e| e.to_string())?;
-        let resp = tokio::time::timeout(timeout, client.request(req))
-            .await
-            .map_err(|_| format!("GET {url}: timeout"))?
-            .map_err(|e| format!("GET {url}: {e}"))?;
-        let code = resp.status().as_u16();
+        let path = h.path.clone().filter(|p| !p.is_empty()).unwrap_or_else(|| "/".into());
+        let https = h.scheme.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("https"));
+        let headers: Vec<(String, String)> = h
+            .http_headers
+            .iter()
+            .flatten()
+            .map(|hd| (hd.name.clone(), hd.value.clone()))
+            .collect();
+        let code = tokio::time::timeout(
+            timeout,
+            crate::probe_transport::http_get(&host, port, &path, https, &headers),
+        )
+        .await
+        .map_err(|_| format!("Get {}://{host}:{port}{path}: timeout", if https { "https" } else { "http" }))??;
         return if (200..400).contains(&code) {
             Ok(())
         } else {
             Err(format!("HTTP probe failed with statuscode: {code}"))
         };
+    }
+    if let Some(g) = &probe.grpc {
+        let port = u16::try_from(g.port).map_err(|_| format!("invalid port {}", g.port))?;
+        let service = g.service.clone().unwrap_or_default();
+        return tokio::time::timeout(
+            timeout,
+            crate::probe_transport::grpc_health(pod_ip, port, &service),
+        )
+        .await
+        .map_err(|_| {
+            format!("timeout: health rpc did not complete within {}s", timeout.as_secs())
+        })?;
     }
     if let Some(t) = &probe.tcp_socket {
         let port = resolve_port(&t.port, c).ok_or("invalid port")?;
@@ -210,8 +219,7 @@ pub async fn run_probe(
         .map(|_| ())
         .map_err(|e| e.to_string());
     }
-    // gRPC probes are not supported: count as success so the pod is not killed for it.
-    Ok(())
+    Err("probe has no handler".into())
 }
 
 struct ProbeWorker {
@@ -288,7 +296,12 @@ impl ProbeWorker {
             {
                 continue;
             }
-            let pod_ip = status.ips.first().cloned().unwrap_or_default();
+            // Host-network pods are probed on the node's address (their podIP upstream).
+            let pod_ip = if crate::container::is_host_network_pod(&self.pod) {
+                crate::kubelet::node_ip()
+            } else {
+                status.ips.first().cloned().unwrap_or_default()
+            };
             let outcome =
                 run_probe(&self.runtime, &probe, &self.container, &current_id, &pod_ip).await;
             let result = match outcome {

@@ -58,6 +58,10 @@ async fn api_mode(kind: RuntimeKind) {
         .arg("4")
         .arg("--node-labels")
         .arg("fixture=yes")
+        // Only the memory default: a nearly full test disk must not reject the pod here
+        // (eviction has its own test).
+        .arg("--eviction-hard")
+        .arg("memory.available<100Mi")
         .arg("-v")
         .arg("2");
     let endpoint = match kind {

@@ -31,6 +31,7 @@ mod kubelet_gc;
 mod kubelet_logs;
 mod kubelet_node_api;
 mod kubelet_pods;
+mod kubelet_probes;
 mod kubelet_qos;
 mod kubelet_restart_policy;
 mod kubelet_volumes;

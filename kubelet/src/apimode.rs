@@ -108,6 +108,28 @@ pub fn spawn(
         root_dir,
         cancel.clone(),
     ));
+    let statics = {
+        let shared = shared.clone();
+        Arc::new(move || {
+            shared
+                .pods
+                .read()
+                .map(|m| {
+                    m.values()
+                        .filter(|p| !is_api_pod(p) && p.metadata.deletion_timestamp.is_none())
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+    };
+    tokio::spawn(crate::mirror::run(
+        client.clone(),
+        node_name,
+        shared.mirrors.clone(),
+        statics,
+        cancel.clone(),
+    ));
     tokio::spawn(pod_status_loop(client, shared, cancel));
 }
 
@@ -148,6 +170,7 @@ async fn node_loop(
         node.as_ref(),
     );
     let mut status_tick = tokio::time::interval(cfg.node_status_update_frequency);
+    let mut images = Vec::new();
     let mut lease_tick = tokio::time::interval(lease.interval());
     loop {
         tokio::select! {
@@ -165,7 +188,11 @@ async fn node_loop(
                     disk_pressure: shared.eviction.has(NodeCondition::DiskPressure),
                     pid_pressure: shared.eviction.has(NodeCondition::PidPressure),
                 };
-                let st = node_status(&inputs, &machine, &health, Vec::new(), syncer.last_status());
+                // Upstream `setNodeImages`: the largest 50, kept from the last good listing.
+                if let Ok(list) = shared.runtime.image_names_and_sizes().await {
+                    images = crate::nodestatus::top_images(list);
+                }
+                let st = node_status(&inputs, &machine, &health, images.clone(), syncer.last_status());
                 if let Err(e) = syncer.sync(st).await {
                     warn!(error = %e, "updating node status failed");
                 }
@@ -204,6 +231,26 @@ async fn pod_status_loop(client: Client, shared: Arc<KubeletShared>, cancel: Can
                 }
             })
             .collect();
+        // Static pods: their status goes to their mirror pods (upstream writes it under the
+        // mirror pod's UID).
+        let statics: Vec<Pod> = shared
+            .pods
+            .read()
+            .map(|m| m.values().filter(|p| !is_api_pod(p)).cloned().collect())
+            .unwrap_or_default();
+        for s in statics {
+            if let (Some(mirror), Some(status)) = (
+                shared.mirrors.get(&s),
+                s.metadata.uid.as_deref().and_then(|u| shared.status.get_pod_status(u)),
+            ) && mirror.metadata.deletion_timestamp.is_none()
+            {
+                pods.push(PodState {
+                    pod: mirror,
+                    status: Some(status),
+                    can_be_deleted: false,
+                });
+            }
+        }
         // Pods whose graceful deletion finished: their objects go.
         let finished: Vec<Pod> = shared
             .terminated

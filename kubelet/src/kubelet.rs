@@ -57,6 +57,8 @@ pub struct KubeletShared {
     pub runtime: KubeGenericRuntimeManager,
     /// Node conditions from the eviction manager, and pod admission.
     pub eviction: Arc<crate::eviction::EvictionState>,
+    /// The mirror pods the API source sees (API-server mode).
+    pub mirrors: crate::mirror::MirrorPods,
     /// UIDs of pods evicted or rejected at admission: terminal, never started again; they keep
     /// their Failed status until their source removes them.
     pub evicted: RwLock<HashSet<String>>,
@@ -140,6 +142,7 @@ impl Kubelet {
             runtime: runtime.clone(),
             eviction: Arc::default(),
             evicted: RwLock::new(HashSet::new()),
+            mirrors: Default::default(),
         });
         Self {
             config,
@@ -186,7 +189,8 @@ impl Kubelet {
                         client.clone(),
                         self.config.node_name.clone(),
                         pod_config.channel(crate::config::API_SOURCE),
-                    );
+                    )
+                    .with_mirrors(self.shared.mirrors.clone());
                     tokio::spawn(src.run(cancel.child_token()));
                     crate::apimode::spawn(
                         client,

@@ -26,6 +26,7 @@ pub mod kubeletconfig;
 pub mod kuberuntime;
 pub mod logs;
 pub mod metrics;
+pub mod mirror;
 pub mod nodestatus;
 pub mod pleg;
 pub mod pod_workers;

@@ -4,7 +4,8 @@
 //! PodConfig's merge turns consecutive SETs into ADD / UPDATE / DELETE (deletionTimestamp set)
 //! / REMOVE / RECONCILE (status only). A watch that breaks (dropped connection, 410 Gone) is
 //! resumed by the watcher, which relists when it must; since the relist arrives as one more
-//! SET, a restart neither loses nor duplicates a pod.
+//! SET, a restart neither loses nor duplicates a pod. Mirror pods are not run: they go to
+//! [`crate::mirror::MirrorPods`].
 
 use std::collections::BTreeMap;
 
@@ -23,6 +24,7 @@ pub struct ApiSource {
     pods: Api<Pod>,
     node_name: String,
     updates: SourceSender,
+    mirrors: crate::mirror::MirrorPods,
 }
 
 fn key(p: &Pod) -> String {
@@ -39,7 +41,14 @@ impl ApiSource {
             pods: Api::all(client),
             node_name: node_name.into(),
             updates,
+            mirrors: Default::default(),
         }
+    }
+
+    /// Mirror pods seen go to `mirrors` (they are never run).
+    pub fn with_mirrors(mut self, mirrors: crate::mirror::MirrorPods) -> Self {
+        self.mirrors = mirrors;
+        self
     }
 
     /// Runs until `cancel` fires or PodConfig is gone.
@@ -91,7 +100,16 @@ impl ApiSource {
                     pods = current.len(),
                     "api source: pods bound to this node changed"
                 );
-                let pods = current.values().cloned().collect();
+                let (mirrors, pods): (Vec<&Pod>, Vec<&Pod>) = current
+                    .values()
+                    .partition(|p| crate::mirror::is_mirror_pod(p));
+                self.mirrors.set(
+                    mirrors
+                        .into_iter()
+                        .map(|p| (crate::mirror::key(p), p.clone()))
+                        .collect(),
+                );
+                let pods = pods.into_iter().cloned().collect();
                 if self.updates.send(PodOperation::Set, pods).await.is_err() {
                     return;
                 }

@@ -253,6 +253,27 @@ impl KubeGenericRuntimeManager {
         self
     }
 
+    /// The runtime's images as (names: repo tags then repo digests, size).
+    pub async fn image_names_and_sizes(&self) -> Result<Vec<(Vec<String>, u64)>, RuntimeError> {
+        let list = self
+            .img("list_images", self.timeout, |mut c| async move {
+                c.list_images(cri::ListImagesRequest::default()).await
+            })
+            .await?;
+        Ok(list
+            .images
+            .into_iter()
+            .map(|i| {
+                let mut names = i.repo_digests;
+                names.splice(0..0, i.repo_tags);
+                if names.is_empty() {
+                    names.push(i.id);
+                }
+                (names, i.size)
+            })
+            .collect())
+    }
+
     /// The pod-level container manager.
     pub fn container_manager(&self) -> &crate::cm::ContainerManager {
         &self.cm

@@ -19,22 +19,10 @@ const REFERENCE_CLOSER: u8 = b')';
 /// Environment errors (the container waits with `CreateContainerConfigError`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EnvError {
-    /// A configMap is needed but there is no API server (standalone mode).
-    #[error("couldn't get configMap {namespace}/{name}, no kubeClient defined")]
-    ConfigMap {
-        /// Pod namespace.
-        namespace: String,
-        /// ConfigMap name.
-        name: String,
-    },
-    /// A secret is needed but there is no API server (standalone mode).
-    #[error("couldn't get secret {namespace}/{name}, no kubeClient defined")]
-    Secret {
-        /// Pod namespace.
-        namespace: String,
-        /// Secret name.
-        name: String,
-    },
+    /// A configMap or secret could not be had: none of that name, no such key, or no API
+    /// server (standalone mode: "couldn't get configMap ns/x, no kubeClient defined").
+    #[error("{0}")]
+    Api(String),
     /// A `fieldRef` names an unsupported field.
     #[error("unsupported fieldPath: {0}")]
     FieldPath(String),
@@ -44,6 +32,13 @@ pub enum EnvError {
     /// An `envFrom` entry has no source.
     #[error("envFrom entry without configMapRef or secretRef")]
     EmptyEnvFrom,
+}
+
+/// Upstream `IsEnvVarName`: printable ASCII, not starting with a digit, no `=`.
+fn is_env_var_name(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with(|c: char| c.is_ascii_digit())
+        && s.bytes().all(|b| (b' '..=b'~').contains(&b) && b != b'=')
 }
 
 /// Upstream `syntaxWrap`: `$(name)`.
@@ -252,25 +247,36 @@ pub fn make_environment_variables(
     pod_ips: &[String],
     host_ip: &str,
     node: &NodeAllocatable,
+    objects: &crate::apiobjects::ApiObjects,
 ) -> Result<Vec<(String, String)>, EnvError> {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
-    if let Some(e) = c.env_from.iter().flatten().next() {
-        return Err(if let Some(cm) = &e.config_map_ref {
-            EnvError::ConfigMap {
-                namespace: ns,
-                name: cm.name.clone(),
-            }
-        } else if let Some(s) = &e.secret_ref {
-            EnvError::Secret {
-                namespace: ns,
-                name: s.name.clone(),
-            }
-        } else {
-            EnvError::EmptyEnvFrom
-        });
-    }
     let mut vars: HashMap<String, String> = HashMap::new();
     let mut out: Vec<(String, String)> = Vec::new();
+    for e in c.env_from.iter().flatten() {
+        let data = if let Some(cm) = &e.config_map_ref {
+            objects
+                .config_map_data(&cm.name, cm.optional.unwrap_or(false))
+                .map_err(EnvError::Api)?
+        } else if let Some(s) = &e.secret_ref {
+            objects
+                .secret_data(&s.name, s.optional.unwrap_or(false))
+                .map_err(EnvError::Api)?
+        } else {
+            return Err(EnvError::EmptyEnvFrom);
+        };
+        let prefix = e.prefix.clone().unwrap_or_default();
+        for (k, v) in data.into_iter().flatten() {
+            let name = format!("{prefix}{k}");
+            // Upstream skips keys that are no valid variable names (and reports an event).
+            if !is_env_var_name(&name) {
+                continue;
+            }
+            let value = String::from_utf8_lossy(&v).into_owned();
+            vars.insert(name.clone(), value.clone());
+            out.retain(|(n, _)| n != &name);
+            out.push((name, value));
+        }
+    }
     for e in c.env.iter().flatten() {
         let value = if let Some(vf) = &e.value_from {
             if let Some(f) = &vf.field_ref {
@@ -300,15 +306,35 @@ pub fn make_environment_variables(
                 };
                 container_resource_value(r, container, node)?
             } else if let Some(k) = &vf.config_map_key_ref {
-                return Err(EnvError::ConfigMap {
-                    namespace: ns,
-                    name: k.name.clone(),
-                });
+                let optional = k.optional.unwrap_or(false);
+                let data = objects
+                    .config_map_data(&k.name, optional)
+                    .map_err(EnvError::Api)?;
+                match data.as_ref().and_then(|d| d.get(&k.key)) {
+                    Some(v) => String::from_utf8_lossy(v).into_owned(),
+                    None if optional => continue,
+                    None => {
+                        return Err(EnvError::Api(format!(
+                            "couldn't find key {} in ConfigMap {ns}/{}",
+                            k.key, k.name
+                        )));
+                    }
+                }
             } else if let Some(k) = &vf.secret_key_ref {
-                return Err(EnvError::Secret {
-                    namespace: ns,
-                    name: k.name.clone(),
-                });
+                let optional = k.optional.unwrap_or(false);
+                let data = objects
+                    .secret_data(&k.name, optional)
+                    .map_err(EnvError::Api)?;
+                match data.as_ref().and_then(|d| d.get(&k.key)) {
+                    Some(v) => String::from_utf8_lossy(v).into_owned(),
+                    None if optional => continue,
+                    None => {
+                        return Err(EnvError::Api(format!(
+                            "couldn't find key {} in Secret {ns}/{}",
+                            k.key, k.name
+                        )));
+                    }
+                }
             } else {
                 String::new()
             }
@@ -457,6 +483,7 @@ mod tests {
             memory: 1 << 30,
             ephemeral_storage: 0,
         };
+        let standalone = crate::apiobjects::ApiObjects::standalone("ns");
         let var = |name: &str, value: Option<&str>, from: Option<EnvVarSource>| EnvVar {
             name: name.into(),
             value: value.map(str::to_string),
@@ -490,7 +517,7 @@ mod tests {
             var("LATER", Some("x"), None),
             var("POD", Some("override"), None),
         ]);
-        let env = make_environment_variables(&c, &pod, &[], "", &node).expect("env");
+        let env = make_environment_variables(&c, &pod, &[], "", &node, &standalone).expect("env");
         assert_eq!(
             env,
             vec![
@@ -508,7 +535,7 @@ mod tests {
             }),
             ..Default::default()
         }]);
-        let err = make_environment_variables(&with_from, &pod, &[], "", &node)
+        let err = make_environment_variables(&with_from, &pod, &[], "", &node, &standalone)
             .expect_err("configMap in standalone");
         assert_eq!(
             err.to_string(),
@@ -527,11 +554,50 @@ mod tests {
                 ..Default::default()
             }),
         )]);
-        let err = make_environment_variables(&with_secret, &pod, &[], "", &node)
+        let err = make_environment_variables(&with_secret, &pod, &[], "", &node, &standalone)
             .expect_err("secret in standalone");
         assert_eq!(
             err.to_string(),
             "couldn't get secret ns/creds, no kubeClient defined"
         );
+
+        // With the API server: envFrom (with a prefix, invalid names skipped), then keyed
+        // values; a missing required key names it.
+        let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "settings"}, "data": {"MODE": "fast", "1BAD": "x"}
+        }))
+        .unwrap();
+        let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "creds"}, "data": {"k": "c2VjcmV0"}
+        }))
+        .unwrap();
+        let api = crate::apiobjects::ApiObjects::from_objects("ns", vec![cm], vec![secret]);
+        let mut both = with_secret.clone();
+        both.env_from = with_from.env_from.clone();
+        if let Some(f) = both.env_from.as_mut() {
+            f[0].prefix = Some("CFG_".into());
+        }
+        let env = make_environment_variables(&both, &pod, &[], "", &node, &api).expect("env");
+        assert_eq!(
+            env,
+            vec![
+                ("CFG_1BAD".to_string(), "x".to_string()),
+                ("CFG_MODE".to_string(), "fast".to_string()),
+                ("S".to_string(), "secret".to_string()),
+            ]
+        );
+        let mut missing = with_secret.clone();
+        if let Some(v) = missing.env.as_mut() {
+            v[0].value_from.as_mut().unwrap().secret_key_ref.as_mut().unwrap().key = "nope".into();
+        }
+        let err = make_environment_variables(&missing, &pod, &[], "", &node, &api)
+            .expect_err("missing key");
+        assert_eq!(err.to_string(), "couldn't find key nope in Secret ns/creds");
+        if let Some(v) = missing.env.as_mut() {
+            v[0].value_from.as_mut().unwrap().secret_key_ref.as_mut().unwrap().optional =
+                Some(true);
+        }
+        let env = make_environment_variables(&missing, &pod, &[], "", &node, &api).expect("env");
+        assert!(env.is_empty(), "an optional missing key is skipped: {env:?}");
     }
 }

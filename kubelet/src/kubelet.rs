@@ -181,9 +181,11 @@ impl Kubelet {
             );
             tokio::spawn(src.run(cancel.child_token()));
         }
+        let mut api_client = None;
         if let Some(api) = &self.config.api {
             match crate::apimode::client_from_kubeconfig(&api.kubeconfig).await {
                 Ok(client) => {
+                    api_client = Some(client.clone());
                     tracing::info!(kubeconfig = %api.kubeconfig.display(), "adding API server pod source");
                     let src = crate::config::apiserver::ApiSource::new(
                         client.clone(),
@@ -307,6 +309,7 @@ impl Kubelet {
             sync_frequency: self.config.sync_frequency,
             root_dir: self.config.root_dir.clone(),
             probes: probe_results,
+            api: api_client,
         });
         let (done_tx, mut done_rx) = mpsc::unbounded_channel();
         let workers_cancel = cancel.child_token();

@@ -10,6 +10,7 @@
 //! ([`kubelet::Kubelet`]), the read-only HTTP server ([`server`]) and metrics ([`metrics`]).
 
 pub mod apimode;
+pub mod apiobjects;
 pub mod apistatus;
 pub mod cm;
 pub mod config;

@@ -53,7 +53,6 @@ pub struct WorkerDone {
 }
 
 /// Everything a worker needs to sync.
-#[derive(Debug)]
 pub struct SyncContext {
     /// The runtime manager.
     pub runtime: KubeGenericRuntimeManager,
@@ -71,6 +70,18 @@ pub struct SyncContext {
     pub root_dir: PathBuf,
     /// Probe results (readiness/startup feed the API status).
     pub probes: crate::prober::ProbeResults,
+    /// The API server client (API-server mode): configMaps and secrets of pods.
+    pub api: Option<kube::Client>,
+}
+
+impl std::fmt::Debug for SyncContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SyncContext")
+            .field("root_dir", &self.root_dir)
+            .field("host_ip", &self.host_ip)
+            .field("api", &self.api.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl SyncContext {
@@ -276,8 +287,15 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
         }
     };
     ctx.cache.set(uid, status.clone());
+    // The configMaps and secrets the pod refers to, fresh for this sync.
+    let objects = match &ctx.api {
+        Some(client) => crate::apiobjects::fetch(client, pod).await,
+        None => crate::apiobjects::ApiObjects::standalone(ns),
+    };
     // Upstream `WaitForAttachAndMount`: no containers start before the volumes are ready.
-    if let Err(e) = crate::volumemanager::mount_pod_volumes(pod, &ctx.pod_dir(uid)) {
+    let mounted = crate::volumemanager::mount_pod_volumes(pod, &ctx.pod_dir(uid), &objects);
+    ctx.runtime.set_api_objects(uid, Some(objects));
+    if let Err(e) = mounted {
         tracing::warn!(pod = %pod_full_name(pod), error = %e, "unable to mount volumes");
         ctx.set_status(
             pod,
@@ -391,6 +409,7 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
         tracing::warn!(pod = %name, error = %e, "cannot remove the containers of a terminated pod");
     }
     ctx.cache.delete(uid);
+    ctx.runtime.set_api_objects(uid, None);
     if work.evict.is_none() {
         ctx.status.remove(uid);
     }

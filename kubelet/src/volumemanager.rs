@@ -15,7 +15,7 @@
 //! - the termination message of an exited container, with `FallbackToLogsOnError`;
 //! - teardown: unmounting what was mounted under a pod directory before it is removed.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use cri_proto::runtime::v1 as cri;
@@ -29,6 +29,10 @@ pub const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
 pub const DOWNWARD_API_PLUGIN: &str = "kubernetes.io~downward-api";
 /// The projected plugin's directory name.
 pub const PROJECTED_PLUGIN: &str = "kubernetes.io~projected";
+/// Upstream configMap volume plugin directory.
+pub const CONFIG_MAP_PLUGIN: &str = "kubernetes.io~configmap";
+/// Upstream secret volume plugin directory.
+pub const SECRET_PLUGIN: &str = "kubernetes.io~secret";
 /// The kubelet-managed hosts file in the pod directory (upstream `etc-hosts`).
 pub const ETC_HOSTS_FILE: &str = "etc-hosts";
 /// Upstream `MaxContainerTerminationMessageLength`.
@@ -112,6 +116,10 @@ pub fn volume_host_paths(pod: &Pod, pod_dir: &Path) -> HashMap<String, PathBuf> 
             plugin_dir(pod_dir, DOWNWARD_API_PLUGIN, &v.name)
         } else if v.projected.is_some() {
             plugin_dir(pod_dir, PROJECTED_PLUGIN, &v.name)
+        } else if v.config_map.is_some() {
+            plugin_dir(pod_dir, CONFIG_MAP_PLUGIN, &v.name)
+        } else if v.secret.is_some() {
+            plugin_dir(pod_dir, SECRET_PLUGIN, &v.name)
         } else {
             continue;
         };
@@ -306,7 +314,12 @@ fn valid_relative_path(p: &str) -> bool {
 }
 
 /// Write files into `dir` (replacing changed ones atomically), with their modes.
-fn write_volume_files(dir: &Path, files: &[(String, String, i32)]) -> Result<(), String> {
+/// A file of a volume: relative path, content, mode.
+type VolumeFile = (String, Vec<u8>, i32);
+
+/// Writes `files` under `dir` (each replaced atomically when its content changed) and removes
+/// files of earlier versions that are no longer part of the volume.
+fn write_volume_files(dir: &Path, files: &[VolumeFile]) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     for (rel, content, mode) in files {
@@ -314,7 +327,7 @@ fn write_volume_files(dir: &Path, files: &[(String, String, i32)]) -> Result<(),
             return Err(format!("invalid item path {rel:?}"));
         }
         let path = dir.join(rel);
-        if std::fs::read_to_string(&path).is_ok_and(|c| &c == content) {
+        if std::fs::read(&path).is_ok_and(|c| &c == content) {
             continue;
         }
         if let Some(parent) = path.parent() {
@@ -327,7 +340,56 @@ fn write_volume_files(dir: &Path, files: &[(String, String, i32)]) -> Result<(),
             .map_err(|e| e.to_string())?;
         std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))?;
     }
+    let keep: std::collections::HashSet<PathBuf> = files.iter().map(|f| dir.join(&f.0)).collect();
+    prune(dir, &keep);
     Ok(())
+}
+
+/// Removes files under `dir` not in `keep`, and directories left empty.
+fn prune(dir: &Path, keep: &std::collections::HashSet<PathBuf>) {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            prune(&p, keep);
+            let _ = std::fs::remove_dir(&p);
+        } else if !keep.contains(&p) {
+            let _ = std::fs::remove_file(&p);
+        }
+    }
+}
+
+/// The files of a configMap or secret volume (upstream `MakePayload`): every key, or the
+/// listed `items` (a missing key fails unless the volume is optional).
+fn key_files(
+    kind: &str,
+    data: Option<BTreeMap<String, Vec<u8>>>,
+    items: Option<&[k8s_openapi::api::core::v1::KeyToPath]>,
+    default_mode: Option<i32>,
+    optional: bool,
+) -> Result<Vec<VolumeFile>, String> {
+    let Some(data) = data else {
+        return Ok(Vec::new());
+    };
+    let mode = default_mode.unwrap_or(0o644);
+    match items.filter(|i| !i.is_empty()) {
+        None => Ok(data.into_iter().map(|(k, v)| (k, v, mode)).collect()),
+        Some(items) => {
+            let mut out = Vec::new();
+            for i in items {
+                match data.get(&i.key) {
+                    Some(v) => out.push((i.path.clone(), v.clone(), i.mode.unwrap_or(mode))),
+                    None if optional => {}
+                    None => {
+                        return Err(format!("{kind} references non-existent key: {}", i.key));
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
 }
 
 fn downward_files(
@@ -335,28 +397,28 @@ fn downward_files(
     default_mode: Option<i32>,
     pod: &Pod,
     node: &NodeAllocatable,
-) -> Result<Vec<(String, String, i32)>, String> {
+) -> Result<Vec<VolumeFile>, String> {
     items
         .iter()
         .map(|i| {
             Ok((
                 i.path.clone(),
-                downward_api_item_value(i, pod, node)?,
+                downward_api_item_value(i, pod, node)?.into_bytes(),
                 i.mode.or(default_mode).unwrap_or(0o644),
             ))
         })
         .collect()
 }
 
-fn api_object_error(kind: &str, pod: &Pod, name: &str) -> String {
-    format!(
-        "couldn't get {kind} {}/{name}, no kubeClient defined",
-        pod.metadata.namespace.as_deref().unwrap_or_default()
-    )
-}
 
 /// Set up one volume at `path` (upstream `SetUp` of its plugin).
-fn set_up_volume(v: &Volume, path: &Path, pod: &Pod, node: &NodeAllocatable) -> Result<(), String> {
+fn set_up_volume(
+    v: &Volume,
+    path: &Path,
+    pod: &Pod,
+    node: &NodeAllocatable,
+    objects: &crate::apiobjects::ApiObjects,
+) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     if let Some(hp) = &v.host_path {
         return check_host_path_type(path, hp.type_.as_deref().unwrap_or_default());
@@ -384,6 +446,19 @@ fn set_up_volume(v: &Volume, path: &Path, pod: &Pod, node: &NodeAllocatable) -> 
         let files = downward_files(d.items.as_deref().unwrap_or(&[]), d.default_mode, pod, node)?;
         return write_volume_files(path, &files);
     }
+    if let Some(c) = &v.config_map {
+        let optional = c.optional.unwrap_or(false);
+        let data = objects.config_map_data(&c.name, optional)?;
+        let files = key_files("configmap", data, c.items.as_deref(), c.default_mode, optional)?;
+        return write_volume_files(path, &files);
+    }
+    if let Some(s) = &v.secret {
+        let optional = s.optional.unwrap_or(false);
+        let name = s.secret_name.as_deref().unwrap_or_default();
+        let data = objects.secret_data(name, optional)?;
+        let files = key_files("secret", data, s.items.as_deref(), s.default_mode, optional)?;
+        return write_volume_files(path, &files);
+    }
     if let Some(p) = &v.projected {
         let mut files = Vec::new();
         for src in p.sources.iter().flatten() {
@@ -395,9 +470,25 @@ fn set_up_volume(v: &Volume, path: &Path, pod: &Pod, node: &NodeAllocatable) -> 
                     node,
                 )?);
             } else if let Some(c) = &src.config_map {
-                return Err(api_object_error("configMap", pod, &c.name));
+                let optional = c.optional.unwrap_or(false);
+                let data = objects.config_map_data(&c.name, optional)?;
+                files.extend(key_files(
+                    "configmap",
+                    data,
+                    c.items.as_deref(),
+                    p.default_mode,
+                    optional,
+                )?);
             } else if let Some(s) = &src.secret {
-                return Err(api_object_error("secret", pod, &s.name));
+                let optional = s.optional.unwrap_or(false);
+                let data = objects.secret_data(&s.name, optional)?;
+                files.extend(key_files(
+                    "secret",
+                    data,
+                    s.items.as_deref(),
+                    p.default_mode,
+                    optional,
+                )?);
             } else if src.service_account_token.is_some() {
                 return Err("cannot get a service account token, no kubeClient defined".into());
             } else {
@@ -414,6 +505,7 @@ fn set_up_volume(v: &Volume, path: &Path, pod: &Pod, node: &NodeAllocatable) -> 
 pub fn mount_pod_volumes(
     pod: &Pod,
     pod_dir: &Path,
+    objects: &crate::apiobjects::ApiObjects,
 ) -> Result<HashMap<String, PathBuf>, VolumeError> {
     let paths = volume_host_paths(pod, pod_dir);
     let node = NodeAllocatable::node();
@@ -422,20 +514,10 @@ pub fn mount_pod_volumes(
             name: v.name.clone(),
             reason,
         };
-        if let Some(c) = &v.config_map {
-            return Err(set_up(api_object_error("configMap", pod, &c.name)));
-        }
-        if let Some(s) = &v.secret {
-            return Err(set_up(api_object_error(
-                "secret",
-                pod,
-                s.secret_name.as_deref().unwrap_or_default(),
-            )));
-        }
         let Some(path) = paths.get(&v.name) else {
             return Err(VolumeError::Unsupported(v.name.clone()));
         };
-        set_up_volume(v, path, pod, &node).map_err(set_up)?;
+        set_up_volume(v, path, pod, &node, objects).map_err(set_up)?;
     }
     Ok(paths)
 }
@@ -742,7 +824,7 @@ mod tests {
         }
         let dir = tempfile::tempdir().expect("tempdir");
         assert_eq!(
-            mount_pod_volumes(&p, dir.path()),
+            mount_pod_volumes(&p, dir.path(), &crate::apiobjects::ApiObjects::standalone("ns")),
             Err(VolumeError::Unsupported("cfg".into()))
         );
     }
@@ -888,7 +970,7 @@ mod tests {
             ..Default::default()
         });
         let dir = tempfile::tempdir().expect("tempdir");
-        let paths = mount_pod_volumes(&p, dir.path()).expect("mount");
+        let paths = mount_pod_volumes(&p, dir.path(), &crate::apiobjects::ApiObjects::standalone("ns")).expect("mount");
         let read = |v: &str, f: &str| std::fs::read_to_string(paths[v].join(f)).expect("file");
         assert_eq!(read("info", "name"), "web");
         assert_eq!(read("info", "labels"), "app=\"x\"\ntier=\"fe\"");
@@ -902,7 +984,7 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         // Idempotent.
-        mount_pod_volumes(&p, dir.path()).expect("again");
+        mount_pod_volumes(&p, dir.path(), &crate::apiobjects::ApiObjects::standalone("ns")).expect("again");
         // configMap volumes need the API server.
         if let Some(v) = p.spec.as_mut().and_then(|s| s.volumes.as_mut()) {
             v.push(Volume {
@@ -914,13 +996,46 @@ mod tests {
                 ..Default::default()
             });
         }
-        let err = mount_pod_volumes(&p, dir.path()).expect_err("configMap");
+        let err = mount_pod_volumes(&p, dir.path(), &crate::apiobjects::ApiObjects::standalone("ns")).expect_err("configMap");
         assert_eq!(
             err.to_string(),
             "MountVolume.SetUp failed for volume \"cfg\" : couldn't get configMap ns/settings, no kubeClient defined"
         );
         let reasons = mount_failure_reasons(&p, &err);
         assert_eq!(reasons["c"].0, "ContainerCreating");
+
+        // With the API server: the keys as files; a change replaces them and drops old keys;
+        // a missing configMap is an error unless optional.
+        let cm = |data: serde_json::Value| -> k8s_openapi::api::core::v1::ConfigMap {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "settings"}, "data": data}))
+                .unwrap()
+        };
+        let objs = crate::apiobjects::ApiObjects::from_objects(
+            "ns",
+            vec![cm(serde_json::json!({"a": "1", "b": "2"}))],
+            vec![],
+        );
+        let paths = mount_pod_volumes(&p, dir.path(), &objs).expect("configMap volume");
+        let cfg = &paths["cfg"];
+        assert!(cfg.ends_with("volumes/kubernetes.io~configmap/cfg"), "{cfg:?}");
+        assert_eq!(std::fs::read_to_string(cfg.join("a")).unwrap(), "1");
+        let objs = crate::apiobjects::ApiObjects::from_objects(
+            "ns",
+            vec![cm(serde_json::json!({"a": "changed"}))],
+            vec![],
+        );
+        mount_pod_volumes(&p, dir.path(), &objs).expect("updated");
+        assert_eq!(std::fs::read_to_string(cfg.join("a")).unwrap(), "changed");
+        assert!(!cfg.join("b").exists(), "a removed key's file goes");
+        let none = crate::apiobjects::ApiObjects::from_objects("ns", vec![], vec![]);
+        let err = mount_pod_volumes(&p, dir.path(), &none).expect_err("missing");
+        assert!(err.to_string().ends_with("configmap \"settings\" not found"), "{err}");
+        if let Some(v) = p.spec.as_mut().and_then(|s| s.volumes.as_mut())
+            && let Some(c) = v.last_mut().and_then(|v| v.config_map.as_mut())
+        {
+            c.optional = Some(true);
+        }
+        mount_pod_volumes(&p, dir.path(), &none).expect("optional and missing: empty");
     }
 
     #[test]

@@ -143,6 +143,7 @@ pub fn make_environment(
     pod: &Pod,
     pod_ips: &[String],
     host_ip: &str,
+    objects: &crate::apiobjects::ApiObjects,
 ) -> Result<Vec<(String, String)>, EnvError> {
     crate::envvars::make_environment_variables(
         c,
@@ -150,6 +151,7 @@ pub fn make_environment(
         pod_ips,
         host_ip,
         &crate::envvars::NodeAllocatable::node(),
+        objects,
     )
 }
 
@@ -161,8 +163,9 @@ pub fn generate_container_config(
     image_ref: &str,
     pod_ips: &[String],
     host_ip: &str,
+    objects: &crate::apiobjects::ApiObjects,
 ) -> Result<cri::ContainerConfig, EnvError> {
-    let env = make_environment(c, pod, pod_ips, host_ip)?;
+    let env = make_environment(c, pod, pod_ips, host_ip, objects)?;
     let vars: HashMap<String, String> = env.iter().cloned().collect();
     let expand_all = |v: &Option<Vec<String>>| {
         v.iter()
@@ -279,7 +282,15 @@ mod tests {
             ]),
             ..Default::default()
         };
-        let cfg = generate_container_config(&c, &pod, 0, "", &["10.0.0.2".into()], "1.2.3.4")
+        let cfg = generate_container_config(
+            &c,
+            &pod,
+            0,
+            "",
+            &["10.0.0.2".into()],
+            "1.2.3.4",
+            &crate::apiobjects::ApiObjects::standalone("ns"),
+        )
             .expect("config");
         let env: Vec<(String, String)> = cfg
             .envs
@@ -306,7 +317,15 @@ mod tests {
             image: Some("busybox".into()),
             ..Default::default()
         };
-        let cfg = generate_container_config(&c, &pod, 2, "", &[], "").expect("config");
+        let cfg = generate_container_config(
+            &c,
+            &pod,
+            2,
+            "",
+            &[],
+            "",
+            &crate::apiobjects::ApiObjects::standalone("ns"),
+        ).expect("config");
         assert_eq!(cfg.log_path, "app/2.log");
         assert_eq!(
             cfg.labels

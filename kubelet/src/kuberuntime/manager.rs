@@ -231,6 +231,8 @@ pub struct KubeGenericRuntimeManager {
     probe_results: crate::prober::ProbeResults,
     credentials: Arc<crate::credentials::DockerKeyring>,
     cm: Arc<crate::cm::ContainerManager>,
+    /// The API objects each pod's last sync fetched, by pod UID (env of new containers).
+    api_objects: Arc<std::sync::RwLock<HashMap<String, Arc<crate::apiobjects::ApiObjects>>>>,
 }
 
 impl KubeGenericRuntimeManager {
@@ -272,6 +274,33 @@ impl KubeGenericRuntimeManager {
                 (names, i.size)
             })
             .collect())
+    }
+
+    /// Remembers the API objects fetched for pod `uid` (`None` forgets them).
+    pub fn set_api_objects(&self, uid: &str, objects: Option<crate::apiobjects::ApiObjects>) {
+        if let Ok(mut m) = self.api_objects.write() {
+            match objects {
+                Some(o) => {
+                    m.insert(uid.to_string(), Arc::new(o));
+                }
+                None => {
+                    m.remove(uid);
+                }
+            }
+        }
+    }
+
+    fn api_objects_for(&self, pod: &Pod) -> Arc<crate::apiobjects::ApiObjects> {
+        let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+        self.api_objects
+            .read()
+            .ok()
+            .and_then(|m| m.get(uid).cloned())
+            .unwrap_or_else(|| {
+                Arc::new(crate::apiobjects::ApiObjects::standalone(
+                    pod.metadata.namespace.as_deref().unwrap_or_default(),
+                ))
+            })
     }
 
     /// The pod-level container manager.
@@ -424,6 +453,7 @@ impl KubeGenericRuntimeManager {
             probe_results: crate::prober::ProbeResults::default(),
             credentials: Arc::default(),
             cm: Arc::default(),
+            api_objects: Arc::default(),
         };
         let v = m
             .rt("version", timeout, |mut c| async move {
@@ -1054,6 +1084,7 @@ impl KubeGenericRuntimeManager {
             &image_ref,
             target.ips,
             &crate::kubelet::node_ip(),
+            &self.api_objects_for(pod),
         )
         .map_err(|e| {
             (

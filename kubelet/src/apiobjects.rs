@@ -1,0 +1,284 @@
+//! The API objects a pod refers to (upstream `configmap.Manager` / `secret.Manager`, fetched
+//! per sync like their `Get` strategy): the configMaps and secrets named by its volumes
+//! (also as projected sources), `env[].valueFrom` and `envFrom`, and its `imagePullSecrets`.
+//! The pod worker fetches them before each sync, so a running pod's configMap and secret
+//! volumes follow changes within a sync period; volume setup and the environment read them
+//! from [`ApiObjects`]. In standalone mode there is no client and every lookup fails with
+//! upstream's "no kubeClient defined".
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use kube::{Api, Client};
+
+/// The objects fetched for one pod.
+#[derive(Debug, Clone, Default)]
+pub struct ApiObjects {
+    /// False in standalone mode.
+    available: bool,
+    namespace: String,
+    /// By name: the object, `None` when it does not exist, `Err` when it could not be read.
+    config_maps: HashMap<String, Result<Option<ConfigMap>, String>>,
+    secrets: HashMap<String, Result<Option<Secret>, String>>,
+}
+
+/// Upstream's not-found wording (`configmap "x" not found`).
+fn not_found(kind: &str, name: &str) -> String {
+    format!("{kind} \"{name}\" not found")
+}
+
+impl ApiObjects {
+    /// No API server: every lookup fails.
+    pub fn standalone(namespace: &str) -> Self {
+        Self {
+            available: false,
+            namespace: namespace.to_string(),
+            ..Default::default()
+        }
+    }
+
+    /// Objects given directly (tests).
+    pub fn from_objects(namespace: &str, config_maps: Vec<ConfigMap>, secrets: Vec<Secret>) -> Self {
+        let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
+            m.name.clone().unwrap_or_default()
+        };
+        Self {
+            available: true,
+            namespace: namespace.to_string(),
+            config_maps: config_maps
+                .into_iter()
+                .map(|c| (name(&c.metadata), Ok(Some(c))))
+                .collect(),
+            secrets: secrets
+                .into_iter()
+                .map(|s| (name(&s.metadata), Ok(Some(s))))
+                .collect(),
+        }
+    }
+
+    /// The configMap `name`: `Ok(None)` when it does not exist.
+    pub fn config_map(&self, name: &str) -> Result<Option<&ConfigMap>, String> {
+        if !self.available {
+            return Err(format!(
+                "couldn't get configMap {}/{name}, no kubeClient defined",
+                self.namespace
+            ));
+        }
+        match self.config_maps.get(name) {
+            Some(Ok(c)) => Ok(c.as_ref()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Ok(None),
+        }
+    }
+
+    /// The secret `name`: `Ok(None)` when it does not exist.
+    pub fn secret(&self, name: &str) -> Result<Option<&Secret>, String> {
+        if !self.available {
+            return Err(format!(
+                "couldn't get secret {}/{name}, no kubeClient defined",
+                self.namespace
+            ));
+        }
+        match self.secrets.get(name) {
+            Some(Ok(s)) => Ok(s.as_ref()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Ok(None),
+        }
+    }
+
+    /// A configMap's keys and values (`data` and `binaryData`), or the error a required one
+    /// gives; `Ok(None)` for a missing optional one.
+    pub fn config_map_data(
+        &self,
+        name: &str,
+        optional: bool,
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
+        match self.config_map(name)? {
+            Some(c) => {
+                let mut data: BTreeMap<String, Vec<u8>> = c
+                    .data
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.clone().into_bytes()))
+                    .collect();
+                for (k, v) in c.binary_data.iter().flatten() {
+                    data.insert(k.clone(), v.0.clone());
+                }
+                Ok(Some(data))
+            }
+            None if optional => Ok(None),
+            None => Err(not_found("configmap", name)),
+        }
+    }
+
+    /// A secret's keys and values, like [`ApiObjects::config_map_data`].
+    pub fn secret_data(
+        &self,
+        name: &str,
+        optional: bool,
+    ) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
+        match self.secret(name)? {
+            Some(s) => {
+                let mut data: BTreeMap<String, Vec<u8>> = s
+                    .data
+                    .iter()
+                    .flatten()
+                    .map(|(k, v)| (k.clone(), v.0.clone()))
+                    .collect();
+                for (k, v) in s.string_data.iter().flatten() {
+                    data.insert(k.clone(), v.clone().into_bytes());
+                }
+                Ok(Some(data))
+            }
+            None if optional => Ok(None),
+            None => Err(not_found("secret", name)),
+        }
+    }
+}
+
+/// The configMap and secret names `pod` refers to.
+pub fn referenced(pod: &Pod) -> (BTreeSet<String>, BTreeSet<String>) {
+    let (mut cms, mut secrets) = (BTreeSet::new(), BTreeSet::new());
+    let Some(spec) = pod.spec.as_ref() else {
+        return (cms, secrets);
+    };
+    for v in spec.volumes.iter().flatten() {
+        if let Some(c) = &v.config_map {
+            cms.insert(c.name.clone());
+        }
+        if let Some(s) = v.secret.as_ref().and_then(|s| s.secret_name.clone()) {
+            secrets.insert(s);
+        }
+        for src in v.projected.iter().flat_map(|p| p.sources.iter().flatten()) {
+            if let Some(c) = &src.config_map {
+                cms.insert(c.name.clone());
+            }
+            if let Some(s) = &src.secret {
+                secrets.insert(s.name.clone());
+            }
+        }
+    }
+    let containers = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten());
+    for c in containers {
+        for e in c.env_from.iter().flatten() {
+            if let Some(r) = &e.config_map_ref {
+                cms.insert(r.name.clone());
+            }
+            if let Some(r) = &e.secret_ref {
+                secrets.insert(r.name.clone());
+            }
+        }
+        for e in c.env.iter().flatten() {
+            if let Some(vf) = &e.value_from {
+                if let Some(k) = &vf.config_map_key_ref {
+                    cms.insert(k.name.clone());
+                }
+                if let Some(k) = &vf.secret_key_ref {
+                    secrets.insert(k.name.clone());
+                }
+            }
+        }
+    }
+    for s in spec.image_pull_secrets.iter().flatten() {
+        secrets.insert(s.name.clone());
+    }
+    cms.retain(|n| !n.is_empty());
+    secrets.retain(|n| !n.is_empty());
+    (cms, secrets)
+}
+
+async fn get<K>(api: &Api<K>, name: &str) -> Result<Option<K>, String>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.map_err(|e| e.to_string())
+}
+
+/// Fetches what `pod` refers to from the API server.
+pub async fn fetch(client: &Client, pod: &Pod) -> ApiObjects {
+    let ns = pod
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let (cms, secrets) = referenced(pod);
+    let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let secret_api: Api<Secret> = Api::namespaced(client.clone(), &ns);
+    let mut out = ApiObjects {
+        available: true,
+        namespace: ns.clone(),
+        ..Default::default()
+    };
+    for name in cms {
+        let v = get(&cm_api, &name).await;
+        out.config_maps.insert(name, v);
+    }
+    for name in secrets {
+        let v = get(&secret_api, &name).await;
+        out.secrets.insert(name, v);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_come_from_volumes_env_and_pull_secrets() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ns"},
+            "spec": {
+                "imagePullSecrets": [{"name": "regcred"}],
+                "volumes": [
+                    {"name": "a", "configMap": {"name": "cm-vol"}},
+                    {"name": "b", "secret": {"secretName": "s-vol"}},
+                    {"name": "c", "projected": {"sources": [
+                        {"configMap": {"name": "cm-proj"}}, {"secret": {"name": "s-proj"}}]}}
+                ],
+                "containers": [{
+                    "name": "c", "image": "i",
+                    "envFrom": [{"configMapRef": {"name": "cm-from"}}],
+                    "env": [{"name": "X", "valueFrom": {"secretKeyRef": {"name": "s-env", "key": "k"}}}]
+                }]
+            }
+        }))
+        .unwrap();
+        let (cms, secrets) = referenced(&pod);
+        assert_eq!(
+            cms.into_iter().collect::<Vec<_>>(),
+            ["cm-from", "cm-proj", "cm-vol"]
+        );
+        assert_eq!(
+            secrets.into_iter().collect::<Vec<_>>(),
+            ["regcred", "s-env", "s-proj", "s-vol"]
+        );
+    }
+
+    #[test]
+    fn lookups_follow_upstream_wording() {
+        let standalone = ApiObjects::standalone("ns");
+        assert_eq!(
+            standalone.config_map_data("x", true).unwrap_err(),
+            "couldn't get configMap ns/x, no kubeClient defined"
+        );
+        let cm: ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "cfg"},
+            "data": {"a": "1"},
+            "binaryData": {"b": "AAE="}
+        }))
+        .unwrap();
+        let objs = ApiObjects::from_objects("ns", vec![cm], vec![]);
+        let data = objs.config_map_data("cfg", false).unwrap().unwrap();
+        assert_eq!(data["a"], b"1");
+        assert_eq!(data["b"], vec![0u8, 1]);
+        assert_eq!(objs.config_map_data("nope", true).unwrap(), None);
+        assert_eq!(
+            objs.secret_data("nope", false).unwrap_err(),
+            "secret \"nope\" not found"
+        );
+    }
+}

@@ -131,7 +131,10 @@ pub fn plan(static_pods: &[Pod], mirrors: &BTreeMap<String, Pod>) -> Plan {
     let wanted: HashMap<String, &Pod> = static_pods.iter().map(|s| (key(s), s)).collect();
     for (k, m) in mirrors {
         let uid = m.metadata.uid.clone().unwrap_or_default();
+        // A mirror pod being deleted (gracefully, by a user) is finished off at once, then
+        // recreated (upstream `syncPod`: a deleted mirror pod no longer mirrors anything).
         if m.metadata.deletion_timestamp.is_some() {
+            p.delete.push((k.clone(), uid));
             continue;
         }
         match wanted.get(k) {
@@ -205,7 +208,9 @@ pub async fn run(
             recent.insert(k, Instant::now());
         }
         for k in plan.create {
-            if recent.contains_key(&k) {
+            // Upstream needs the Node's UID for the owner reference: not registered yet means
+            // not yet.
+            if recent.contains_key(&k) || node_uid.is_none() {
                 continue;
             }
             let Some(s) = statics.iter().find(|s| key(s) == k) else {
@@ -285,5 +290,16 @@ mod tests {
             vec![("default/a-n1".to_string(), "ua".to_string())]
         );
         assert!(p.create.is_empty(), "recreated once the old one is gone");
+        // A mirror pod deleted gracefully by a user is removed at once.
+        let mut deleting = mirror_of(&static_pod("a-n1", "h1"), "n1", None);
+        deleting.metadata.uid = Some("ud".into());
+        deleting.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::now(),
+            ),
+        );
+        let mirrors: BTreeMap<String, Pod> = [("default/a-n1".to_string(), deleting)].into();
+        let p = plan(&[static_pod("a-n1", "h1")], &mirrors);
+        assert_eq!(p.delete, vec![("default/a-n1".to_string(), "ud".to_string())]);
     }
 }

@@ -21,6 +21,7 @@ mod dockershim_listing;
 mod dockershim_logs;
 mod dockershim_network;
 mod dockershim_restart;
+mod kubelet_api_features;
 mod kubelet_api_mode;
 mod kubelet_api_source;
 mod kubelet_api_status;

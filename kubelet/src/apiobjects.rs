@@ -136,6 +136,41 @@ impl ApiObjects {
     }
 }
 
+impl ApiObjects {
+    /// Credentials for pulling `image` from the pod's `imagePullSecrets` (of type
+    /// `kubernetes.io/dockerconfigjson` or `kubernetes.io/dockercfg`), most specific first;
+    /// upstream tries them before the node's own.
+    pub fn pull_credentials(&self, pod: &Pod, image: &str) -> Vec<cri_proto::runtime::v1::AuthConfig> {
+        let mut out = Vec::new();
+        let names = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.image_pull_secrets.iter().flatten())
+            .map(|r| r.name.as_str());
+        for name in names {
+            let Ok(Some(secret)) = self.secret(name) else {
+                continue;
+            };
+            let key = match secret.type_.as_deref() {
+                Some("kubernetes.io/dockercfg") => ".dockercfg",
+                _ => ".dockerconfigjson",
+            };
+            let Some(data) = secret.data.as_ref().and_then(|d| d.get(key)) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&data.0);
+            match crate::credentials::DockerKeyring::parse(
+                &text,
+                &format!("secret {}/{name}", self.namespace),
+            ) {
+                Ok(k) => out.extend(k.lookup(image)),
+                Err(e) => tracing::warn!(secret = %name, error = %e, "unusable image pull secret"),
+            }
+        }
+        out
+    }
+}
+
 /// The configMap and secret names `pod` refers to.
 pub fn referenced(pod: &Pod) -> (BTreeSet<String>, BTreeSet<String>) {
     let (mut cms, mut secrets) = (BTreeSet::new(), BTreeSet::new());
@@ -256,6 +291,28 @@ mod tests {
             secrets.into_iter().collect::<Vec<_>>(),
             ["regcred", "s-env", "s-proj", "s-vol"]
         );
+    }
+
+    #[test]
+    fn pull_secrets_give_credentials_for_their_registry() {
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "regcred"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "data": {".dockerconfigjson":
+                "eyJhdXRocyI6eyJyZWcuZXhhbXBsZTo1MDAwIjp7InVzZXJuYW1lIjoidSIsInBhc3N3b3JkIjoicCJ9fX0="}
+        }))
+        .unwrap();
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {"imagePullSecrets": [{"name": "regcred"}, {"name": "missing"}],
+                     "containers": []}
+        }))
+        .unwrap();
+        let objs = ApiObjects::from_objects("ns", vec![], vec![secret]);
+        let creds = objs.pull_credentials(&pod, "reg.example:5000/app:1");
+        assert_eq!(creds.len(), 1);
+        assert_eq!((creds[0].username.as_str(), creds[0].password.as_str()), ("u", "p"));
+        assert!(objs.pull_credentials(&pod, "other.example/app").is_empty());
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! - a static pod gets a mirror pod (the `kubernetes.io/config.mirror` annotation, owned by the
 //!   Node, its status Running) that comes back after it is deleted, and goes with the static pod;
 //! - a configMap volume and a secret env var carry their values, and a configMap change reaches
-//!   the running container's volume;
+//!   the running container's volume; an image from the authenticated registry is pulled with
+//!   the pod's imagePullSecrets;
 //! - the pod watch survives a forced 410 Gone (compacted history) and dropped connections
 //!   without restarting any container, and still delivers new pods.
 
@@ -109,6 +110,11 @@ async fn api_features(kind: RuntimeKind) {
         let created = created.clone();
         let server = server.clone();
         let static_uid = static_uid.clone();
+        let (auth_registry, auth_user, auth_password) = (
+            tb.auth_registry.clone(),
+            tb.auth_user.clone(),
+            tb.auth_password.clone(),
+        );
         async move {
             // 1. The static pod's mirror pod.
             let mirror_name = format!("static-{node}");
@@ -207,6 +213,47 @@ async fn api_features(kind: RuntimeKind) {
             .await;
             assert_eq!(running(&endpoint, &app_uid).await, app_ids, "no restart for it");
 
+            // 2b. An image from the authenticated registry, pulled with the pod's
+            // imagePullSecrets.
+            use base64::Engine as _;
+            let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+            let docker_config = serde_json::json!({"auths": {auth_registry.clone(): {
+                "auth": b64(&format!("{auth_user}:{auth_password}"))
+            }}})
+            .to_string();
+            let regcred: Secret = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("{app}-regcred")},
+                "type": "kubernetes.io/dockerconfigjson",
+                "data": {".dockerconfigjson": b64(&docker_config)}
+            }))
+            .expect("regcred");
+            secrets
+                .create(&PostParams::default(), &regcred)
+                .await
+                .expect("create regcred");
+            let private: Pod = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": format!("{app}-private"), "namespace": "default"},
+                "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                         "imagePullSecrets": [{"name": format!("{app}-regcred")}],
+                         "containers": [{"name": "app",
+                                         "image": format!("{auth_registry}/busybox:latest"),
+                                         "imagePullPolicy": "Always",
+                                         "command": ["sleep", "3600"]}]}
+            }))
+            .expect("pod");
+            let p = pods
+                .create(&PostParams::default(), &private)
+                .await
+                .expect("create private pod");
+            if let Ok(mut c) = created.lock() {
+                c.push(p.metadata.uid.clone().unwrap_or_default());
+            }
+            wait_for("the pod pulled with imagePullSecrets Running", &log, || async {
+                (phase(&pods.get_opt(&format!("{app}-private")).await.ok()??) == "Running")
+                    .then_some(())
+            })
+            .await;
+
             // 3. The watch survives 410 Gone and dropped connections.
             server.compact();
             server.drop_watches();
@@ -243,8 +290,8 @@ async fn api_features(kind: RuntimeKind) {
         }
     })
     .await;
-    for n in [&app, &late] {
-        let _ = pods.delete(n, &DeleteParams::default()).await;
+    for n in [app.clone(), late.clone(), format!("{app}-private")] {
+        let _ = pods.delete(&n, &DeleteParams::default()).await;
     }
     let mut uids = created.lock().map(|c| c.clone()).unwrap_or_default();
     uids.push(static_uid.clone());

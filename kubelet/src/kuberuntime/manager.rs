@@ -1020,9 +1020,10 @@ impl KubeGenericRuntimeManager {
         tracing::info!(pod = %pod_full_name(pod), container = %c.name, image = %image, "pulling image");
         // Upstream `pullImage`: each matching credential in turn, anonymous when none match.
         let mut auths: Vec<Option<cri::AuthConfig>> = self
-            .credentials
-            .lookup(&image)
+            .api_objects_for(pod)
+            .pull_credentials(pod, &image)
             .into_iter()
+            .chain(self.credentials.lookup(&image))
             .map(Some)
             .collect();
         if auths.is_empty() {

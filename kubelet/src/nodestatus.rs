@@ -386,6 +386,9 @@ pub struct LeaseRenewer {
     owner: Option<OwnerReference>,
     /// How many renewals were written.
     pub renewals: u64,
+    /// The lease as last written (upstream `latestLease`): renewals update it with one PUT,
+    /// without reading it first; a conflict or a missing lease falls back to a GET.
+    latest: Option<Lease>,
 }
 
 impl LeaseRenewer {
@@ -406,6 +409,7 @@ impl LeaseRenewer {
             duration_seconds,
             owner,
             renewals: 0,
+            latest: None,
         }
     }
 
@@ -423,6 +427,23 @@ impl LeaseRenewer {
             renew_time: Some(now),
             ..Default::default()
         };
+        if let Some(mut l) = self.latest.take() {
+            l.spec = Some(spec.clone());
+            match self
+                .leases
+                .replace(&self.name, &PostParams::default(), &l)
+                .await
+            {
+                Ok(l) => {
+                    self.renewals += 1;
+                    self.latest = Some(l.clone());
+                    return Ok(l);
+                }
+                // Changed or gone behind our back: read it again below.
+                Err(kube::Error::Api(e)) if e.code == 409 || e.code == 404 => {}
+                Err(e) => return Err(api("renew lease")(e)),
+            }
+        }
         let lease = match self
             .leases
             .get_opt(&self.name)
@@ -453,6 +474,7 @@ impl LeaseRenewer {
             }
         };
         self.renewals += 1;
+        self.latest = Some(lease.clone());
         Ok(lease)
     }
 }

@@ -182,10 +182,19 @@ impl Kubelet {
             tokio::spawn(src.run(cancel.child_token()));
         }
         let mut api_client = None;
+        let mut recorder = crate::events::EventRecorder::default();
         if let Some(api) = &self.config.api {
             match crate::apimode::client_from_kubeconfig(&api.kubeconfig).await {
                 Ok(client) => {
                     api_client = Some(client.clone());
+                    let (events_tx, events_rx) = mpsc::unbounded_channel();
+                    recorder = crate::events::EventRecorder::new(events_tx);
+                    tokio::spawn(crate::events::run(
+                        client.clone(),
+                        self.config.node_name.clone(),
+                        events_rx,
+                        cancel.child_token(),
+                    ));
                     tracing::info!(kubeconfig = %api.kubeconfig.display(), "adding API server pod source");
                     let src = crate::config::apiserver::ApiSource::new(
                         client.clone(),
@@ -211,7 +220,8 @@ impl Kubelet {
         let runtime = self
             .runtime
             .clone()
-            .with_probe_results(probe_results.clone());
+            .with_probe_results(probe_results.clone())
+            .with_events(recorder);
         let (probe_tx, mut probe_rx) = mpsc::unbounded_channel();
         let probes = ProbeManager::new(
             runtime.clone(),

@@ -20,6 +20,7 @@ pub mod duration;
 pub mod envvars;
 pub mod evented_pleg;
 pub mod eviction;
+pub mod events;
 pub mod flags;
 pub mod gc;
 pub mod kubelet;

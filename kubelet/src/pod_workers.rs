@@ -296,6 +296,13 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
     let mounted = crate::volumemanager::mount_pod_volumes(pod, &ctx.pod_dir(uid), &objects);
     ctx.runtime.set_api_objects(uid, Some(objects));
     if let Err(e) = mounted {
+        ctx.runtime.events().event(
+            pod,
+            None,
+            crate::events::EventType::Warning,
+            "FailedMount",
+            e.to_string(),
+        );
         tracing::warn!(pod = %pod_full_name(pod), error = %e, "unable to mount volumes");
         ctx.set_status(
             pod,
@@ -373,6 +380,13 @@ pub async fn set_evicted_status(ctx: &SyncContext, pod: &Pod, message: &str) {
     };
     evicted_status(&mut api, message);
     ctx.status.set_pod_status(uid, api);
+    ctx.runtime.events().event(
+        pod,
+        None,
+        crate::events::EventType::Warning,
+        crate::eviction::REASON,
+        message,
+    );
 }
 
 /// Marks `api` as an evicted pod's status.

@@ -314,6 +314,18 @@ impl ProbeWorker {
                     tracing::debug!(pod = %pod_full_name(&self.pod), container = %self.container.name, probe = ?self.kind, error = %e, "probe failed");
                     failures += 1;
                     successes = 0;
+                    let kind = match self.kind {
+                        ProbeType::Liveness => "Liveness",
+                        ProbeType::Readiness => "Readiness",
+                        ProbeType::Startup => "Startup",
+                    };
+                    self.runtime.events().event(
+                        &self.pod,
+                        Some(&self.container.name),
+                        crate::events::EventType::Warning,
+                        "Unhealthy",
+                        format!("{kind} probe failed: {e}"),
+                    );
                     (failures >= failure_threshold).then_some(false)
                 }
             };

@@ -1,5 +1,6 @@
 //! End to end: API-backed pod features of the `kubelet` BINARY in API-server mode against the
 //! API server fixture, on both runtimes (containerd's CRI and the embedded dockershim):
+//! - the pod's events (Pulled, Created, Started) reach the API;
 //! - a static pod gets a mirror pod (the `kubernetes.io/config.mirror` annotation, owned by the
 //!   Node, its status Running) that comes back after it is deleted, and goes with the static pod;
 //! - a configMap volume and a secret env var carry their values, and a configMap change reaches
@@ -17,7 +18,7 @@ use integration::apiserver::ApiServer;
 use integration::fixtures::unique_name;
 use integration::require_testbed;
 use integration::runtimes::{RuntimeKind, clients};
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Config};
 use kubelet_support::*;
@@ -199,6 +200,23 @@ async fn api_features(kind: RuntimeKind) {
                 .expect("exec");
             assert_eq!(seen, "hello\ns3cret\n");
             let app_ids = running(&endpoint, &app_uid).await;
+            // Its events: pulled (or present), created, started, naming the container.
+            let events: Api<Event> = Api::namespaced(pods.clone().into_client(), "default");
+            wait_for("the app pod's events", &log, || async {
+                let list = events.list(&Default::default()).await.ok()?;
+                let reasons: Vec<String> = list
+                    .items
+                    .iter()
+                    .filter(|e| e.involved_object.uid.as_deref() == Some(app_uid.as_str()))
+                    .filter(|e| e.involved_object.field_path.as_deref() == Some("spec.containers{app}"))
+                    .filter_map(|e| e.reason.clone())
+                    .collect();
+                ["Pulled", "Created", "Started"]
+                    .iter()
+                    .all(|r| reasons.iter().any(|x| x == r))
+                    .then_some(())
+            })
+            .await;
             cms.patch(
                 &format!("{app}-cfg"),
                 &PatchParams::default(),

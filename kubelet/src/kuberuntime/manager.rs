@@ -231,6 +231,8 @@ pub struct KubeGenericRuntimeManager {
     probe_results: crate::prober::ProbeResults,
     credentials: Arc<crate::credentials::DockerKeyring>,
     cm: Arc<crate::cm::ContainerManager>,
+    /// Where events about pods go.
+    events: crate::events::EventRecorder,
     /// The API objects each pod's last sync fetched, by pod UID (env of new containers).
     api_objects: Arc<std::sync::RwLock<HashMap<String, Arc<crate::apiobjects::ApiObjects>>>>,
 }
@@ -274,6 +276,17 @@ impl KubeGenericRuntimeManager {
                 (names, i.size)
             })
             .collect())
+    }
+
+    /// Record events through `events`.
+    pub fn with_events(mut self, events: crate::events::EventRecorder) -> Self {
+        self.events = events;
+        self
+    }
+
+    /// The event recorder.
+    pub fn events(&self) -> &crate::events::EventRecorder {
+        &self.events
     }
 
     /// Remembers the API objects fetched for pod `uid` (`None` forgets them).
@@ -453,6 +466,7 @@ impl KubeGenericRuntimeManager {
             probe_results: crate::prober::ProbeResults::default(),
             credentials: Arc::default(),
             cm: Arc::default(),
+            events: Default::default(),
             api_objects: Arc::default(),
         };
         let v = m
@@ -821,6 +835,13 @@ impl KubeGenericRuntimeManager {
                     }
                 });
                 let pod_ip = status.ips.first().cloned().unwrap_or_default();
+                self.events.event(
+                    pod,
+                    Some(&k.name),
+                    crate::events::EventType::Normal,
+                    "Killing",
+                    k.message.clone(),
+                );
                 if let Err(e) = self
                     .kill_container_with_hook(&id.id, spec, &pod_ip, grace)
                     .await
@@ -957,6 +978,17 @@ impl KubeGenericRuntimeManager {
         let event = instant_of(cs.finished_at, now);
         if backoff.is_in_backoff_since(&key, event, now) {
             let delay = backoff.get(&key).unwrap_or_default();
+            self.events.event(
+                pod,
+                Some(&c.name),
+                crate::events::EventType::Warning,
+                "BackOff",
+                format!(
+                    "Back-off restarting failed container {} in pod {}",
+                    c.name,
+                    pod_full_name(pod)
+                ),
+            );
             return Some(backoff_message(delay, &c.name, &pod_full_name(pod)));
         }
         backoff.next(&key, event);
@@ -997,6 +1029,13 @@ impl KubeGenericRuntimeManager {
             }
         };
         if let Some(id) = present {
+            self.events.event(
+                pod,
+                Some(&c.name),
+                crate::events::EventType::Normal,
+                "Pulled",
+                format!("Container image {image:?} already present on machine"),
+            );
             return Ok(id);
         }
         if policy == "Never" {
@@ -1012,12 +1051,27 @@ impl KubeGenericRuntimeManager {
         );
         let now = Instant::now();
         if backoff.is_in_backoff(&key, now) {
+            self.events.event(
+                pod,
+                Some(&c.name),
+                crate::events::EventType::Normal,
+                "BackOff",
+                format!("Back-off pulling image {image:?}"),
+            );
             return Err((
                 reasons::IMAGE_PULL_BACK_OFF.into(),
                 format!("Back-off pulling image {image:?}"),
             ));
         }
         tracing::info!(pod = %pod_full_name(pod), container = %c.name, image = %image, "pulling image");
+        self.events.event(
+            pod,
+            Some(&c.name),
+            crate::events::EventType::Normal,
+            "Pulling",
+            format!("Pulling image {image:?}"),
+        );
+        let pull_start = Instant::now();
         // Upstream `pullImage`: each matching credential in turn, anonymous when none match.
         let mut auths: Vec<Option<cri::AuthConfig>> = self
             .api_objects_for(pod)
@@ -1051,10 +1105,27 @@ impl KubeGenericRuntimeManager {
         match result {
             Ok(r) => {
                 backoff.reset(&key);
+                self.events.event(
+                    pod,
+                    Some(&c.name),
+                    crate::events::EventType::Normal,
+                    "Pulled",
+                    format!(
+                        "Successfully pulled image {image:?} in {:.3}s",
+                        pull_start.elapsed().as_secs_f64()
+                    ),
+                );
                 Ok(r.image_ref)
             }
             Err(e) => {
                 backoff.next(&key, now);
+                self.events.event(
+                    pod,
+                    Some(&c.name),
+                    crate::events::EventType::Warning,
+                    "Failed",
+                    format!("Failed to pull image {image:?}: {e}"),
+                );
                 Err((reasons::ERR_IMAGE_PULL.into(), e.to_string()))
             }
         }
@@ -1124,8 +1195,24 @@ impl KubeGenericRuntimeManager {
                 c.create_container(req).await
             })
             .await
-            .map_err(|e| (reasons::CREATE_CONTAINER_ERROR.to_string(), e.to_string()))?
+            .map_err(|e| {
+                self.events.event(
+                    pod,
+                    Some(&c.name),
+                    crate::events::EventType::Warning,
+                    "Failed",
+                    format!("Error: {e}"),
+                );
+                (reasons::CREATE_CONTAINER_ERROR.to_string(), e.to_string())
+            })?
             .container_id;
+        self.events.event(
+            pod,
+            Some(&c.name),
+            crate::events::EventType::Normal,
+            "Created",
+            format!("Created container {}", c.name),
+        );
         let req = cri::StartContainerRequest {
             container_id: id.clone(),
         };
@@ -1135,6 +1222,13 @@ impl KubeGenericRuntimeManager {
         .await
         .map_err(|e| (reasons::RUN_CONTAINER_ERROR.to_string(), e.to_string()))?;
         tracing::info!(pod = %pod_full_name(pod), container = %c.name, id = %id, restart_count, "started container");
+        self.events.event(
+            pod,
+            Some(&c.name),
+            crate::events::EventType::Normal,
+            "Started",
+            format!("Started container {}", c.name),
+        );
         if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
             let pod_ip = target.ips.first().map(String::as_str).unwrap_or_default();
             if let Err(msg) = self.run_hook(&id, h, c, pod_ip, self.timeout).await {
@@ -1277,7 +1371,20 @@ impl KubeGenericRuntimeManager {
                 )
             })
             .map(|c| (c.id.id.clone(), grace, spec_of(&c.name)))
-            .collect();
+            .collect::<Vec<_>>();
+        if let Some(p) = pod {
+            for (_, _, spec) in &containers {
+                if let Some(c) = spec {
+                    self.events.event(
+                        p,
+                        Some(&c.name),
+                        crate::events::EventType::Normal,
+                        "Killing",
+                        format!("Stopping container {}", c.name),
+                    );
+                }
+            }
+        }
         let sandboxes = status
             .sandbox_statuses
             .iter()

@@ -17,7 +17,12 @@ use crate::kubeletconfig::{ConfigError, KubeletConfig, KubeletConfiguration, sys
 
 /// The kubelet's flags.
 #[derive(Debug, Clone, Parser, PartialEq)]
-#[command(name = "kubelet", about = "The Kubernetes node agent")]
+// Like Go's flag package, a flag given twice takes the last value.
+#[command(
+    name = "kubelet",
+    about = "The Kubernetes node agent",
+    args_override_self = true
+)]
 pub struct KubeletFlags {
     /// Path to a KubeletConfiguration file; explicit flags override its values.
     #[arg(long)]
@@ -110,9 +115,25 @@ pub struct KubeletFlags {
     /// Duration of the node lease, renewed every quarter of it.
     #[arg(long, default_value_t = 40)]
     pub node_lease_duration_seconds: i32,
-    /// The kubelet's authenticated port (reported in the node's daemonEndpoints).
+    /// The kubelet's authenticated HTTPS port (0 disables it).
     #[arg(long, default_value_t = 10250)]
     pub port: i32,
+    /// The serving certificate (PEM, chain); with --tls-private-key-file.
+    #[arg(long)]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The serving key (PEM).
+    #[arg(long)]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Where a self-signed serving certificate is made when none is given
+    /// (default `<root-dir>/pki`).
+    #[arg(long)]
+    pub cert_dir: Option<PathBuf>,
+    /// CA bundle that client certificates must be signed by (x509 authentication).
+    #[arg(long)]
+    pub client_ca_file: Option<PathBuf>,
+    /// Serve unauthenticated requests to the secure port as `system:anonymous`.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub anonymous_auth: bool,
     /// Maximum size of a container log file before rotation (a quantity, e.g. `10Mi`).
     #[arg(long, default_value = "10Mi")]
     pub container_log_max_size: String,
@@ -435,6 +456,40 @@ pub fn resolve(
         image_gc_period: flags.image_gc_period,
         image_gc_ref_prefix: flags.image_gc_ref_prefix.clone(),
         eviction,
+        port: val!("port", flags.port, f.port),
+        tls: crate::secure_server::TlsConfig {
+            tls_cert_file: pick_path(
+                explicit(matches, "tls_cert_file"),
+                &flags.tls_cert_file,
+                &f.tls_cert_file,
+            ),
+            tls_private_key_file: pick_path(
+                explicit(matches, "tls_private_key_file"),
+                &flags.tls_private_key_file,
+                &f.tls_private_key_file,
+            ),
+            cert_dir: flags
+                .cert_dir
+                .clone()
+                .unwrap_or_else(|| flags.root_dir.join("pki")),
+            client_ca_file: pick_path(
+                explicit(matches, "client_ca_file"),
+                &flags.client_ca_file,
+                &f.authentication
+                    .as_ref()
+                    .and_then(|a| a.x509.as_ref())
+                    .and_then(|x| x.client_ca_file.clone()),
+            ),
+            anonymous_auth: if explicit(matches, "anonymous_auth") {
+                flags.anonymous_auth
+            } else {
+                f.authentication
+                    .as_ref()
+                    .and_then(|a| a.anonymous.as_ref())
+                    .and_then(|a| a.enabled)
+                    .unwrap_or(flags.anonymous_auth)
+            },
+        },
         cgroups: {
             let driver = val!("cgroup_driver", flags.cgroup_driver.clone(), f.cgroup_driver.clone());
             if driver != "cgroupfs" && driver != "systemd" {
@@ -454,6 +509,14 @@ pub fn resolve(
             p.exists().then_some(p)
         }),
     })
+}
+
+fn pick_path(explicit: bool, flag: &Option<PathBuf>, file: &Option<PathBuf>) -> Option<PathBuf> {
+    if explicit {
+        flag.clone()
+    } else {
+        file.clone().or_else(|| flag.clone())
+    }
 }
 
 /// The eviction settings: a flag given on the command line replaces the config file's map.

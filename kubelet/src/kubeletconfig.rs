@@ -228,6 +228,41 @@ pub struct KubeletConfiguration {
     /// The root cgroup of pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroup_root: Option<String>,
+    /// The serving certificate of the secure port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_cert_file: Option<PathBuf>,
+    /// Its key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Authentication of the secure port.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<KubeletAuthentication>,
+}
+
+/// `authentication` of the config file (x509 and anonymous; webhook is not supported).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletAuthentication {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x509: Option<KubeletX509Authentication>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub anonymous: Option<KubeletAnonymousAuthentication>,
+}
+
+/// `authentication.x509`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletX509Authentication {
+    #[serde(default, rename = "clientCAFile", skip_serializing_if = "Option::is_none")]
+    pub client_ca_file: Option<PathBuf>,
+}
+
+/// `authentication.anonymous`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KubeletAnonymousAuthentication {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
 }
 
 impl KubeletConfiguration {
@@ -341,6 +376,10 @@ pub struct KubeletConfig {
     pub image_credential_file: Option<PathBuf>,
     /// Node-pressure eviction.
     pub eviction: crate::eviction::EvictionConfig,
+    /// The secure port (0: off).
+    pub port: i32,
+    /// Its TLS and authentication.
+    pub tls: crate::secure_server::TlsConfig,
     /// Pod cgroups.
     pub cgroups: crate::cm::CgroupConfig,
 }

@@ -34,6 +34,7 @@ pub mod pleg;
 pub mod pod_workers;
 pub mod probe_transport;
 pub mod prober;
+pub mod secure_server;
 pub mod server;
 pub mod status;
 pub mod volumemanager;

@@ -111,6 +111,14 @@ async fn main() -> anyhow::Result<()> {
     };
     let port = config.read_only_port;
     let addr = format!("{}:{}", config.address, port);
+    let secure = (config.port > 0).then(|| {
+        (
+            format!("{}:{}", config.address, config.port),
+            config.tls.clone(),
+            config.node_name.clone(),
+            config.root_dir.clone(),
+        )
+    });
     let kl = Kubelet::new(config, runtime, metrics);
     if port > 0 {
         let (local, serve) = kubelet::server::serve(&addr, kl.shared(), cancel.clone())
@@ -118,6 +126,34 @@ async fn main() -> anyhow::Result<()> {
             .context("starting the read-only server")?;
         tracing::info!(address = %local, "read-only server listening");
         tokio::spawn(serve);
+    }
+    if let Some((secure_addr, tls, node_name, root_dir)) = secure {
+        let hosts = vec![
+            node_name,
+            kubelet::kubelet::node_ip(),
+            "localhost".to_string(),
+            "127.0.0.1".to_string(),
+        ];
+        let anonymous = tls.anonymous_auth;
+        match kubelet::secure_server::server_config(&tls, &hosts) {
+            Ok(tls_config) => match kubelet::secure_server::serve(
+                &secure_addr,
+                tls_config,
+                anonymous,
+                kl.shared(),
+                root_dir,
+                cancel.clone(),
+            )
+            .await
+            {
+                Ok((local, serve)) => {
+                    tracing::info!(address = %local, "secure server listening");
+                    tokio::spawn(serve);
+                }
+                Err(e) => tracing::error!(error = %e, "secure server not started"),
+            },
+            Err(e) => tracing::error!(error = %e, "secure server not started"),
+        }
     }
     let run = tokio::spawn(kl.run(cancel.clone()));
     shutdown_signal().await;

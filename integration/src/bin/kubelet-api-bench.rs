@@ -120,6 +120,8 @@ fn start_kubelet(
         .arg(dir.join("root"))
         .arg("--pod-manifest-path")
         .arg(&manifests)
+        .arg("--port")
+        .arg("0")
         .arg("--read-only-port")
         .arg(port.to_string())
         .arg("--hostname-override")

@@ -162,6 +162,8 @@ fn start_kubelet(tb: &Testbed, endpoint: &str, dir: &Path, node: &str) -> Result
         .arg(dir.join("root"))
         .arg("--pod-manifest-path")
         .arg(&manifests)
+        .arg("--port")
+        .arg("0")
         .arg("--read-only-port")
         .arg(port.to_string())
         .arg("--hostname-override")

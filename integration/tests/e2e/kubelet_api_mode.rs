@@ -48,6 +48,8 @@ async fn api_mode(kind: RuntimeKind) {
         .arg(&root)
         .arg("--hostname-override")
         .arg(&node)
+        .arg("--port")
+        .arg("0")
         .arg("--read-only-port")
         .arg(free_port().to_string())
         .arg("--pod-infra-container-image")

@@ -148,6 +148,8 @@ fn spawn_kubelet(k: &KubeletSetup<'_>, extra: &[String]) -> Child {
         .arg(k.root)
         .arg("--pod-manifest-path")
         .arg(k.manifests)
+        .arg("--port")
+        .arg("0")
         .arg("--read-only-port")
         .arg(k.port.to_string())
         .arg("--hostname-override")

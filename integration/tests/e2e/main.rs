@@ -35,5 +35,6 @@ mod kubelet_pods;
 mod kubelet_probes;
 mod kubelet_qos;
 mod kubelet_restart_policy;
+mod kubelet_secure_port;
 mod kubelet_volumes;
 mod streaming;

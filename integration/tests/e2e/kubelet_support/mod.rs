@@ -289,6 +289,8 @@ impl Kubelet {
             .arg(&self.root)
             .arg("--pod-manifest-path")
             .arg(&self.manifests)
+            .arg("--port")
+            .arg("0")
             .arg("--read-only-port")
             .arg(self.port.to_string())
             .arg("--hostname-override")

@@ -1,0 +1,673 @@
+//! The kubelet's authenticated HTTPS server on `--port` (upstream `pkg/kubelet/server`
+//! `ListenAndServeKubeletServer` with x509 authentication and AlwaysAllow authorization):
+//! TLS with the serving certificate from `--tls-cert-file`/`--tls-private-key-file`, or a
+//! self-signed one made once in `--cert-dir`; clients authenticate with a certificate signed by
+//! `--client-ca-file`; without one a request is anonymous and refused (401) unless
+//! `--anonymous-auth`. Besides the read-only endpoints (`/pods`, `/healthz`, `/metrics`,
+//! `/containerLogs/...`) it serves `/runningpods/`, `/stats/summary` (from the CRI's stats),
+//! and `/exec`, `/attach` and `/portForward`, which ask the runtime for a streaming URL (CRI
+//! Exec / Attach / PortForward) and proxy the client's upgraded connection to it, so
+//! `kubectl exec`, `attach`, `port-forward` and `logs` work through the API server.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use cri_proto::runtime::v1 as cri;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use tokio_util::sync::CancellationToken;
+
+use crate::kubelet::KubeletShared;
+use crate::server::Body;
+
+/// Settings of the secure server (flags of the same names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsConfig {
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_private_key_file: Option<PathBuf>,
+    /// Where a self-signed serving certificate is kept (`kubelet.crt`, `kubelet.key`).
+    pub cert_dir: PathBuf,
+    pub client_ca_file: Option<PathBuf>,
+    pub anonymous_auth: bool,
+}
+
+/// Errors setting the server up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("{path}: {reason}")]
+    File { path: PathBuf, reason: String },
+    #[error("generating a self-signed certificate: {0}")]
+    Generate(String),
+    #[error("TLS configuration: {0}")]
+    Config(String),
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: String,
+        source: std::io::Error,
+    },
+}
+
+fn file_err(path: &Path) -> impl Fn(String) -> TlsError + '_ {
+    move |reason| TlsError::File {
+        path: path.to_path_buf(),
+        reason,
+    }
+}
+
+/// The serving certificate chain and key: the given files, or `<cert-dir>/kubelet.{crt,key}`,
+/// made self-signed for `hosts` when absent (upstream `certutil.GenerateSelfSignedCertKey`).
+pub fn serving_cert(
+    c: &TlsConfig,
+    hosts: &[String],
+) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), TlsError> {
+    let (cert, key) = match (&c.tls_cert_file, &c.tls_private_key_file) {
+        (Some(cert), Some(key)) => (cert.clone(), key.clone()),
+        _ => {
+            let cert = c.cert_dir.join("kubelet.crt");
+            let key = c.cert_dir.join("kubelet.key");
+            if !cert.exists() || !key.exists() {
+                std::fs::create_dir_all(&c.cert_dir).map_err(|e| file_err(&c.cert_dir)(e.to_string()))?;
+                let generated = rcgen::generate_simple_self_signed(hosts.to_vec())
+                    .map_err(|e| TlsError::Generate(e.to_string()))?;
+                std::fs::write(&cert, generated.cert.pem()).map_err(|e| file_err(&cert)(e.to_string()))?;
+                write_private(&key, generated.signing_key.serialize_pem().as_bytes())?;
+                tracing::info!(cert = %cert.display(), "generated a self-signed serving certificate");
+            }
+            (cert, key)
+        }
+    };
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert)
+        .map_err(|e| file_err(&cert)(e.to_string()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| file_err(&cert)(e.to_string()))?;
+    if chain.is_empty() {
+        return Err(file_err(&cert)("no certificate".into()));
+    }
+    let key = PrivateKeyDer::from_pem_file(&key).map_err(|e| file_err(&key)(e.to_string()))?;
+    Ok((chain, key))
+}
+
+fn write_private(path: &Path, data: &[u8]) -> Result<(), TlsError> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| file_err(path)(e.to_string()))?;
+    f.write_all(data).map_err(|e| file_err(path)(e.to_string()))
+}
+
+/// The rustls server configuration: client certificates verified against `--client-ca-file`
+/// when presented.
+pub fn server_config(c: &TlsConfig, hosts: &[String]) -> Result<rustls::ServerConfig, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let (chain, key) = serving_cert(c, hosts)?;
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    let builder = match &c.client_ca_file {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_file_iter(ca).map_err(|e| file_err(ca)(e.to_string()))? {
+                let cert = cert.map_err(|e| file_err(ca)(e.to_string()))?;
+                roots.add(cert).map_err(|e| file_err(ca)(e.to_string()))?;
+            }
+            // Like upstream (`tls.RequestClientCert`): a certificate is asked for, not
+            // required, so a request without one gets a 401 rather than a failed handshake.
+            let v = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .allow_unauthenticated()
+                .build()
+                .map_err(|e| TlsError::Config(e.to_string()))?;
+            builder.with_client_cert_verifier(v)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder
+        .with_single_cert(chain, key)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(body.into())).boxed());
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    r
+}
+
+fn json(v: &serde_json::Value) -> Response<Body> {
+    let mut r = Response::new(Full::new(Bytes::from(serde_json::to_vec(v).unwrap_or_default())).boxed());
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Query parameters in order (repeated keys kept: `command=a&command=b`).
+fn query_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+fn decode(s: &str) -> String {
+    let s = s.replace('+', " ");
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |j: usize| b.get(j).and_then(|c| (*c as char).to_digit(16));
+        match (b[i], hex(i + 1), hex(i + 2)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
+                i += 3;
+            }
+            (c, _, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn flag(pairs: &[(String, String)], names: &[&str]) -> bool {
+    pairs
+        .iter()
+        .any(|(k, v)| names.contains(&k.as_str()) && matches!(v.as_str(), "1" | "true" | ""))
+}
+
+/// The pod (by namespace and name) the kubelet runs: its UID.
+fn pod_uid(shared: &KubeletShared, ns: &str, name: &str) -> Option<String> {
+    shared
+        .pods
+        .read()
+        .ok()?
+        .values()
+        .find(|p| {
+            p.metadata.namespace.as_deref().unwrap_or("default") == ns
+                && p.metadata.name.as_deref() == Some(name)
+        })
+        .and_then(|p| p.metadata.uid.clone())
+}
+
+/// The running container `container` of pod `ns/name`, and the pod's ready sandbox.
+async fn find_target(
+    shared: &KubeletShared,
+    ns: &str,
+    name: &str,
+    container: Option<&str>,
+) -> Result<(String, String), Response<Body>> {
+    let uid = pod_uid(shared, ns, name)
+        .ok_or_else(|| text(StatusCode::NOT_FOUND, format!("pod {ns}/{name} not found\n")))?;
+    let status = shared
+        .runtime
+        .get_pod_status(&uid, name, ns)
+        .await
+        .map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))?;
+    let sandbox = status
+        .sandbox_statuses
+        .iter()
+        .find(|s| s.state == crate::container::SandboxState::Ready)
+        .map(|s| s.id.clone())
+        .unwrap_or_default();
+    let container_id = match container {
+        None => String::new(),
+        Some(c) => status
+            .container_statuses
+            .iter()
+            .find(|s| s.name == c && s.state == crate::container::ContainerState::Running)
+            .map(|s| s.id.id.clone())
+            .ok_or_else(|| {
+                text(
+                    StatusCode::NOT_FOUND,
+                    format!("container {c} is not running in pod {ns}/{name}\n"),
+                )
+            })?,
+    };
+    Ok((sandbox, container_id))
+}
+
+/// `/exec/<ns>/<pod>/<container>`, `/attach/...` and `/portForward/<ns>/<pod>`: the CRI
+/// streaming URL for the request.
+async fn streaming_url(
+    shared: &KubeletShared,
+    kind: &str,
+    rest: &str,
+    query: &str,
+) -> Result<String, Response<Body>> {
+    let parts: Vec<&str> = rest.split('/').filter(|p| !p.is_empty()).collect();
+    let pairs = query_pairs(query);
+    let stdin = flag(&pairs, &["input", "stdin"]);
+    let stdout = flag(&pairs, &["output", "stdout"]);
+    let stderr = flag(&pairs, &["error", "stderr"]);
+    let tty = flag(&pairs, &["tty"]);
+    let rt = &shared.runtime;
+    let url = match (kind, parts.as_slice()) {
+        ("exec", [ns, pod, container]) | ("exec", [ns, pod, _, container]) => {
+            let (_, id) = find_target(shared, ns, pod, Some(container)).await?;
+            let cmd: Vec<String> = pairs
+                .iter()
+                .filter(|(k, _)| k == "command")
+                .map(|(_, v)| v.clone())
+                .collect();
+            if cmd.is_empty() {
+                return Err(text(StatusCode::BAD_REQUEST, "missing command\n"));
+            }
+            let req = cri::ExecRequest {
+                container_id: id,
+                cmd,
+                tty,
+                stdin,
+                stdout,
+                stderr: stderr && !tty,
+                ..Default::default()
+            };
+            rt.rt("exec", rt.timeout(), |mut c| async move { c.exec(req).await })
+                .await
+                .map(|r| r.url)
+        }
+        ("attach", [ns, pod, container]) | ("attach", [ns, pod, _, container]) => {
+            let (_, id) = find_target(shared, ns, pod, Some(container)).await?;
+            let req = cri::AttachRequest {
+                container_id: id,
+                stdin,
+                tty,
+                stdout,
+                stderr: stderr && !tty,
+                ..Default::default()
+            };
+            rt.rt("attach", rt.timeout(), |mut c| async move { c.attach(req).await })
+                .await
+                .map(|r| r.url)
+        }
+        ("portForward", [ns, pod]) | ("portForward", [ns, pod, _]) => {
+            let (sandbox, _) = find_target(shared, ns, pod, None).await?;
+            let port = pairs
+                .iter()
+                .filter(|(k, _)| k == "port")
+                .filter_map(|(_, v)| v.parse().ok())
+                .collect();
+            let req = cri::PortForwardRequest {
+                pod_sandbox_id: sandbox,
+                port,
+                ..Default::default()
+            };
+            rt.rt("port_forward", rt.timeout(), |mut c| async move {
+                c.port_forward(req).await
+            })
+            .await
+            .map(|r| r.url)
+        }
+        _ => return Err(text(StatusCode::NOT_FOUND, "404 page not found\n")),
+    };
+    url.map_err(|e| text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")))
+}
+
+/// Proxies `req` (an upgrade request) to the runtime's streaming `url` (upstream
+/// `proxyStream`): the request goes to the runtime with its headers, the runtime's answer comes
+/// back, and once both sides switched protocols the bytes flow both ways untouched.
+async fn proxy_upgrade(req: Request<Incoming>, url: &str) -> Response<Body> {
+    let Some(rest) = url.strip_prefix("http://") else {
+        return text(StatusCode::BAD_GATEWAY, format!("unsupported streaming URL {url}\n"));
+    };
+    let (authority, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(a, p)| (a, format!("/{p}")));
+    let mut backend = match tokio::net::TcpStream::connect(authority).await {
+        Ok(s) => s,
+        Err(e) => return text(StatusCode::BAD_GATEWAY, format!("dial {authority}: {e}\n")),
+    };
+    let mut head = format!("{} {path} HTTP/1.1\r\nHost: {authority}\r\n", req.method());
+    for (k, v) in req.headers() {
+        if k == hyper::header::HOST || k == hyper::header::AUTHORIZATION {
+            continue;
+        }
+        if let Ok(v) = v.to_str() {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+    }
+    head.push_str("\r\n");
+    if let Err(e) = backend.write_all(head.as_bytes()).await {
+        return text(StatusCode::BAD_GATEWAY, format!("{e}\n"));
+    }
+    // The runtime's response head.
+    let mut buf = Vec::new();
+    let end = loop {
+        let mut chunk = [0u8; 4096];
+        let n = match backend.read(&mut chunk).await {
+            Ok(0) | Err(_) => return text(StatusCode::BAD_GATEWAY, "streaming server closed\n"),
+            Ok(n) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        if buf.len() > 64 * 1024 {
+            return text(StatusCode::BAD_GATEWAY, "oversized response head\n");
+        }
+    };
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Response::new(&mut headers);
+    if !matches!(parsed.parse(&buf[..end]), Ok(httparse::Status::Complete(_))) {
+        return text(StatusCode::BAD_GATEWAY, "malformed response from the streaming server\n");
+    }
+    let code = parsed.code.unwrap_or(502);
+    let mut resp = Response::builder().status(code);
+    for h in parsed.headers.iter() {
+        resp = resp.header(h.name, h.value);
+    }
+    let leftover = Bytes::copy_from_slice(&buf[end..]);
+    if code != 101 {
+        // Not upgraded: relay the body the runtime sent (an error message).
+        let mut body = leftover.to_vec();
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), backend.read_to_end(&mut body)).await;
+        return resp
+            .body(Full::new(Bytes::from(body)).boxed())
+            .unwrap_or_else(|_| text(StatusCode::BAD_GATEWAY, "bad response\n"));
+    }
+    tokio::spawn(async move {
+        match hyper::upgrade::on(req).await {
+            Ok(upgraded) => {
+                let mut client = TokioIo::new(upgraded);
+                if !leftover.is_empty() && client.write_all(&leftover).await.is_err() {
+                    return;
+                }
+                let _ = tokio::io::copy_bidirectional(&mut client, &mut backend).await;
+            }
+            Err(e) => tracing::debug!(error = %e, "client upgrade failed"),
+        }
+    });
+    resp.body(Full::new(Bytes::new()).boxed())
+        .unwrap_or_else(|_| text(StatusCode::BAD_GATEWAY, "bad response\n"))
+}
+
+/// `/runningpods/`: the pods the runtime runs, as a v1 PodList (upstream `getRunningPods`).
+fn running_pods(shared: &KubeletShared) -> serde_json::Value {
+    let items: Vec<serde_json::Value> = shared
+        .pleg
+        .runtime_pods()
+        .into_iter()
+        .filter(|p| p.is_running())
+        .map(|p| {
+            serde_json::json!({
+                "metadata": {"name": p.name, "namespace": p.namespace, "uid": p.id},
+                "spec": {"containers": p.containers.iter()
+                    .filter(|c| c.state == crate::container::ContainerState::Running)
+                    .map(|c| serde_json::json!({"name": c.name}))
+                    .collect::<Vec<_>>()},
+                "status": {}
+            })
+        })
+        .collect();
+    serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
+}
+
+fn rfc3339_now() -> String {
+    k8s_openapi::jiff::Timestamp::now().to_string()
+}
+
+/// `/stats/summary` (upstream `statsapi.Summary`): the node's CPU, memory and filesystems, and
+/// per pod its containers' CPU, memory, writable layer and logs from the CRI's container stats.
+async fn stats_summary(shared: &KubeletShared, root_dir: &Path) -> Response<Body> {
+    let rt = &shared.runtime;
+    let stats = match rt
+        .rt("list_container_stats", rt.timeout(), |mut c| async move {
+            c.list_container_stats(cri::ListContainerStatsRequest::default())
+                .await
+        })
+        .await
+    {
+        Ok(s) => s.stats,
+        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+    };
+    let now = rfc3339_now();
+    let uint = |v: Option<&cri::UInt64Value>| v.map(|v| v.value);
+    let mut pods: std::collections::BTreeMap<String, serde_json::Value> = Default::default();
+    let known = shared.pods_with_status();
+    for s in stats {
+        let Some(attrs) = s.attributes.as_ref() else {
+            continue;
+        };
+        let labels = &attrs.labels;
+        let (Some(uid), Some(name), Some(ns)) = (
+            labels.get(crate::kuberuntime::labels::POD_UID_LABEL),
+            labels.get(crate::kuberuntime::labels::POD_NAME_LABEL),
+            labels.get(crate::kuberuntime::labels::POD_NAMESPACE_LABEL),
+        ) else {
+            continue;
+        };
+        if !known.iter().any(|p| p.metadata.uid.as_deref() == Some(uid.as_str())) {
+            continue;
+        }
+        let cpu = s.cpu.as_ref();
+        let mem = s.memory.as_ref();
+        let container = serde_json::json!({
+            "name": attrs.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
+            "cpu": {
+                "time": now,
+                "usageNanoCores": cpu.and_then(|c| uint(c.usage_nano_cores.as_ref())),
+                "usageCoreNanoSeconds": cpu.and_then(|c| uint(c.usage_core_nano_seconds.as_ref())),
+            },
+            "memory": {
+                "time": now,
+                "workingSetBytes": mem.and_then(|m| uint(m.working_set_bytes.as_ref())),
+                "usageBytes": mem.and_then(|m| uint(m.usage_bytes.as_ref())),
+                "rssBytes": mem.and_then(|m| uint(m.rss_bytes.as_ref())),
+                "pageFaults": mem.and_then(|m| uint(m.page_faults.as_ref())),
+                "majorPageFaults": mem.and_then(|m| uint(m.major_page_faults.as_ref())),
+            },
+            "rootfs": {
+                "time": now,
+                "usedBytes": s.writable_layer.as_ref().and_then(|w| uint(w.used_bytes.as_ref())),
+                "inodesUsed": s.writable_layer.as_ref().and_then(|w| uint(w.inodes_used.as_ref())),
+            },
+        });
+        let entry = pods.entry(uid.clone()).or_insert_with(|| {
+            serde_json::json!({
+                "podRef": {"name": name, "namespace": ns, "uid": uid},
+                "containers": [],
+            })
+        });
+        if let Some(list) = entry["containers"].as_array_mut() {
+            list.push(container);
+        }
+    }
+    // Pod totals and volumes.
+    for (uid, p) in pods.iter_mut() {
+        let sum = |f: &dyn Fn(&serde_json::Value) -> Option<u64>| -> u64 {
+            p["containers"].as_array().map(|cs| cs.iter().filter_map(f).sum()).unwrap_or(0)
+        };
+        let ws = sum(&|c| c["memory"]["workingSetBytes"].as_u64());
+        let usage = sum(&|c| c["memory"]["usageBytes"].as_u64());
+        let cpu = sum(&|c| c["cpu"]["usageCoreNanoSeconds"].as_u64());
+        let nano = sum(&|c| c["cpu"]["usageNanoCores"].as_u64());
+        let (vol_bytes, vol_inodes) =
+            crate::eviction::dir_usage(&root_dir.join("pods").join(uid).join("volumes"));
+        p["cpu"] = serde_json::json!({"time": now, "usageCoreNanoSeconds": cpu, "usageNanoCores": nano});
+        p["memory"] = serde_json::json!({"time": now, "workingSetBytes": ws, "usageBytes": usage});
+        p["ephemeral-storage"] = serde_json::json!({"time": now, "usedBytes": vol_bytes, "inodesUsed": vol_inodes});
+    }
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let mem = crate::eviction::parse_meminfo(&meminfo);
+    let fs = crate::volumemanager::fs_capacity(root_dir);
+    let image_fs = rt
+        .img("image_fs_info", rt.timeout(), |mut c| async move {
+            c.image_fs_info(cri::ImageFsInfoRequest::default()).await
+        })
+        .await
+        .ok()
+        .and_then(|r| r.image_filesystems.into_iter().next());
+    let summary = serde_json::json!({
+        "node": {
+            "nodeName": shared.node_name,
+            "memory": mem.map(|m| serde_json::json!({
+                "time": now,
+                "availableBytes": m.available,
+                "workingSetBytes": m.capacity.saturating_sub(m.available),
+                "usageBytes": m.capacity.saturating_sub(m.available),
+            })),
+            "fs": fs.map(|(cap, avail)| serde_json::json!({
+                "time": now, "capacityBytes": cap, "availableBytes": avail,
+                "usedBytes": cap.saturating_sub(avail),
+            })),
+            "runtime": {"imageFs": image_fs.map(|f| serde_json::json!({
+                "time": now,
+                "usedBytes": f.used_bytes.map(|v| v.value),
+                "inodesUsed": f.inodes_used.map(|v| v.value),
+            }))},
+        },
+        "pods": pods.into_values().collect::<Vec<_>>(),
+    });
+    json(&summary)
+}
+
+async fn route(
+    shared: Arc<KubeletShared>,
+    root_dir: Arc<PathBuf>,
+    req: Request<Incoming>,
+) -> Response<Body> {
+    let path = req.uri().path().to_string();
+    let query = req.uri().query().unwrap_or_default().to_string();
+    for kind in ["exec", "attach", "portForward"] {
+        if let Some(rest) = path.strip_prefix(&format!("/{kind}/")) {
+            return match streaming_url(&shared, kind, rest, &query).await {
+                Ok(url) => proxy_upgrade(req, &url).await,
+                Err(r) => r,
+            };
+        }
+    }
+    match path.trim_end_matches('/') {
+        "/runningpods" => json(&running_pods(&shared)),
+        "/stats/summary" => stats_summary(&shared, &root_dir).await,
+        _ => crate::server::route(&shared, req.method(), &path, &query).await,
+    }
+}
+
+/// Binds `addr` and serves until `cancel`: TLS, then authentication, then the routes.
+pub async fn serve(
+    addr: &str,
+    tls: rustls::ServerConfig,
+    anonymous_auth: bool,
+    shared: Arc<KubeletShared>,
+    root_dir: PathBuf,
+    cancel: CancellationToken,
+) -> Result<(SocketAddr, impl Future<Output = ()> + use<>), TlsError> {
+    let listener = TcpListener::bind(addr).await.map_err(|source| TlsError::Bind {
+        addr: addr.to_string(),
+        source,
+    })?;
+    let local = listener.local_addr().map_err(|source| TlsError::Bind {
+        addr: addr.to_string(),
+        source,
+    })?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
+    let root_dir = Arc::new(root_dir);
+    let fut = async move {
+        loop {
+            let (stream, _) = tokio::select! {
+                _ = cancel.cancelled() => return,
+                a = listener.accept() => match a {
+                    Ok(a) => a,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed");
+                        continue;
+                    }
+                },
+            };
+            let (acceptor, shared, root_dir) = (acceptor.clone(), shared.clone(), root_dir.clone());
+            tokio::spawn(async move {
+                let tls = match acceptor.accept(stream).await {
+                    Ok(t) => t,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "TLS handshake failed");
+                        return;
+                    }
+                };
+                let user = tls
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .and_then(|c| c.first())
+                    .map(|_| "x509".to_string());
+                let svc = service_fn(move |req: Request<Incoming>| {
+                    let (shared, root_dir, user) = (shared.clone(), root_dir.clone(), user.clone());
+                    async move {
+                        if user.is_none() && !anonymous_auth {
+                            return Ok::<_, Infallible>(text(StatusCode::UNAUTHORIZED, "Unauthorized\n"));
+                        }
+                        Ok(route(shared, root_dir, req).await)
+                    }
+                });
+                if let Err(e) = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(tls), svc)
+                    .with_upgrades()
+                    .await
+                {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+            });
+        }
+    };
+    Ok((local, fut))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_self_signed_certificate_is_made_once_with_a_private_key() {
+        let d = tempfile::tempdir().unwrap();
+        let c = TlsConfig {
+            tls_cert_file: None,
+            tls_private_key_file: None,
+            cert_dir: d.path().join("pki"),
+            client_ca_file: None,
+            anonymous_auth: false,
+        };
+        let (chain, _) = serving_cert(&c, &["node-a".into(), "127.0.0.1".into()]).unwrap();
+        assert_eq!(chain.len(), 1);
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(d.path().join("pki/kubelet.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        let again = serving_cert(&c, &["node-a".into()]).unwrap().0;
+        assert_eq!(again, chain, "kept, not regenerated");
+        assert!(server_config(&c, &["node-a".into()]).is_ok());
+    }
+
+    #[test]
+    fn queries_keep_repeated_commands_and_flags() {
+        let q = query_pairs("command=sh&command=-c&command=echo%20hi&input=1&tty=true&output=0");
+        let cmd: Vec<&str> = q.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.as_str()).collect();
+        assert_eq!(cmd, ["sh", "-c", "echo hi"]);
+        assert!(flag(&q, &["input", "stdin"]));
+        assert!(flag(&q, &["tty"]));
+        assert!(!flag(&q, &["output", "stdout"]));
+    }
+}

@@ -241,7 +241,10 @@ async fn pod_status_loop(client: Client, shared: Arc<KubeletShared>, cancel: Can
         for s in statics {
             if let (Some(mirror), Some(status)) = (
                 shared.mirrors.get(&s),
-                s.metadata.uid.as_deref().and_then(|u| shared.status.get_pod_status(u)),
+                s.metadata
+                    .uid
+                    .as_deref()
+                    .and_then(|u| shared.status.get_pod_status(u)),
             ) && mirror.metadata.deletion_timestamp.is_none()
             {
                 pods.push(PodState {

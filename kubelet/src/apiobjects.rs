@@ -38,7 +38,11 @@ impl ApiObjects {
     }
 
     /// Objects given directly (tests).
-    pub fn from_objects(namespace: &str, config_maps: Vec<ConfigMap>, secrets: Vec<Secret>) -> Self {
+    pub fn from_objects(
+        namespace: &str,
+        config_maps: Vec<ConfigMap>,
+        secrets: Vec<Secret>,
+    ) -> Self {
         let name = |m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
             m.name.clone().unwrap_or_default()
         };
@@ -140,7 +144,11 @@ impl ApiObjects {
     /// Credentials for pulling `image` from the pod's `imagePullSecrets` (of type
     /// `kubernetes.io/dockerconfigjson` or `kubernetes.io/dockercfg`), most specific first;
     /// upstream tries them before the node's own.
-    pub fn pull_credentials(&self, pod: &Pod, image: &str) -> Vec<cri_proto::runtime::v1::AuthConfig> {
+    pub fn pull_credentials(
+        &self,
+        pod: &Pod,
+        image: &str,
+    ) -> Vec<cri_proto::runtime::v1::AuthConfig> {
         let mut out = Vec::new();
         let names = pod
             .spec
@@ -311,7 +319,10 @@ mod tests {
         let objs = ApiObjects::from_objects("ns", vec![], vec![secret]);
         let creds = objs.pull_credentials(&pod, "reg.example:5000/app:1");
         assert_eq!(creds.len(), 1);
-        assert_eq!((creds[0].username.as_str(), creds[0].password.as_str()), ("u", "p"));
+        assert_eq!(
+            (creds[0].username.as_str(), creds[0].password.as_str()),
+            ("u", "p")
+        );
         assert!(objs.pull_credentials(&pod, "other.example/app").is_empty());
     }
 

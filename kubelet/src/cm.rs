@@ -217,7 +217,10 @@ mod tests {
         let m = manager("cgroupfs", "");
         let be = pod(&[], &[]);
         let bu = pod(&[("memory", "100Mi")], &[]);
-        let gu = pod(&[("memory", "1Gi"), ("cpu", "1")], &[("memory", "1Gi"), ("cpu", "1")]);
+        let gu = pod(
+            &[("memory", "1Gi"), ("cpu", "1")],
+            &[("memory", "1Gi"), ("cpu", "1")],
+        );
         assert_eq!(
             m.pod_cgroup_parent(&be).unwrap(),
             "/kubepods/besteffort/pod1234-5678"
@@ -228,7 +231,9 @@ mod tests {
         );
         assert_eq!(m.pod_cgroup_parent(&gu).unwrap(), "/kubepods/pod1234-5678");
         assert_eq!(
-            manager("cgroupfs", "/custom/").pod_cgroup_parent(&gu).unwrap(),
+            manager("cgroupfs", "/custom/")
+                .pod_cgroup_parent(&gu)
+                .unwrap(),
             "/custom/kubepods/pod1234-5678"
         );
         assert_eq!(
@@ -246,7 +251,10 @@ mod tests {
         let c = |p: &Pod| p.spec.as_ref().unwrap().containers[0].clone();
         let be = pod(&[], &[]);
         assert_eq!(m.oom_score_adj(&be, &c(&be)), 1000);
-        let gu = pod(&[("memory", "1Gi"), ("cpu", "1")], &[("memory", "1Gi"), ("cpu", "1")]);
+        let gu = pod(
+            &[("memory", "1Gi"), ("cpu", "1")],
+            &[("memory", "1Gi"), ("cpu", "1")],
+        );
         assert_eq!(m.oom_score_adj(&gu, &c(&gu)), -997);
         // 100Mi of 1000Mi: 1000 - 100 = 900.
         let bu = pod(&[("memory", "100Mi")], &[]);
@@ -272,7 +280,13 @@ mod tests {
         remove_cgroup_dirs(d.path(), "/kubepods/burstable/podx");
         assert!(!d.path().join("cpu/kubepods/burstable/podx").exists());
         assert!(!d.path().join("memory/kubepods/burstable/podx").exists());
-        assert!(d.path().join("cpu/kubepods/burstable").exists(), "QoS level kept");
-        assert!(d.path().join("pids/kubepods/burstable/podx").exists(), "busy one kept");
+        assert!(
+            d.path().join("cpu/kubepods/burstable").exists(),
+            "QoS level kept"
+        );
+        assert!(
+            d.path().join("pids/kubepods/burstable/podx").exists(),
+            "busy one kept"
+        );
     }
 }

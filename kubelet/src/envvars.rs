@@ -567,10 +567,11 @@ mod tests {
             "metadata": {"name": "settings"}, "data": {"MODE": "fast", "1BAD": "x"}
         }))
         .unwrap();
-        let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(serde_json::json!({
-            "metadata": {"name": "creds"}, "data": {"k": "c2VjcmV0"}
-        }))
-        .unwrap();
+        let secret: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "creds"}, "data": {"k": "c2VjcmV0"}
+            }))
+            .unwrap();
         let api = crate::apiobjects::ApiObjects::from_objects("ns", vec![cm], vec![secret]);
         let mut both = with_secret.clone();
         both.env_from = with_from.env_from.clone();
@@ -588,16 +589,30 @@ mod tests {
         );
         let mut missing = with_secret.clone();
         if let Some(v) = missing.env.as_mut() {
-            v[0].value_from.as_mut().unwrap().secret_key_ref.as_mut().unwrap().key = "nope".into();
+            v[0].value_from
+                .as_mut()
+                .unwrap()
+                .secret_key_ref
+                .as_mut()
+                .unwrap()
+                .key = "nope".into();
         }
         let err = make_environment_variables(&missing, &pod, &[], "", &node, &api)
             .expect_err("missing key");
         assert_eq!(err.to_string(), "couldn't find key nope in Secret ns/creds");
         if let Some(v) = missing.env.as_mut() {
-            v[0].value_from.as_mut().unwrap().secret_key_ref.as_mut().unwrap().optional =
-                Some(true);
+            v[0].value_from
+                .as_mut()
+                .unwrap()
+                .secret_key_ref
+                .as_mut()
+                .unwrap()
+                .optional = Some(true);
         }
         let env = make_environment_variables(&missing, &pod, &[], "", &node, &api).expect("env");
-        assert!(env.is_empty(), "an optional missing key is skipped: {env:?}");
+        assert!(
+            env.is_empty(),
+            "an optional missing key is skipped: {env:?}"
+        );
     }
 }

@@ -179,7 +179,10 @@ pub async fn run(
             .map(|d| d.as_nanos())
             .unwrap_or(0);
         let name = format!("{}.{:x}", r.pod_name, nanos + u128::from(seq));
-        let first = written.get(&key).map(|w| w.first.clone()).unwrap_or(ts.clone());
+        let first = written
+            .get(&key)
+            .map(|w| w.first.clone())
+            .unwrap_or(ts.clone());
         let ev = Event {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -248,7 +251,13 @@ mod tests {
         let mut pod = Pod::default();
         pod.metadata.name = Some("web".into());
         pod.metadata.uid = Some("u1".into());
-        r.event(&pod, Some("app"), EventType::Normal, "Started", "Started container app");
+        r.event(
+            &pod,
+            Some("app"),
+            EventType::Normal,
+            "Started",
+            "Started container app",
+        );
         let got = rx.recv().await.unwrap();
         assert_eq!(got.field_path, "spec.containers{app}");
         assert_eq!(got.namespace, "default");

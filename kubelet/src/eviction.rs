@@ -148,7 +148,9 @@ impl Value {
                 .parse()
                 .map_err(|_| format!("invalid percentage {s:?}"))?;
             if !(0.0..=100.0).contains(&v) {
-                return Err(format!("eviction percentage threshold must be >= 0% and <= 100%: {s}"));
+                return Err(format!(
+                    "eviction percentage threshold must be >= 0% and <= 100%: {s}"
+                ));
             }
             return Ok(Value::Percentage(v / 100.0));
         }
@@ -242,7 +244,8 @@ pub fn parse_thresholds(
     soft_grace: &BTreeMap<String, String>,
     min_reclaim: &BTreeMap<String, String>,
 ) -> Result<Vec<Threshold>, String> {
-    let signal = |k: &str| Signal::parse(k).ok_or_else(|| format!("unsupported eviction signal {k}"));
+    let signal =
+        |k: &str| Signal::parse(k).ok_or_else(|| format!("unsupported eviction signal {k}"));
     let mut reclaim = HashMap::new();
     for (k, v) in min_reclaim {
         let s = signal(k)?;
@@ -279,7 +282,9 @@ pub fn parse_thresholds(
         let grace = crate::duration::parse_duration(grace)
             .map_err(|e| format!("grace period of {k}: {e}"))?;
         if grace.is_zero() {
-            return Err(format!("grace period of soft eviction threshold {k} must be positive"));
+            return Err(format!(
+                "grace period of soft eviction threshold {k} must be positive"
+            ));
         }
         out.push(Threshold {
             signal: s,
@@ -384,8 +389,7 @@ impl Decider {
                 .insert(t.signal.condition(), now);
         }
         self.conditions_last_observed.retain(|_, at| {
-            now.saturating_duration_since(*at) < config.pressure_transition_period
-                || *at == now
+            now.saturating_duration_since(*at) < config.pressure_transition_period || *at == now
         });
         let conditions = self.conditions_last_observed.keys().copied().collect();
         let mut act: Vec<Threshold> = met
@@ -526,7 +530,9 @@ pub fn eviction_message(
     dedicated_imagefs: bool,
 ) -> String {
     let resource = t.signal.resource();
-    let available = obs.map(|o| render_amount(t.signal, o.available)).unwrap_or_default();
+    let available = obs
+        .map(|o| render_amount(t.signal, o.available))
+        .unwrap_or_default();
     let mut msg = format!(
         "The node was low on resource: {resource}. Threshold quantity: {}, available: {available}. ",
         t.value.render(t.signal)
@@ -576,7 +582,10 @@ pub struct EvictionState {
 impl EvictionState {
     /// The node conditions now in force.
     pub fn conditions(&self) -> HashSet<NodeCondition> {
-        self.conditions.read().map(|c| c.clone()).unwrap_or_default()
+        self.conditions
+            .read()
+            .map(|c| c.clone())
+            .unwrap_or_default()
     }
 
     pub fn has(&self, c: NodeCondition) -> bool {
@@ -789,9 +798,11 @@ impl EvictionManager {
     async fn imagefs_path(&self) -> Option<PathBuf> {
         let fs = self
             .runtime
-            .img("image_fs_info", self.runtime.timeout(), |mut c| async move {
-                c.image_fs_info(cri::ImageFsInfoRequest::default()).await
-            })
+            .img(
+                "image_fs_info",
+                self.runtime.timeout(),
+                |mut c| async move { c.image_fs_info(cri::ImageFsInfoRequest::default()).await },
+            )
             .await
             .ok()?;
         fs.image_filesystems
@@ -821,7 +832,10 @@ impl EvictionManager {
         if self.reclaim_node_level(t.signal, dedicated_imagefs).await {
             let obs = observe(&self.root_dir, imagefs.as_deref());
             if thresholds_met(std::slice::from_ref(&t), &obs, true).is_empty() {
-                tracing::info!(signal = t.signal.name(), "eviction manager: node-level reclaim was enough");
+                tracing::info!(
+                    signal = t.signal.name(),
+                    "eviction manager: node-level reclaim was enough"
+                );
                 return;
             }
         }
@@ -829,7 +843,10 @@ impl EvictionManager {
         let usage = self.pod_usage(&pods).await;
         let ranked = rank(t.signal, &pods, &usage, dedicated_imagefs);
         let Some(victim) = ranked.first() else {
-            tracing::error!(signal = t.signal.name(), "eviction manager: no pod to evict");
+            tracing::error!(
+                signal = t.signal.name(),
+                "eviction manager: no pod to evict"
+            );
             return;
         };
         let uid = victim.metadata.uid.clone().unwrap_or_default();
@@ -1010,9 +1027,11 @@ mod tests {
         let grace = map(&[("memory.available", "1m30s")]);
         let t = parse_thresholds(&none, &soft, &grace, &none).unwrap();
         assert_eq!(t[0].grace_period, Duration::from_secs(90));
-        let e = parse_thresholds(&map(&[("cpu.available", "1")]), &none, &none, &none)
-            .unwrap_err();
-        assert!(e.contains("unsupported eviction signal cpu.available"), "{e}");
+        let e = parse_thresholds(&map(&[("cpu.available", "1")]), &none, &none, &none).unwrap_err();
+        assert!(
+            e.contains("unsupported eviction signal cpu.available"),
+            "{e}"
+        );
         let e = parse_thresholds(&map(&[("nodefs.available", "120%")]), &none, &none, &none)
             .unwrap_err();
         assert!(e.contains("<= 100%"), "{e}");
@@ -1052,16 +1071,36 @@ mod tests {
         let t0 = Instant::now();
         let (c, act) = d.step(&config, &obs(Signal::NodeFsAvailable, 60, 100), t0);
         assert!(c.is_empty() && act.is_empty());
-        let (c, act) = d.step(&config, &obs(Signal::NodeFsAvailable, 40, 100), t0 + Duration::from_secs(10));
+        let (c, act) = d.step(
+            &config,
+            &obs(Signal::NodeFsAvailable, 40, 100),
+            t0 + Duration::from_secs(10),
+        );
         assert_eq!(c, HashSet::from([NodeCondition::DiskPressure]));
         assert_eq!(act.len(), 1);
         // Above the threshold but not by the minimum reclaim: still met.
-        let (_, act) = d.step(&config, &obs(Signal::NodeFsAvailable, 55, 100), t0 + Duration::from_secs(20));
+        let (_, act) = d.step(
+            &config,
+            &obs(Signal::NodeFsAvailable, 55, 100),
+            t0 + Duration::from_secs(20),
+        );
         assert_eq!(act.len(), 1, "minimum reclaim not reached yet");
-        let (c, act) = d.step(&config, &obs(Signal::NodeFsAvailable, 70, 100), t0 + Duration::from_secs(30));
+        let (c, act) = d.step(
+            &config,
+            &obs(Signal::NodeFsAvailable, 70, 100),
+            t0 + Duration::from_secs(30),
+        );
         assert!(act.is_empty());
-        assert_eq!(c, HashSet::from([NodeCondition::DiskPressure]), "held for the transition period");
-        let (c, _) = d.step(&config, &obs(Signal::NodeFsAvailable, 70, 100), t0 + Duration::from_secs(51));
+        assert_eq!(
+            c,
+            HashSet::from([NodeCondition::DiskPressure]),
+            "held for the transition period"
+        );
+        let (c, _) = d.step(
+            &config,
+            &obs(Signal::NodeFsAvailable, 70, 100),
+            t0 + Duration::from_secs(51),
+        );
         assert!(c.is_empty(), "released after the transition period");
     }
 
@@ -1102,22 +1141,19 @@ mod tests {
             0,
         );
         let pods = vec![guaranteed.clone(), burstable.clone(), best_effort.clone()];
-        let usage: HashMap<String, PodUsage> = [
-            ("be", 10u64 << 20),
-            ("bu", 50 << 20),
-            ("gu", 90 << 20),
-        ]
-        .into_iter()
-        .map(|(u, m)| {
-            (
-                u.to_string(),
-                PodUsage {
-                    memory_working_set: m,
-                    ..Default::default()
-                },
-            )
-        })
-        .collect();
+        let usage: HashMap<String, PodUsage> =
+            [("be", 10u64 << 20), ("bu", 50 << 20), ("gu", 90 << 20)]
+                .into_iter()
+                .map(|(u, m)| {
+                    (
+                        u.to_string(),
+                        PodUsage {
+                            memory_working_set: m,
+                            ..Default::default()
+                        },
+                    )
+                })
+                .collect();
         let order: Vec<&str> = rank(Signal::MemoryAvailable, &pods, &usage, false)
             .iter()
             .map(|p| p.metadata.uid.as_deref().unwrap())
@@ -1134,7 +1170,12 @@ mod tests {
             .collect();
         assert_eq!(order, ["bu", "be", "gu"]);
         // Lower priority goes first.
-        let low = pod("low", &[("memory", "100Mi")], &[("memory", "100Mi"), ("cpu", "1")], -10);
+        let low = pod(
+            "low",
+            &[("memory", "100Mi")],
+            &[("memory", "100Mi"), ("cpu", "1")],
+            -10,
+        );
         let pods2 = vec![burstable.clone(), low];
         let order: Vec<&str> = rank(Signal::MemoryAvailable, &pods2, &HashMap::new(), false)
             .iter()
@@ -1214,8 +1255,9 @@ mod tests {
 
     #[test]
     fn meminfo_parses() {
-        let o = parse_meminfo("MemTotal:       16384 kB\nMemFree: 1 kB\nMemAvailable:    8192 kB\n")
-            .unwrap();
+        let o =
+            parse_meminfo("MemTotal:       16384 kB\nMemFree: 1 kB\nMemAvailable:    8192 kB\n")
+                .unwrap();
         assert_eq!(o.capacity, 16384 * 1024);
         assert_eq!(o.available, 8192 * 1024);
     }

@@ -491,7 +491,11 @@ pub fn resolve(
             },
         },
         cgroups: {
-            let driver = val!("cgroup_driver", flags.cgroup_driver.clone(), f.cgroup_driver.clone());
+            let driver = val!(
+                "cgroup_driver",
+                flags.cgroup_driver.clone(),
+                f.cgroup_driver.clone()
+            );
             if driver != "cgroupfs" && driver != "systemd" {
                 return Err(ConfigError::Flag {
                     flag: "cgroup-driver",
@@ -501,7 +505,11 @@ pub fn resolve(
             crate::cm::CgroupConfig {
                 per_qos: val!("cgroups_per_qos", flags.cgroups_per_qos, f.cgroups_per_qos),
                 driver,
-                root: val!("cgroup_root", flags.cgroup_root.clone(), f.cgroup_root.clone()),
+                root: val!(
+                    "cgroup_root",
+                    flags.cgroup_root.clone(),
+                    f.cgroup_root.clone()
+                ),
             }
         },
         image_credential_file: flags.image_credential_file.clone().or_else(|| {
@@ -567,7 +575,8 @@ fn eviction_config(
         parse_pairs_flag,
     )?;
     Ok(crate::eviction::EvictionConfig {
-        thresholds: parse_thresholds(&hard, &soft, &grace, &reclaim).map_err(bad("eviction-hard"))?,
+        thresholds: parse_thresholds(&hard, &soft, &grace, &reclaim)
+            .map_err(bad("eviction-hard"))?,
         pressure_transition_period: if explicit(matches, "eviction_pressure_transition_period") {
             flags.eviction_pressure_transition_period
         } else {

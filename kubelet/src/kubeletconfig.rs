@@ -253,7 +253,11 @@ pub struct KubeletAuthentication {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct KubeletX509Authentication {
-    #[serde(default, rename = "clientCAFile", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "clientCAFile",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub client_ca_file: Option<PathBuf>,
 }
 

@@ -242,7 +242,10 @@ mod tests {
         p.metadata.annotations = Some(
             [
                 (CONFIG_HASH_ANNOTATION.to_string(), hash.to_string()),
-                ("kubernetes.io/config.source".to_string(), "file".to_string()),
+                (
+                    "kubernetes.io/config.source".to_string(),
+                    "file".to_string(),
+                ),
             ]
             .into(),
         );
@@ -293,13 +296,15 @@ mod tests {
         // A mirror pod deleted gracefully by a user is removed at once.
         let mut deleting = mirror_of(&static_pod("a-n1", "h1"), "n1", None);
         deleting.metadata.uid = Some("ud".into());
-        deleting.metadata.deletion_timestamp = Some(
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::now(),
-            ),
-        );
+            ));
         let mirrors: BTreeMap<String, Pod> = [("default/a-n1".to_string(), deleting)].into();
         let p = plan(&[static_pod("a-n1", "h1")], &mirrors);
-        assert_eq!(p.delete, vec![("default/a-n1".to_string(), "ud".to_string())]);
+        assert_eq!(
+            p.delete,
+            vec![("default/a-n1".to_string(), "ud".to_string())]
+        );
     }
 }

@@ -138,7 +138,9 @@ pub async fn grpc_health(host: &str, port: u16, service: &str) -> Result<(), Str
         .map_err(|e| e.to_string())?
         .connect()
         .await
-        .map_err(|e| format!("failed to connect service \"{host}:{port}\" within the timeout: {e}"))?;
+        .map_err(|e| {
+            format!("failed to connect service \"{host}:{port}\" within the timeout: {e}")
+        })?;
     let resp = HealthClient::new(channel)
         .check(HealthCheckRequest {
             service: service.to_string(),
@@ -148,8 +150,14 @@ pub async fn grpc_health(host: &str, port: u16, service: &str) -> Result<(), Str
         .into_inner();
     match ServingStatus::try_from(resp.status) {
         Ok(ServingStatus::Serving) => Ok(()),
-        Ok(s) => Err(format!("service unhealthy (responded with \"{}\")", s.as_str_name())),
-        Err(_) => Err(format!("service unhealthy (responded with {})", resp.status)),
+        Ok(s) => Err(format!(
+            "service unhealthy (responded with \"{}\")",
+            s.as_str_name()
+        )),
+        Err(_) => Err(format!(
+            "service unhealthy (responded with {})",
+            resp.status
+        )),
     }
 }
 
@@ -161,8 +169,8 @@ mod tests {
     async fn https_server(code: u16) -> u16 {
         let key = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
         let cert = CertificateDer::from(key.cert.der().to_vec());
-        let pkey = rustls::pki_types::PrivateKeyDer::try_from(key.signing_key.serialize_der())
-            .unwrap();
+        let pkey =
+            rustls::pki_types::PrivateKeyDer::try_from(key.signing_key.serialize_der()).unwrap();
         let config = rustls::ServerConfig::builder_with_provider(Arc::new(
             rustls::crypto::ring::default_provider(),
         ))
@@ -177,21 +185,26 @@ mod tests {
         tokio::spawn(async move {
             let (tcp, _) = listener.accept().await.unwrap();
             let tls = acceptor.accept(tcp).await.unwrap();
-            let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
-                let ua = req
-                    .headers()
-                    .get(hyper::header::USER_AGENT)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or_default()
-                    .to_string();
-                let custom = req.headers().contains_key("x-probe");
-                async move {
-                    let status = if ua == USER_AGENT && custom { code } else { 400 };
-                    hyper::Response::builder()
-                        .status(status)
-                        .body(Empty::<Bytes>::new())
-                }
-            });
+            let svc =
+                hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                    let ua = req
+                        .headers()
+                        .get(hyper::header::USER_AGENT)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or_default()
+                        .to_string();
+                    let custom = req.headers().contains_key("x-probe");
+                    async move {
+                        let status = if ua == USER_AGENT && custom {
+                            code
+                        } else {
+                            400
+                        };
+                        hyper::Response::builder()
+                            .status(status)
+                            .body(Empty::<Bytes>::new())
+                    }
+                });
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(tls), svc)
                 .await;

@@ -171,8 +171,15 @@ pub async fn run_probe(
             .clone()
             .filter(|h| !h.is_empty())
             .unwrap_or_else(|| pod_ip.to_string());
-        let path = h.path.clone().filter(|p| !p.is_empty()).unwrap_or_else(|| "/".into());
-        let https = h.scheme.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("https"));
+        let path = h
+            .path
+            .clone()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "/".into());
+        let https = h
+            .scheme
+            .as_deref()
+            .is_some_and(|s| s.eq_ignore_ascii_case("https"));
         let headers: Vec<(String, String)> = h
             .http_headers
             .iter()
@@ -184,7 +191,12 @@ pub async fn run_probe(
             crate::probe_transport::http_get(&host, port, &path, https, &headers),
         )
         .await
-        .map_err(|_| format!("Get {}://{host}:{port}{path}: timeout", if https { "https" } else { "http" }))??;
+        .map_err(|_| {
+            format!(
+                "Get {}://{host}:{port}{path}: timeout",
+                if https { "https" } else { "http" }
+            )
+        })??;
         return if (200..400).contains(&code) {
             Ok(())
         } else {
@@ -200,7 +212,10 @@ pub async fn run_probe(
         )
         .await
         .map_err(|_| {
-            format!("timeout: health rpc did not complete within {}s", timeout.as_secs())
+            format!(
+                "timeout: health rpc did not complete within {}s",
+                timeout.as_secs()
+            )
         })?;
     }
     if let Some(t) = &probe.tcp_socket {

@@ -77,10 +77,12 @@ pub fn serving_cert(
             let cert = c.cert_dir.join("kubelet.crt");
             let key = c.cert_dir.join("kubelet.key");
             if !cert.exists() || !key.exists() {
-                std::fs::create_dir_all(&c.cert_dir).map_err(|e| file_err(&c.cert_dir)(e.to_string()))?;
+                std::fs::create_dir_all(&c.cert_dir)
+                    .map_err(|e| file_err(&c.cert_dir)(e.to_string()))?;
                 let generated = rcgen::generate_simple_self_signed(hosts.to_vec())
                     .map_err(|e| TlsError::Generate(e.to_string()))?;
-                std::fs::write(&cert, generated.cert.pem()).map_err(|e| file_err(&cert)(e.to_string()))?;
+                std::fs::write(&cert, generated.cert.pem())
+                    .map_err(|e| file_err(&cert)(e.to_string()))?;
                 write_private(&key, generated.signing_key.serialize_pem().as_bytes())?;
                 tracing::info!(cert = %cert.display(), "generated a self-signed serving certificate");
             }
@@ -122,16 +124,21 @@ pub fn server_config(c: &TlsConfig, hosts: &[String]) -> Result<rustls::ServerCo
     let builder = match &c.client_ca_file {
         Some(ca) => {
             let mut roots = rustls::RootCertStore::empty();
-            for cert in CertificateDer::pem_file_iter(ca).map_err(|e| file_err(ca)(e.to_string()))? {
+            for cert in
+                CertificateDer::pem_file_iter(ca).map_err(|e| file_err(ca)(e.to_string()))?
+            {
                 let cert = cert.map_err(|e| file_err(ca)(e.to_string()))?;
                 roots.add(cert).map_err(|e| file_err(ca)(e.to_string()))?;
             }
             // Like upstream (`tls.RequestClientCert`): a certificate is asked for, not
             // required, so a request without one gets a 401 rather than a failed handshake.
-            let v = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
-                .allow_unauthenticated()
-                .build()
-                .map_err(|e| TlsError::Config(e.to_string()))?;
+            let v = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider,
+            )
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| TlsError::Config(e.to_string()))?;
             builder.with_client_cert_verifier(v)
         }
         None => builder.with_no_client_auth(),
@@ -154,7 +161,8 @@ fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
 }
 
 fn json(v: &serde_json::Value) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(serde_json::to_vec(v).unwrap_or_default())).boxed());
+    let mut r =
+        Response::new(Full::new(Bytes::from(serde_json::to_vec(v).unwrap_or_default())).boxed());
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("application/json"),
@@ -222,8 +230,12 @@ async fn find_target(
     name: &str,
     container: Option<&str>,
 ) -> Result<(String, String), Response<Body>> {
-    let uid = pod_uid(shared, ns, name)
-        .ok_or_else(|| text(StatusCode::NOT_FOUND, format!("pod {ns}/{name} not found\n")))?;
+    let uid = pod_uid(shared, ns, name).ok_or_else(|| {
+        text(
+            StatusCode::NOT_FOUND,
+            format!("pod {ns}/{name} not found\n"),
+        )
+    })?;
     let status = shared
         .runtime
         .get_pod_status(&uid, name, ns)
@@ -287,9 +299,13 @@ async fn streaming_url(
                 stderr: stderr && !tty,
                 ..Default::default()
             };
-            rt.rt("exec", rt.timeout(), |mut c| async move { c.exec(req).await })
-                .await
-                .map(|r| r.url)
+            rt.rt(
+                "exec",
+                rt.timeout(),
+                |mut c| async move { c.exec(req).await },
+            )
+            .await
+            .map(|r| r.url)
         }
         ("attach", [ns, pod, container]) | ("attach", [ns, pod, _, container]) => {
             let (_, id) = find_target(shared, ns, pod, Some(container)).await?;
@@ -301,9 +317,11 @@ async fn streaming_url(
                 stderr: stderr && !tty,
                 ..Default::default()
             };
-            rt.rt("attach", rt.timeout(), |mut c| async move { c.attach(req).await })
-                .await
-                .map(|r| r.url)
+            rt.rt("attach", rt.timeout(), |mut c| async move {
+                c.attach(req).await
+            })
+            .await
+            .map(|r| r.url)
         }
         ("portForward", [ns, pod]) | ("portForward", [ns, pod, _]) => {
             let (sandbox, _) = find_target(shared, ns, pod, None).await?;
@@ -315,7 +333,6 @@ async fn streaming_url(
             let req = cri::PortForwardRequest {
                 pod_sandbox_id: sandbox,
                 port,
-                ..Default::default()
             };
             rt.rt("port_forward", rt.timeout(), |mut c| async move {
                 c.port_forward(req).await
@@ -333,9 +350,14 @@ async fn streaming_url(
 /// back, and once both sides switched protocols the bytes flow both ways untouched.
 async fn proxy_upgrade(req: Request<Incoming>, url: &str) -> Response<Body> {
     let Some(rest) = url.strip_prefix("http://") else {
-        return text(StatusCode::BAD_GATEWAY, format!("unsupported streaming URL {url}\n"));
+        return text(
+            StatusCode::BAD_GATEWAY,
+            format!("unsupported streaming URL {url}\n"),
+        );
     };
-    let (authority, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(a, p)| (a, format!("/{p}")));
+    let (authority, path) = rest
+        .split_once('/')
+        .map_or((rest, "/".to_string()), |(a, p)| (a, format!("/{p}")));
     let mut backend = match tokio::net::TcpStream::connect(authority).await {
         Ok(s) => s,
         Err(e) => return text(StatusCode::BAD_GATEWAY, format!("dial {authority}: {e}\n")),
@@ -372,7 +394,10 @@ async fn proxy_upgrade(req: Request<Incoming>, url: &str) -> Response<Body> {
     let mut headers = [httparse::EMPTY_HEADER; 64];
     let mut parsed = httparse::Response::new(&mut headers);
     if !matches!(parsed.parse(&buf[..end]), Ok(httparse::Status::Complete(_))) {
-        return text(StatusCode::BAD_GATEWAY, "malformed response from the streaming server\n");
+        return text(
+            StatusCode::BAD_GATEWAY,
+            "malformed response from the streaming server\n",
+        );
     }
     let code = parsed.code.unwrap_or(502);
     let mut resp = Response::builder().status(code);
@@ -383,7 +408,11 @@ async fn proxy_upgrade(req: Request<Incoming>, url: &str) -> Response<Body> {
     if code != 101 {
         // Not upgraded: relay the body the runtime sent (an error message).
         let mut body = leftover.to_vec();
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), backend.read_to_end(&mut body)).await;
+        let _ = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            backend.read_to_end(&mut body),
+        )
+        .await;
         return resp
             .body(Full::new(Bytes::from(body)).boxed())
             .unwrap_or_else(|_| text(StatusCode::BAD_GATEWAY, "bad response\n"));
@@ -459,7 +488,10 @@ async fn stats_summary(shared: &KubeletShared, root_dir: &Path) -> Response<Body
         ) else {
             continue;
         };
-        if !known.iter().any(|p| p.metadata.uid.as_deref() == Some(uid.as_str())) {
+        if !known
+            .iter()
+            .any(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
+        {
             continue;
         }
         let cpu = s.cpu.as_ref();
@@ -498,7 +530,10 @@ async fn stats_summary(shared: &KubeletShared, root_dir: &Path) -> Response<Body
     // Pod totals and volumes.
     for (uid, p) in pods.iter_mut() {
         let sum = |f: &dyn Fn(&serde_json::Value) -> Option<u64>| -> u64 {
-            p["containers"].as_array().map(|cs| cs.iter().filter_map(f).sum()).unwrap_or(0)
+            p["containers"]
+                .as_array()
+                .map(|cs| cs.iter().filter_map(f).sum())
+                .unwrap_or(0)
         };
         let ws = sum(&|c| c["memory"]["workingSetBytes"].as_u64());
         let usage = sum(&|c| c["memory"]["usageBytes"].as_u64());
@@ -506,9 +541,11 @@ async fn stats_summary(shared: &KubeletShared, root_dir: &Path) -> Response<Body
         let nano = sum(&|c| c["cpu"]["usageNanoCores"].as_u64());
         let (vol_bytes, vol_inodes) =
             crate::eviction::dir_usage(&root_dir.join("pods").join(uid).join("volumes"));
-        p["cpu"] = serde_json::json!({"time": now, "usageCoreNanoSeconds": cpu, "usageNanoCores": nano});
+        p["cpu"] =
+            serde_json::json!({"time": now, "usageCoreNanoSeconds": cpu, "usageNanoCores": nano});
         p["memory"] = serde_json::json!({"time": now, "workingSetBytes": ws, "usageBytes": usage});
-        p["ephemeral-storage"] = serde_json::json!({"time": now, "usedBytes": vol_bytes, "inodesUsed": vol_inodes});
+        p["ephemeral-storage"] =
+            serde_json::json!({"time": now, "usedBytes": vol_bytes, "inodesUsed": vol_inodes});
     }
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let mem = crate::eviction::parse_meminfo(&meminfo);
@@ -575,10 +612,12 @@ pub async fn serve(
     root_dir: PathBuf,
     cancel: CancellationToken,
 ) -> Result<(SocketAddr, impl Future<Output = ()> + use<>), TlsError> {
-    let listener = TcpListener::bind(addr).await.map_err(|source| TlsError::Bind {
-        addr: addr.to_string(),
-        source,
-    })?;
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|source| TlsError::Bind {
+            addr: addr.to_string(),
+            source,
+        })?;
     let local = listener.local_addr().map_err(|source| TlsError::Bind {
         addr: addr.to_string(),
         source,
@@ -616,7 +655,10 @@ pub async fn serve(
                     let (shared, root_dir, user) = (shared.clone(), root_dir.clone(), user.clone());
                     async move {
                         if user.is_none() && !anonymous_auth {
-                            return Ok::<_, Infallible>(text(StatusCode::UNAUTHORIZED, "Unauthorized\n"));
+                            return Ok::<_, Infallible>(text(
+                                StatusCode::UNAUTHORIZED,
+                                "Unauthorized\n",
+                            ));
                         }
                         Ok(route(shared, root_dir, req).await)
                     }
@@ -664,7 +706,11 @@ mod tests {
     #[test]
     fn queries_keep_repeated_commands_and_flags() {
         let q = query_pairs("command=sh&command=-c&command=echo%20hi&input=1&tty=true&output=0");
-        let cmd: Vec<&str> = q.iter().filter(|(k, _)| k == "command").map(|(_, v)| v.as_str()).collect();
+        let cmd: Vec<&str> = q
+            .iter()
+            .filter(|(k, _)| k == "command")
+            .map(|(_, v)| v.as_str())
+            .collect();
         assert_eq!(cmd, ["sh", "-c", "echo hi"]);
         assert!(flag(&q, &["input", "stdin"]));
         assert!(flag(&q, &["tty"]));

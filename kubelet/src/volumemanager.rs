@@ -410,7 +410,6 @@ fn downward_files(
         .collect()
 }
 
-
 /// Set up one volume at `path` (upstream `SetUp` of its plugin).
 fn set_up_volume(
     v: &Volume,
@@ -449,7 +448,13 @@ fn set_up_volume(
     if let Some(c) = &v.config_map {
         let optional = c.optional.unwrap_or(false);
         let data = objects.config_map_data(&c.name, optional)?;
-        let files = key_files("configmap", data, c.items.as_deref(), c.default_mode, optional)?;
+        let files = key_files(
+            "configmap",
+            data,
+            c.items.as_deref(),
+            c.default_mode,
+            optional,
+        )?;
         return write_volume_files(path, &files);
     }
     if let Some(s) = &v.secret {
@@ -824,7 +829,11 @@ mod tests {
         }
         let dir = tempfile::tempdir().expect("tempdir");
         assert_eq!(
-            mount_pod_volumes(&p, dir.path(), &crate::apiobjects::ApiObjects::standalone("ns")),
+            mount_pod_volumes(
+                &p,
+                dir.path(),
+                &crate::apiobjects::ApiObjects::standalone("ns")
+            ),
             Err(VolumeError::Unsupported("cfg".into()))
         );
     }
@@ -970,7 +979,12 @@ mod tests {
             ..Default::default()
         });
         let dir = tempfile::tempdir().expect("tempdir");
-        let paths = mount_pod_volumes(&p, dir.path(), &crate::apiobjects::ApiObjects::standalone("ns")).expect("mount");
+        let paths = mount_pod_volumes(
+            &p,
+            dir.path(),
+            &crate::apiobjects::ApiObjects::standalone("ns"),
+        )
+        .expect("mount");
         let read = |v: &str, f: &str| std::fs::read_to_string(paths[v].join(f)).expect("file");
         assert_eq!(read("info", "name"), "web");
         assert_eq!(read("info", "labels"), "app=\"x\"\ntier=\"fe\"");
@@ -984,7 +998,12 @@ mod tests {
             .mode();
         assert_eq!(mode & 0o777, 0o600);
         // Idempotent.
-        mount_pod_volumes(&p, dir.path(), &crate::apiobjects::ApiObjects::standalone("ns")).expect("again");
+        mount_pod_volumes(
+            &p,
+            dir.path(),
+            &crate::apiobjects::ApiObjects::standalone("ns"),
+        )
+        .expect("again");
         // configMap volumes need the API server.
         if let Some(v) = p.spec.as_mut().and_then(|s| s.volumes.as_mut()) {
             v.push(Volume {
@@ -996,7 +1015,12 @@ mod tests {
                 ..Default::default()
             });
         }
-        let err = mount_pod_volumes(&p, dir.path(), &crate::apiobjects::ApiObjects::standalone("ns")).expect_err("configMap");
+        let err = mount_pod_volumes(
+            &p,
+            dir.path(),
+            &crate::apiobjects::ApiObjects::standalone("ns"),
+        )
+        .expect_err("configMap");
         assert_eq!(
             err.to_string(),
             "MountVolume.SetUp failed for volume \"cfg\" : couldn't get configMap ns/settings, no kubeClient defined"
@@ -1007,8 +1031,10 @@ mod tests {
         // With the API server: the keys as files; a change replaces them and drops old keys;
         // a missing configMap is an error unless optional.
         let cm = |data: serde_json::Value| -> k8s_openapi::api::core::v1::ConfigMap {
-            serde_json::from_value(serde_json::json!({"metadata": {"name": "settings"}, "data": data}))
-                .unwrap()
+            serde_json::from_value(
+                serde_json::json!({"metadata": {"name": "settings"}, "data": data}),
+            )
+            .unwrap()
         };
         let objs = crate::apiobjects::ApiObjects::from_objects(
             "ns",
@@ -1017,7 +1043,10 @@ mod tests {
         );
         let paths = mount_pod_volumes(&p, dir.path(), &objs).expect("configMap volume");
         let cfg = &paths["cfg"];
-        assert!(cfg.ends_with("volumes/kubernetes.io~configmap/cfg"), "{cfg:?}");
+        assert!(
+            cfg.ends_with("volumes/kubernetes.io~configmap/cfg"),
+            "{cfg:?}"
+        );
         assert_eq!(std::fs::read_to_string(cfg.join("a")).unwrap(), "1");
         let objs = crate::apiobjects::ApiObjects::from_objects(
             "ns",
@@ -1029,7 +1058,11 @@ mod tests {
         assert!(!cfg.join("b").exists(), "a removed key's file goes");
         let none = crate::apiobjects::ApiObjects::from_objects("ns", vec![], vec![]);
         let err = mount_pod_volumes(&p, dir.path(), &none).expect_err("missing");
-        assert!(err.to_string().ends_with("configmap \"settings\" not found"), "{err}");
+        assert!(
+            err.to_string()
+                .ends_with("configmap \"settings\" not found"),
+            "{err}"
+        );
         if let Some(v) = p.spec.as_mut().and_then(|s| s.volumes.as_mut())
             && let Some(c) = v.last_mut().and_then(|v| v.config_map.as_mut())
         {

@@ -68,7 +68,9 @@ fn rss_mib(pid: u32) -> Option<f64> {
 }
 
 async fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
     let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.ok()?;
     let mut buf = Vec::new();
@@ -167,7 +169,12 @@ fn pod_key(name: &str) -> Key {
 }
 
 /// Creates `n` pods in the API; the seconds until all are Running in the API.
-async fn api_batch(server: &ApiServer, node: &str, image: &str, n: usize) -> Result<(f64, Vec<String>)> {
+async fn api_batch(
+    server: &ApiServer,
+    node: &str,
+    image: &str,
+    n: usize,
+) -> Result<(f64, Vec<String>)> {
     let batch = unique_name("ab");
     let names: Vec<String> = (0..n).map(|i| format!("{batch}-{i}")).collect();
     let start = Instant::now();
@@ -181,9 +188,10 @@ async fn api_batch(server: &ApiServer, node: &str, image: &str, n: usize) -> Res
         let running = names
             .iter()
             .filter(|n| {
-                server.store().get(&pod_key(n)).is_ok_and(|p| {
-                    p["status"]["phase"] == "Running"
-                })
+                server
+                    .store()
+                    .get(&pod_key(n))
+                    .is_ok_and(|p| p["status"]["phase"] == "Running")
             })
             .count();
         if running == n {
@@ -203,7 +211,10 @@ async fn api_clear(server: &ApiServer, names: &[String]) -> Result<()> {
         let _ = server.store().delete(&pod_key(n), None, None, None);
     }
     let start = Instant::now();
-    while names.iter().any(|n| server.store().get(&pod_key(n)).is_ok()) {
+    while names
+        .iter()
+        .any(|n| server.store().get(&pod_key(n)).is_ok())
+    {
         if start.elapsed() > Duration::from_secs(120) {
             bail!("API mode: pods not removed after 120 s");
         }
@@ -337,7 +348,11 @@ async fn main() -> Result<()> {
     let (mut api_s, mut sa_s) = (Vec::new(), Vec::new());
     let mut idle = serde_json::json!({});
     for r in 0..args.repeat.max(1) {
-        let order = if r % 2 == 0 { [true, false] } else { [false, true] };
+        let order = if r % 2 == 0 {
+            [true, false]
+        } else {
+            [false, true]
+        };
         for api_first in order {
             if api_first {
                 let (s, names) = api_batch(&server, &api_node, &tb.busybox_image, n).await?;
@@ -398,7 +413,11 @@ async fn main() -> Result<()> {
             .fold(0.0, |a, b| a + b);
         println!(
             "\nPod status writes while idle: {status_writes:.1}/min (target 0: {})",
-            if status_writes == 0.0 { "met" } else { "NOT met" }
+            if status_writes == 0.0 {
+                "met"
+            } else {
+                "NOT met"
+            }
         );
         let rss = idle["rss_mib"].as_f64().unwrap_or(99.0);
         println!(

@@ -72,7 +72,13 @@ async fn api_features(kind: RuntimeKind) {
     let static_uid = format!("{}-static", k.node);
     k.write_manifest(
         "static.yaml",
-        &pod_manifest("static", &static_uid, &tb.busybox_image, "exec sleep 3600", ""),
+        &pod_manifest(
+            "static",
+            &static_uid,
+            &tb.busybox_image,
+            "exec sleep 3600",
+            "",
+        ),
     );
     k.spawn(
         &tb,
@@ -130,11 +136,7 @@ async fn api_features(kind: RuntimeKind) {
                 Some(static_uid.as_str()),
                 "mirror annotation holds the static pod's hash"
             );
-            let owner = mirror
-                .metadata
-                .owner_references
-                .clone()
-                .unwrap_or_default();
+            let owner = mirror.metadata.owner_references.clone().unwrap_or_default();
             assert!(
                 owner.iter().any(|o| o.kind == "Node" && o.name == node),
                 "{owner:?}"
@@ -161,7 +163,9 @@ async fn api_features(kind: RuntimeKind) {
                 "data": {"greeting": "hello"}
             }))
             .expect("cm");
-            cms.create(&PostParams::default(), &cm).await.expect("create cm");
+            cms.create(&PostParams::default(), &cm)
+                .await
+                .expect("create cm");
             let secret: Secret = serde_json::from_value(serde_json::json!({
                 "metadata": {"name": format!("{app}-sec")},
                 "data": {"password": "czNjcmV0"}
@@ -186,7 +190,10 @@ async fn api_features(kind: RuntimeKind) {
                 }
             }))
             .expect("pod");
-            let p = pods.create(&PostParams::default(), &pod).await.expect("create pod");
+            let p = pods
+                .create(&PostParams::default(), &pod)
+                .await
+                .expect("create pod");
             let app_uid = p.metadata.uid.expect("uid");
             if let Ok(mut c) = created.lock() {
                 c.push(app_uid.clone());
@@ -195,9 +202,13 @@ async fn api_features(kind: RuntimeKind) {
                 (phase(&pods.get_opt(&app).await.ok()??) == "Running").then_some(())
             })
             .await;
-            let seen = exec(&endpoint, &app_uid, "cat /etc/cfg/greeting; echo; echo $PASSWORD")
-                .await
-                .expect("exec");
+            let seen = exec(
+                &endpoint,
+                &app_uid,
+                "cat /etc/cfg/greeting; echo; echo $PASSWORD",
+            )
+            .await
+            .expect("exec");
             assert_eq!(seen, "hello\ns3cret\n");
             let app_ids = running(&endpoint, &app_uid).await;
             // Its events: pulled (or present), created, started, naming the container.
@@ -208,7 +219,9 @@ async fn api_features(kind: RuntimeKind) {
                     .items
                     .iter()
                     .filter(|e| e.involved_object.uid.as_deref() == Some(app_uid.as_str()))
-                    .filter(|e| e.involved_object.field_path.as_deref() == Some("spec.containers{app}"))
+                    .filter(|e| {
+                        e.involved_object.field_path.as_deref() == Some("spec.containers{app}")
+                    })
                     .filter_map(|e| e.reason.clone())
                     .collect();
                 ["Pulled", "Created", "Started"]
@@ -229,7 +242,11 @@ async fn api_features(kind: RuntimeKind) {
                 (s == "bonjour").then_some(())
             })
             .await;
-            assert_eq!(running(&endpoint, &app_uid).await, app_ids, "no restart for it");
+            assert_eq!(
+                running(&endpoint, &app_uid).await,
+                app_ids,
+                "no restart for it"
+            );
 
             // 2b. An image from the authenticated registry, pulled with the pod's
             // imagePullSecrets.
@@ -266,10 +283,14 @@ async fn api_features(kind: RuntimeKind) {
             if let Ok(mut c) = created.lock() {
                 c.push(p.metadata.uid.clone().unwrap_or_default());
             }
-            wait_for("the pod pulled with imagePullSecrets Running", &log, || async {
-                (phase(&pods.get_opt(&format!("{app}-private")).await.ok()??) == "Running")
-                    .then_some(())
-            })
+            wait_for(
+                "the pod pulled with imagePullSecrets Running",
+                &log,
+                || async {
+                    (phase(&pods.get_opt(&format!("{app}-private")).await.ok()??) == "Running")
+                        .then_some(())
+                },
+            )
             .await;
 
             // 3. The watch survives 410 Gone and dropped connections.
@@ -285,15 +306,24 @@ async fn api_features(kind: RuntimeKind) {
                                          "command": ["sleep", "3600"]}]}
             }))
             .expect("pod");
-            let p = pods.create(&PostParams::default(), &p).await.expect("create late");
+            let p = pods
+                .create(&PostParams::default(), &p)
+                .await
+                .expect("create late");
             if let Ok(mut c) = created.lock() {
                 c.push(p.metadata.uid.clone().unwrap_or_default());
             }
-            wait_for("a pod created after the watch broke Running", &log, || async {
-                (phase(&pods.get_opt(&late).await.ok()??) == "Running").then_some(())
-            })
+            wait_for(
+                "a pod created after the watch broke Running",
+                &log,
+                || async { (phase(&pods.get_opt(&late).await.ok()??) == "Running").then_some(()) },
+            )
             .await;
-            assert_eq!(running(&endpoint, &app_uid).await, app_ids, "no container restarted");
+            assert_eq!(
+                running(&endpoint, &app_uid).await,
+                app_ids,
+                "no container restarted"
+            );
             assert_eq!(running(&endpoint, &static_uid).await, static_ids);
 
             // 4. The mirror pod goes with its static pod.

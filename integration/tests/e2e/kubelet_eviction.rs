@@ -38,7 +38,13 @@ fn mount_tmpfs(dir: &Path, size: &str) {
             data.as_ptr().cast(),
         )
     };
-    assert_eq!(rc, 0, "mount tmpfs on {}: {}", dir.display(), std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "mount tmpfs on {}: {}",
+        dir.display(),
+        std::io::Error::last_os_error()
+    );
 }
 
 fn api_pod(name: &str, node: &str, image: &str, script: &str, resources: serde_json::Value) -> Pod {

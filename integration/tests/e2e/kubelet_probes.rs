@@ -128,16 +128,21 @@ async fn kubelet_probes(kind: RuntimeKind) {
     );
     k.write_manifest(
         "grpc.yaml",
-        &(pod_manifest("grpc", &grpc, image, "exec sleep 3600", "  hostNetwork: true\n")
-            + &format!(
-                "    readinessProbe:
+        &(pod_manifest(
+            "grpc",
+            &grpc,
+            image,
+            "exec sleep 3600",
+            "  hostNetwork: true\n",
+        ) + &format!(
+            "    readinessProbe:
       grpc:
         port: {grpc_port}
         service: probe-test
       periodSeconds: 1
       failureThreshold: 1
 "
-            )),
+        )),
     );
     k.spawn(&tb, &[]);
     let endpoint = k.endpoint(&tb);

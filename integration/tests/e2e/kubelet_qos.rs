@@ -30,7 +30,12 @@ async fn exec(endpoint: &str, uid: &str, cmd: &[&str]) -> String {
         .await
         .expect("ExecSync")
         .into_inner();
-    assert_eq!(r.exit_code, 0, "{cmd:?}: {}", String::from_utf8_lossy(&r.stderr));
+    assert_eq!(
+        r.exit_code,
+        0,
+        "{cmd:?}: {}",
+        String::from_utf8_lossy(&r.stderr)
+    );
     String::from_utf8_lossy(&r.stdout).into_owned()
 }
 
@@ -142,9 +147,7 @@ async fn kubelet_qos(kind: RuntimeKind) {
         async move {
             wait_for("the pods and their cgroups gone", &log, || async {
                 let pods = pods(port).await?;
-                let gone = [&be, &bu, &gu]
-                    .iter()
-                    .all(|u| find_pod(&pods, u).is_none());
+                let gone = [&be, &bu, &gu].iter().all(|u| find_pod(&pods, u).is_none());
                 let cgroups = [
                     format!("/kubepods/besteffort/pod{be}"),
                     format!("/kubepods/burstable/pod{bu}"),

@@ -80,7 +80,9 @@ fn client_identity(ca_path: &std::path::Path) -> (CertificateDer<'static>, Priva
     )
 }
 
-fn connector(identity: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>) -> tokio_rustls::TlsConnector {
+fn connector(
+    identity: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>,
+) -> tokio_rustls::TlsConnector {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let b = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -88,7 +90,9 @@ fn connector(identity: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(AnyServer(provider)));
     let config = match identity {
-        Some((cert, key)) => b.with_client_auth_cert(vec![cert], key).expect("client auth"),
+        Some((cert, key)) => b
+            .with_client_auth_cert(vec![cert], key)
+            .expect("client auth"),
         None => b.with_no_client_auth(),
     };
     tokio_rustls::TlsConnector::from(Arc::new(config))
@@ -97,13 +101,16 @@ fn connector(identity: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>
 /// A plain-TCP relay on loopback into the kubelet's TLS port, so the streaming clients (which
 /// speak plain HTTP) can go through it.
 async fn relay(kubelet_port: u16, tls: tokio_rustls::TlsConnector) -> u16 {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
     let port = listener.local_addr().expect("addr").port();
     tokio::spawn(async move {
         while let Ok((mut client, _)) = listener.accept().await {
             let tls = tls.clone();
             tokio::spawn(async move {
-                let Ok(tcp) = tokio::net::TcpStream::connect(("127.0.0.1", kubelet_port)).await else {
+                let Ok(tcp) = tokio::net::TcpStream::connect(("127.0.0.1", kubelet_port)).await
+                else {
                     return;
                 };
                 let name = ServerName::try_from("localhost").expect("name");
@@ -119,7 +126,9 @@ async fn relay(kubelet_port: u16, tls: tokio_rustls::TlsConnector) -> u16 {
 
 /// `GET path` through a relay: (status, body).
 async fn get(relay: u16, path: &str) -> Option<(u16, String)> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", relay)).await.ok()?;
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", relay))
+        .await
+        .ok()?;
     let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
     s.write_all(req.as_bytes()).await.ok()?;
     let mut buf = Vec::new();

@@ -291,7 +291,7 @@ mod tests {
             "1.2.3.4",
             &crate::apiobjects::ApiObjects::standalone("ns"),
         )
-            .expect("config");
+        .expect("config");
         let env: Vec<(String, String)> = cfg
             .envs
             .iter()
@@ -325,7 +325,8 @@ mod tests {
             &[],
             "",
             &crate::apiobjects::ApiObjects::standalone("ns"),
-        ).expect("config");
+        )
+        .expect("config");
         assert_eq!(cfg.log_path, "app/2.log");
         assert_eq!(
             cfg.labels

@@ -148,6 +148,11 @@ fn spawn_kubelet(k: &KubeletSetup<'_>, extra: &[String]) -> Child {
         .arg(k.root)
         .arg("--pod-manifest-path")
         .arg(k.manifests)
+        // Only the memory threshold: a nearly full test disk must not put every test kubelet
+        // under DiskPressure (node-level reclaim would remove shared images). Eviction has its
+        // own test.
+        .arg("--eviction-hard")
+        .arg("memory.available<100Mi")
         .arg("--port")
         .arg("0")
         .arg("--read-only-port")

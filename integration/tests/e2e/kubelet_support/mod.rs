@@ -289,6 +289,11 @@ impl Kubelet {
             .arg(&self.root)
             .arg("--pod-manifest-path")
             .arg(&self.manifests)
+            // Only the memory threshold: a nearly full test disk must not put every test kubelet
+            // under DiskPressure (node-level reclaim would remove shared images). Eviction has its
+            // own test.
+            .arg("--eviction-hard")
+            .arg("memory.available<100Mi")
             .arg("--port")
             .arg("0")
             .arg("--read-only-port")

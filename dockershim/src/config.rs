@@ -49,6 +49,13 @@ pub struct Flags {
     /// Address of the streaming server (exec/attach/port-forward).
     #[arg(long, default_value = "127.0.0.1:0")]
     pub streaming_bind_addr: String,
+    /// Close a streaming connection (exec/attach/port-forward) idle this long (the kubelet's
+    /// flag of the same name; Go duration syntax).
+    #[arg(long, default_value = "4h", value_parser = parse_duration)]
+    pub streaming_connection_idle_timeout: Duration,
+    /// Concurrent streaming sessions at most; more are refused (503).
+    #[arg(long, default_value_t = 128)]
+    pub streaming_max_sessions: usize,
     /// Cgroup dockershim puts itself in (informational here).
     #[arg(long, default_value = "")]
     pub runtime_cgroups: String,
@@ -74,8 +81,46 @@ pub struct ShimConfig {
     pub cni: Option<CniSettings>,
     pub root_directory: PathBuf,
     pub streaming_bind_addr: String,
+    pub streaming_idle_timeout: Duration,
+    pub streaming_max_sessions: usize,
     pub sandbox_oom_score_adj: Option<i64>,
     pub image_pull_progress_deadline: Duration,
+}
+
+/// A Go duration (`4h`, `1h30m`, `90s`, `500ms`); a bare number is seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<u64>() {
+        return Ok(Duration::from_secs(secs));
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("missing unit in duration {s:?}"))?;
+        let (num, tail) = rest.split_at(digits);
+        let value: f64 = num.parse().map_err(|_| format!("invalid duration {s:?}"))?;
+        let unit_len = tail
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(tail.len());
+        let (unit, next) = tail.split_at(unit_len);
+        let scale = match unit {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return Err(format!("unknown unit {unit:?} in duration {s:?}")),
+        };
+        total += Duration::from_secs_f64(value * scale);
+        rest = next;
+    }
+    if s.is_empty() {
+        return Err("empty duration".into());
+    }
+    Ok(total)
 }
 
 /// Where CNI lives.
@@ -115,9 +160,37 @@ impl Flags {
             cni,
             root_directory: self.root_directory,
             streaming_bind_addr: self.streaming_bind_addr,
+            streaming_idle_timeout: self.streaming_connection_idle_timeout,
+            streaming_max_sessions: self.streaming_max_sessions,
             sandbox_oom_score_adj: self.sandbox_oom_score_adj,
             image_pull_progress_deadline: Duration::from_secs(self.image_pull_progress_deadline),
         }
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse() {
+        assert_eq!(parse_duration("4h"), Ok(Duration::from_secs(4 * 3600)));
+        assert_eq!(parse_duration("1h30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("30"), Ok(Duration::from_secs(30)));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+        let f = Flags::parse_from([
+            "dockershim",
+            "--streaming-connection-idle-timeout",
+            "5m",
+            "--streaming-max-sessions",
+            "4",
+        ])
+        .into_config();
+        assert_eq!(f.streaming_idle_timeout, Duration::from_secs(300));
+        assert_eq!(f.streaming_max_sessions, 4);
     }
 }
 

@@ -187,7 +187,9 @@ pub async fn start(config: ShimConfig, shutdown: CancellationToken) -> Result<Ru
     let docker =
         Arc::new(BollardDocker::connect(&config.docker_endpoint, Duration::from_secs(120)).await?);
     let endpoint = config.endpoint.clone();
-    let streaming_config = streaming::StreamingConfig::new(config.streaming_bind_addr.clone());
+    let mut streaming_config = streaming::StreamingConfig::new(config.streaming_bind_addr.clone());
+    streaming_config.limits.idle_timeout = config.streaming_idle_timeout;
+    streaming_config.limits.max_sessions = config.streaming_max_sessions;
     let shim = build_shim(docker.clone(), config, shutdown.clone()).await?;
     let handle = streaming::start(&streaming_config, docker, shutdown.clone())
         .await

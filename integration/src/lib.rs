@@ -9,6 +9,7 @@ pub mod apiserver;
 pub mod benchmark;
 pub mod conformance;
 pub mod fixtures;
+pub mod kubelet_proc;
 pub mod runtimes;
 pub mod streaming;
 pub mod testbed;

@@ -14,7 +14,7 @@ use tokio_rustls::rustls::client::danger::{
     HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier,
 };
 use tokio_rustls::rustls::crypto::CryptoProvider;
-use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use tokio_rustls::rustls::{DigitallySignedStruct, SignatureScheme};
 
 /// The probe's User-Agent, like upstream's `kube-probe/<major>.<minor>`.
@@ -70,15 +70,29 @@ impl ServerCertVerifier for AcceptAnyCert {
     }
 }
 
-fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
+/// A TLS client configuration that accepts any server certificate, presenting `identity`
+/// (a certificate chain and its key) when given.
+pub fn insecure_client_config(
+    identity: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+) -> Result<rustls::ClientConfig, String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)))
-        .with_no_client_auth();
-    Ok(tokio_rustls::TlsConnector::from(Arc::new(config)))
+        .with_custom_certificate_verifier(Arc::new(AcceptAnyCert(provider)));
+    match identity {
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain, key)
+            .map_err(|e| e.to_string()),
+        None => Ok(builder.with_no_client_auth()),
+    }
+}
+
+fn tls_connector() -> Result<tokio_rustls::TlsConnector, String> {
+    Ok(tokio_rustls::TlsConnector::from(Arc::new(
+        insecure_client_config(None)?,
+    )))
 }
 
 async fn send<I>(io: I, req: hyper::Request<Empty<Bytes>>) -> Result<u16, String>

@@ -182,25 +182,9 @@ fn query_pairs(query: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A query value: `+` is a space, then percent-decoding.
 fn decode(s: &str) -> String {
-    let s = s.replace('+', " ");
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |j: usize| b.get(j).and_then(|c| (*c as char).to_digit(16));
-        match (b[i], hex(i + 1), hex(i + 2)) {
-            (b'%', Some(h), Some(l)) => {
-                out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    crate::server::path_decode(&s.replace('+', " "))
 }
 
 fn flag(pairs: &[(String, String)], names: &[&str]) -> bool {

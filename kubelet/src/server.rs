@@ -105,7 +105,8 @@ fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
     boxed(response(status, "text/plain; charset=utf-8", b))
 }
 
-fn path_decode(s: &str) -> String {
+/// Percent-decoding of a path segment or query value.
+pub(crate) fn path_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

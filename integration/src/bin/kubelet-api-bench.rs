@@ -13,18 +13,19 @@
 //! dockershim). Prints a markdown table and optionally JSON; asserts nothing about time.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use clap::Parser;
 use integration::apiserver::ApiServer;
 use integration::apiserver::store::Key;
 use integration::fixtures::{ensure_image, unique_name};
+use integration::kubelet_proc::{
+    KubeletProc, http_get, manifest, median, rss_mib, running, start_kubelet,
+};
 use integration::runtimes::clients;
 use integration::testbed::Testbed;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 #[derive(Debug, Parser)]
@@ -48,105 +49,6 @@ struct Args {
     /// Write the results as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
-fn rss_mib(pid: u32) -> Option<f64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = s
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kb / 1024.0)
-}
-
-async fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
-}
-
-struct KubeletProc {
-    child: std::process::Child,
-    port: u16,
-    manifests: PathBuf,
-}
-
-impl Drop for KubeletProc {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid of a child we spawned.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
-}
-
-fn start_kubelet(
-    tb: &Testbed,
-    endpoint: &str,
-    dir: &Path,
-    node: &str,
-    kubeconfig: Option<&Path>,
-) -> Result<KubeletProc> {
-    let exe = std::env::current_exe()?;
-    let bin = exe
-        .parent()
-        .map(|d| d.join("kubelet"))
-        .ok_or_else(|| anyhow!("no directory for {}", exe.display()))?;
-    if !bin.is_file() {
-        bail!("{} is missing: build the workspace first", bin.display());
-    }
-    let manifests = dir.join("manifests");
-    std::fs::create_dir_all(&manifests)?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let log = std::fs::File::create(dir.join("kubelet.log"))?;
-    let mut cmd = std::process::Command::new(bin);
-    cmd.arg("--container-runtime-endpoint")
-        .arg(endpoint)
-        .arg("--root-dir")
-        .arg(dir.join("root"))
-        .arg("--pod-manifest-path")
-        .arg(&manifests)
-        .arg("--port")
-        .arg("0")
-        .arg("--read-only-port")
-        .arg(port.to_string())
-        .arg("--hostname-override")
-        .arg(node)
-        .arg("--pod-infra-container-image")
-        .arg(&tb.pause_image)
-        // The bench host's disk may be nearly full: only the memory threshold.
-        .arg("--eviction-hard")
-        .arg("memory.available<100Mi");
-    if let Some(k) = kubeconfig {
-        cmd.arg("--kubeconfig").arg(k);
-    }
-    let child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .context("starting the kubelet")?;
-    Ok(KubeletProc {
-        child,
-        port,
-        manifests,
-    })
 }
 
 fn pod_json(name: &str, node: &str, image: &str) -> serde_json::Value {
@@ -223,27 +125,6 @@ async fn api_clear(server: &ApiServer, names: &[String]) -> Result<()> {
     Ok(())
 }
 
-async fn standalone_running(port: u16, uids: &[String]) -> usize {
-    let Some(body) = http_get(port, "/pods").await else {
-        return 0;
-    };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&body) else {
-        return 0;
-    };
-    v["items"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter(|p| {
-                    p["status"]["phase"] == "Running"
-                        && uids.iter().any(|u| p["metadata"]["uid"] == *u)
-                })
-                .count()
-        })
-        .unwrap_or(0)
-}
-
 /// Writes `n` manifests; the seconds until all are Running in `/pods`.
 async fn standalone_batch(k: &KubeletProc, image: &str, n: usize) -> Result<f64> {
     let batch = unique_name("sb");
@@ -253,13 +134,11 @@ async fn standalone_batch(k: &KubeletProc, image: &str, n: usize) -> Result<f64>
         let name = format!("{batch}-{i}");
         std::fs::write(
             k.manifests.join(format!("{name}.yaml")),
-            format!(
-                "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  uid: {uid}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [sleep, \"3600\"]\n"
-            ),
+            manifest(&name, uid, image),
         )?;
     }
     loop {
-        let running = standalone_running(k.port, &uids).await;
+        let running = running(k.port, &uids).await;
         if running == n {
             break;
         }
@@ -273,7 +152,7 @@ async fn standalone_batch(k: &KubeletProc, image: &str, n: usize) -> Result<f64>
         let _ = std::fs::remove_file(e.path());
     }
     let start = Instant::now();
-    while standalone_running(k.port, &uids).await > 0 || {
+    while running(k.port, &uids).await > 0 || {
         let body = http_get(k.port, "/pods").await.unwrap_or_default();
         uids.iter().any(|u| body.contains(u.as_str()))
     } {
@@ -325,8 +204,14 @@ async fn main() -> Result<()> {
     std::fs::write(&kubeconfig, server.kubeconfig())?;
     let (api_dir, sa_dir) = (tmp.path().join("api"), tmp.path().join("standalone"));
     let api_node = unique_name("bench-api");
-    let api_k = start_kubelet(&tb, &endpoint, &api_dir, &api_node, Some(&kubeconfig))?;
-    let sa_k = start_kubelet(&tb, &endpoint, &sa_dir, &unique_name("bench-sa"), None)?;
+    let api_k = start_kubelet(
+        &tb,
+        &endpoint,
+        &api_dir,
+        &api_node,
+        &["--kubeconfig".into(), kubeconfig.display().to_string()],
+    )?;
+    let sa_k = start_kubelet(&tb, &endpoint, &sa_dir, &unique_name("bench-sa"), &[])?;
     let start = Instant::now();
     while http_get(api_k.port, "/healthz").await.is_none()
         || http_get(sa_k.port, "/healthz").await.is_none()

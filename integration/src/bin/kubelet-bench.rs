@@ -9,16 +9,17 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use clap::Parser;
 use cri_proto::runtime::v1 as cri;
 use integration::fixtures::{busybox_container, cleanup_sandboxes, ensure_image, unique_name};
+use integration::kubelet_proc::{
+    KubeletProc, http_get, manifest, median, proc_cpu_seconds, rss_mib, running, start_kubelet,
+};
 use integration::runtimes::clients;
 use integration::testbed::Testbed;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
 #[derive(Debug, Parser)]
@@ -44,142 +45,11 @@ struct Args {
     json: Option<PathBuf>,
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.total_cmp(b));
-    v.get(v.len() / 2).copied().unwrap_or(0.0)
-}
-
-async fn http_get(port: u16, path: &str) -> Option<String> {
-    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .ok()?;
-    let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
-    s.write_all(req.as_bytes()).await.ok()?;
-    let mut buf = Vec::new();
-    s.read_to_end(&mut buf).await.ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.starts_with("HTTP/1.1 200").then(|| body.to_string())
-}
-
-/// How many of `uids` are Running with every container ready in /pods.
-async fn running(port: u16, uids: &[String]) -> usize {
-    let Some(body) = http_get(port, "/pods").await else {
-        return 0;
-    };
-    // Chunked or not, the JSON starts at the first '{'.
-    let json = body.find('{').map(|i| &body[i..]).unwrap_or("");
-    let json = json.rfind('}').map(|i| &json[..=i]).unwrap_or("");
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
-        return 0;
-    };
-    v["items"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter(|p| {
-                    uids.iter().any(|u| p["metadata"]["uid"] == u.as_str())
-                        && p["status"]["phase"] == "Running"
-                        && p["status"]["containerStatuses"]
-                            .as_array()
-                            .is_some_and(|cs| cs.iter().all(|c| c["ready"] == true))
-                })
-                .count()
-        })
-        .unwrap_or(0)
-}
-
-fn proc_cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let after = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = after.split_whitespace().collect();
-    let utime: f64 = f.get(11)?.parse().ok()?;
-    let stime: f64 = f.get(12)?.parse().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some((utime + stime) / hz)
-}
-
-fn rss_mib(pid: u32) -> Option<f64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kib: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()?;
-    Some(kib / 1024.0)
-}
-
 fn relist_count(metrics: &str) -> Option<f64> {
     metrics
         .lines()
         .find_map(|l| l.strip_prefix("kubelet_pleg_relist_duration_seconds_count "))
         .and_then(|v| v.trim().parse().ok())
-}
-
-fn manifest(name: &str, uid: &str, image: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  uid: {uid}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n"
-    )
-}
-
-struct KubeletProc {
-    child: std::process::Child,
-    port: u16,
-    manifests: PathBuf,
-}
-
-impl Drop for KubeletProc {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid of a child we spawned.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let _ = self.child.wait();
-    }
-}
-
-fn start_kubelet(tb: &Testbed, endpoint: &str, dir: &Path, node: &str) -> Result<KubeletProc> {
-    let exe = std::env::current_exe()?;
-    let bin = exe
-        .parent()
-        .map(|d| d.join("kubelet"))
-        .ok_or_else(|| anyhow!("no directory for {}", exe.display()))?;
-    if !bin.is_file() {
-        bail!("{} is missing: build the workspace first", bin.display());
-    }
-    let manifests = dir.join("manifests");
-    std::fs::create_dir_all(&manifests)?;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")?
-        .local_addr()?
-        .port();
-    let log = std::fs::File::create(dir.join("kubelet.log"))?;
-    let child = std::process::Command::new(bin)
-        .arg("--container-runtime-endpoint")
-        .arg(endpoint)
-        .arg("--root-dir")
-        .arg(dir.join("root"))
-        .arg("--pod-manifest-path")
-        .arg(&manifests)
-        .arg("--port")
-        .arg("0")
-        .arg("--read-only-port")
-        .arg(port.to_string())
-        .arg("--hostname-override")
-        .arg(node)
-        .arg("--pod-infra-container-image")
-        .arg(&tb.pause_image)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .context("starting the kubelet")?;
-    Ok(KubeletProc {
-        child,
-        port,
-        manifests,
-    })
 }
 
 /// Writes `n` manifests and waits for all pods Running; returns the seconds it took.
@@ -313,7 +183,7 @@ async fn main() -> Result<()> {
         .prefix("kubelet-bench-")
         .tempdir()?;
     let node = unique_name("bench-node");
-    let k = start_kubelet(&tb, &endpoint, tmp.path(), &node)?;
+    let k = start_kubelet(&tb, &endpoint, tmp.path(), &node, &[])?;
     let start = Instant::now();
     while http_get(k.port, "/healthz").await.is_none() {
         if start.elapsed() > Duration::from_secs(60) {

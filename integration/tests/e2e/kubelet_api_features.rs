@@ -17,29 +17,16 @@ use cri_proto::runtime::v1 as cri;
 use integration::apiserver::ApiServer;
 use integration::fixtures::unique_name;
 use integration::require_testbed;
-use integration::runtimes::{RuntimeKind, clients};
+use integration::runtimes::RuntimeKind;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Config};
 use kubelet_support::*;
 
-/// `sh -c script` in the pod's running container; its stdout.
+/// `sh -c script` in the pod's running container; its stdout when it succeeded.
 async fn exec(endpoint: &str, uid: &str, script: &str) -> Option<String> {
-    let containers = runtime_containers(endpoint, uid).await?;
-    let c = containers
-        .iter()
-        .find(|c| c.state == cri::ContainerState::ContainerRunning as i32)?;
-    let (mut rt, _) = clients(endpoint).await.ok()?;
-    let r = rt
-        .exec_sync(cri::ExecSyncRequest {
-            container_id: c.id.clone(),
-            cmd: vec!["sh".into(), "-c".into(), script.into()],
-            timeout: 10,
-        })
-        .await
-        .ok()?
-        .into_inner();
-    (r.exit_code == 0).then(|| String::from_utf8_lossy(&r.stdout).into_owned())
+    let (code, out, _) = exec_in_pod(endpoint, uid, &["sh", "-c", script]).await?;
+    (code == 0).then_some(out)
 }
 
 /// Running container ids of `uid`, sorted.

@@ -11,34 +11,16 @@
 
 use crate::kubelet_support;
 
-use cri_proto::runtime::v1 as cri;
 use integration::require_testbed;
-use integration::runtimes::{RuntimeKind, clients};
+use integration::runtimes::RuntimeKind;
 use kubelet_support::*;
 
-/// Runs `script` with `sh -c` in the pod's running container through the CRI.
+/// Runs `script` with `sh -c` in the pod's container (it must succeed).
 async fn exec(endpoint: &str, uid: &str, script: &str) {
-    let containers = runtime_containers(endpoint, uid).await.expect("containers");
-    let c = containers
-        .iter()
-        .find(|c| c.state == cri::ContainerState::ContainerRunning as i32)
-        .expect("a running container");
-    let (mut rt, _) = clients(endpoint).await.expect("CRI clients");
-    let r = rt
-        .exec_sync(cri::ExecSyncRequest {
-            container_id: c.id.clone(),
-            cmd: vec!["sh".into(), "-c".into(), script.into()],
-            timeout: 10,
-        })
+    let (code, _, err) = exec_in_pod(endpoint, uid, &["sh", "-c", script])
         .await
-        .expect("ExecSync")
-        .into_inner();
-    assert_eq!(
-        r.exit_code,
-        0,
-        "{script}: {}",
-        String::from_utf8_lossy(&r.stderr)
-    );
+        .expect("ExecSync");
+    assert_eq!(code, 0, "{script}: {err}");
 }
 
 fn ready(p: &serde_json::Value) -> Option<bool> {

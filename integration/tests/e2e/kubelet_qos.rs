@@ -8,35 +8,15 @@
 
 use crate::kubelet_support;
 
-use cri_proto::runtime::v1 as cri;
 use integration::require_testbed;
-use integration::runtimes::{RuntimeKind, clients};
+use integration::runtimes::RuntimeKind;
 use kubelet_support::*;
 
-/// Runs `cmd` in the pod's only container through the CRI.
+/// Runs `cmd` in the pod's container; its stdout (the command must succeed).
 async fn exec(endpoint: &str, uid: &str, cmd: &[&str]) -> String {
-    let containers = runtime_containers(endpoint, uid).await.expect("containers");
-    let c = containers
-        .iter()
-        .find(|c| c.state == cri::ContainerState::ContainerRunning as i32)
-        .expect("a running container");
-    let (mut rt, _) = clients(endpoint).await.expect("CRI clients");
-    let r = rt
-        .exec_sync(cri::ExecSyncRequest {
-            container_id: c.id.clone(),
-            cmd: cmd.iter().map(|s| s.to_string()).collect(),
-            timeout: 10,
-        })
-        .await
-        .expect("ExecSync")
-        .into_inner();
-    assert_eq!(
-        r.exit_code,
-        0,
-        "{cmd:?}: {}",
-        String::from_utf8_lossy(&r.stderr)
-    );
-    String::from_utf8_lossy(&r.stdout).into_owned()
+    let (code, out, err) = exec_in_pod(endpoint, uid, cmd).await.expect("ExecSync");
+    assert_eq!(code, 0, "{cmd:?}: {err}");
+    out
 }
 
 /// Does any cgroup hierarchy hold the directory `rel`?

@@ -17,44 +17,7 @@ use integration::runtimes::RuntimeKind;
 use integration::streaming::{self, StdioRequest, Transport};
 use kubelet_support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-
-/// Accepts the kubelet's self-signed certificate (as `kubectl --insecure-skip-tls-verify`).
-#[derive(Debug)]
-struct AnyServer(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyServer {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-    fn verify_tls12_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn verify_tls13_signature(
-        &self,
-        m: &[u8],
-        c: &CertificateDer<'_>,
-        d: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(m, c, d, &self.0.signature_verification_algorithms)
-    }
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
 
 /// A client CA (written to `ca_path`) and a client certificate and key it signed.
 fn client_identity(ca_path: &std::path::Path) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
@@ -80,21 +43,15 @@ fn client_identity(ca_path: &std::path::Path) -> (CertificateDer<'static>, Priva
     )
 }
 
+/// A TLS connector that accepts the kubelet's self-signed certificate (as
+/// `--insecure-skip-tls-verify`), presenting `identity` when given.
 fn connector(
     identity: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>,
 ) -> tokio_rustls::TlsConnector {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let b = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .expect("versions")
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyServer(provider)));
-    let config = match identity {
-        Some((cert, key)) => b
-            .with_client_auth_cert(vec![cert], key)
-            .expect("client auth"),
-        None => b.with_no_client_auth(),
-    };
+    let config = kubelet::probe_transport::insecure_client_config(
+        identity.map(|(cert, key)| (vec![cert], key)),
+    )
+    .expect("client config");
     tokio_rustls::TlsConnector::from(Arc::new(config))
 }
 

@@ -130,6 +130,30 @@ where
     }
 }
 
+/// Runs `cmd` through the CRI's ExecSync in the first running container of pod `uid`:
+/// (exit code, stdout, stderr), or None when none runs or the call fails.
+pub async fn exec_in_pod(endpoint: &str, uid: &str, cmd: &[&str]) -> Option<(i32, String, String)> {
+    let containers = runtime_containers(endpoint, uid).await?;
+    let c = containers
+        .iter()
+        .find(|c| c.state == cri::ContainerState::ContainerRunning as i32)?;
+    let (mut rt, _) = clients(endpoint).await.ok()?;
+    let r = rt
+        .exec_sync(cri::ExecSyncRequest {
+            container_id: c.id.clone(),
+            cmd: cmd.iter().map(|s| s.to_string()).collect(),
+            timeout: 10,
+        })
+        .await
+        .ok()?
+        .into_inner();
+    Some((
+        r.exit_code,
+        String::from_utf8_lossy(&r.stdout).into_owned(),
+        String::from_utf8_lossy(&r.stderr).into_owned(),
+    ))
+}
+
 /// Containers of `uid` on the runtime at `endpoint`.
 pub async fn runtime_containers(endpoint: &str, uid: &str) -> Option<Vec<cri::Container>> {
     let (mut rt, _) = clients(endpoint).await.ok()?;

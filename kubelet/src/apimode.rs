@@ -3,9 +3,10 @@
 //! `--node-status-update-frequency`, written only on change or every
 //! `--node-status-report-frequency`) and the node Lease renewed (every quarter of
 //! `--node-lease-duration-seconds`); another writes the API pods' statuses and the final
-//! deletion of terminated pods (every second, only what changed). The `api` pod source itself
-//! is `config::apiserver`, fed into PodConfig by the kubelet. Both tasks own their API clients
-//! and read the kubelet's state through [`KubeletShared`].
+//! deletion of terminated pods (on every status change and every second, only what changed);
+//! a third keeps the mirror pods of static pods. The `api` pod source itself is
+//! `config::apiserver`, fed into PodConfig by the kubelet. The tasks own their API clients and
+//! read the kubelet's state through [`KubeletShared`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -208,6 +209,7 @@ async fn pod_status_loop(client: Client, shared: Arc<KubeletShared>, cancel: Can
         tokio::select! {
             _ = cancel.cancelled() => return,
             _ = tick.tick() => {}
+            _ = shared.status.changed() => {}
         }
         // Live pods: the status the kubelet computed (none yet: nothing to write).
         let mut pods: Vec<PodState> = shared

@@ -7,6 +7,7 @@
 //! upstream's "no kubeClient defined".
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::{Api, Client};
@@ -20,7 +21,26 @@ pub struct ApiObjects {
     /// By name: the object, `None` when it does not exist, `Err` when it could not be read.
     config_maps: HashMap<String, Result<Option<ConfigMap>, String>>,
     secrets: HashMap<String, Result<Option<Secret>, String>>,
+    /// Service account tokens by (audience, expirationSeconds).
+    tokens: HashMap<(String, i64), Result<String, String>>,
 }
+
+/// A service account token source's key: its audience (empty: the API server's) and lifetime
+/// (upstream default 3600 s).
+pub fn token_key(src: &k8s_openapi::api::core::v1::ServiceAccountTokenProjection) -> (String, i64) {
+    (
+        src.audience.clone().unwrap_or_default(),
+        src.expiration_seconds.unwrap_or(3600),
+    )
+}
+
+/// (namespace, service account, pod UID, audience, lifetime).
+type TokenKey = (String, String, String, String, i64);
+
+/// Service account tokens already issued, reused until 80 % of their lifetime passed (upstream
+/// token manager), with the instant they are due for renewal.
+#[derive(Debug, Clone, Default)]
+pub struct TokenCache(Arc<Mutex<HashMap<TokenKey, (String, std::time::Instant)>>>);
 
 /// Upstream's not-found wording (`configmap "x" not found`).
 fn not_found(kind: &str, name: &str) -> String {
@@ -57,6 +77,7 @@ impl ApiObjects {
                 .into_iter()
                 .map(|s| (name(&s.metadata), Ok(Some(s))))
                 .collect(),
+            tokens: HashMap::new(),
         }
     }
 
@@ -87,6 +108,20 @@ impl ApiObjects {
             Some(Ok(s)) => Ok(s.as_ref()),
             Some(Err(e)) => Err(e.clone()),
             None => Ok(None),
+        }
+    }
+
+    /// The service account token for a projected `serviceAccountToken` source.
+    pub fn token(
+        &self,
+        src: &k8s_openapi::api::core::v1::ServiceAccountTokenProjection,
+    ) -> Result<String, String> {
+        if !self.available {
+            return Err("cannot get a service account token, no kubeClient defined".into());
+        }
+        match self.tokens.get(&token_key(src)) {
+            Some(r) => r.clone(),
+            None => Err("service account token not requested".into()),
         }
     }
 
@@ -240,8 +275,45 @@ where
     api.get_opt(name).await.map_err(|e| e.to_string())
 }
 
-/// Fetches what `pod` refers to from the API server.
-pub async fn fetch(client: &Client, pod: &Pod) -> ApiObjects {
+/// Upstream `TokenRequest` for `pod`'s service account, bound to the pod.
+async fn request_token(
+    client: &Client,
+    pod: &Pod,
+    audience: &str,
+    expiration: i64,
+) -> Result<String, String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let sa = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "default".into());
+    let api: Api<k8s_openapi::api::core::v1::ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let req = serde_json::json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {
+            "audiences": if audience.is_empty() { vec![] } else { vec![audience.to_string()] },
+            "expirationSeconds": expiration,
+            "boundObjectRef": {
+                "apiVersion": "v1", "kind": "Pod",
+                "name": pod.metadata.name, "uid": pod.metadata.uid,
+            },
+        },
+    });
+    let resp: k8s_openapi::api::authentication::v1::TokenRequest = api
+        .create_subresource("token", &sa, &kube::api::PostParams::default(), &req)
+        .await
+        .map_err(|e| format!("failed to fetch token: {e}"))?;
+    resp.status
+        .map(|s| s.token)
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| "failed to fetch token: empty token".into())
+}
+
+/// Fetches what `pod` refers to from the API server (service account tokens through `tokens`).
+pub async fn fetch(client: &Client, pod: &Pod, tokens: &TokenCache) -> ApiObjects {
     let ns = pod
         .metadata
         .namespace
@@ -263,7 +335,55 @@ pub async fn fetch(client: &Client, pod: &Pod) -> ApiObjects {
         let v = get(&secret_api, &name).await;
         out.secrets.insert(name, v);
     }
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let sa = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.service_account_name.clone())
+        .unwrap_or_default();
+    let sources = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| v.projected.as_ref())
+        .flat_map(|p| p.sources.iter().flatten())
+        .filter_map(|s| s.service_account_token.as_ref());
+    for src in sources {
+        let (aud, exp) = token_key(src);
+        let key = (ns.clone(), sa.clone(), uid.clone(), aud.clone(), exp);
+        let cached = tokens
+            .0
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&key).cloned())
+            .filter(|(_, refresh_at)| std::time::Instant::now() < *refresh_at);
+        let token = match cached {
+            Some((t, _)) => Ok(t),
+            None => {
+                let t = request_token(client, pod, &aud, exp).await;
+                if let (Ok(tok), Ok(mut c)) = (&t, tokens.0.lock()) {
+                    // Refreshed once 80 % of its lifetime passed.
+                    let life = std::time::Duration::from_secs(u64::try_from(exp).unwrap_or(3600));
+                    c.insert(
+                        key,
+                        (tok.clone(), std::time::Instant::now() + life.mul_f64(0.8)),
+                    );
+                }
+                t
+            }
+        };
+        out.tokens.insert((aud, exp), token);
+    }
     out
+}
+
+impl TokenCache {
+    /// Forgets the tokens of pod `uid` (it is gone).
+    pub fn forget(&self, uid: &str) {
+        if let Ok(mut c) = self.0.lock() {
+            c.retain(|k, _| k.2 != uid);
+        }
+    }
 }
 
 #[cfg(test)]

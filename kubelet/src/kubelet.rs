@@ -320,6 +320,7 @@ impl Kubelet {
             root_dir: self.config.root_dir.clone(),
             probes: probe_results,
             api: api_client,
+            tokens: Default::default(),
         });
         let (done_tx, mut done_rx) = mpsc::unbounded_channel();
         let workers_cancel = cancel.child_token();

@@ -72,6 +72,8 @@ pub struct SyncContext {
     pub probes: crate::prober::ProbeResults,
     /// The API server client (API-server mode): configMaps and secrets of pods.
     pub api: Option<kube::Client>,
+    /// Service account tokens issued for pods.
+    pub tokens: crate::apiobjects::TokenCache,
 }
 
 impl std::fmt::Debug for SyncContext {
@@ -289,7 +291,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
     ctx.cache.set(uid, status.clone());
     // The configMaps and secrets the pod refers to, fresh for this sync.
     let objects = match &ctx.api {
-        Some(client) => crate::apiobjects::fetch(client, pod).await,
+        Some(client) => crate::apiobjects::fetch(client, pod, &ctx.tokens).await,
         None => crate::apiobjects::ApiObjects::standalone(ns),
     };
     // Upstream `WaitForAttachAndMount`: no containers start before the volumes are ready.
@@ -424,6 +426,7 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
     }
     ctx.cache.delete(uid);
     ctx.runtime.set_api_objects(uid, None);
+    ctx.tokens.forget(uid);
     if work.evict.is_none() {
         ctx.status.remove(uid);
     }

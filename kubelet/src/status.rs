@@ -347,6 +347,9 @@ pub fn generate_api_pod_status(
 #[derive(Debug, Clone, Default)]
 pub struct StatusManager {
     statuses: Arc<RwLock<HashMap<String, ApiPodStatus>>>,
+    /// Signalled when a status changed (upstream `podStatusChannel`): API-server mode writes
+    /// at once instead of waiting for its periodic batch.
+    changed: Arc<tokio::sync::Notify>,
 }
 
 impl StatusManager {
@@ -373,8 +376,16 @@ impl StatusManager {
                     c.last_transition_time = status.start_time.clone();
                 }
             }
+            if m.get(uid) != Some(&status) {
+                self.changed.notify_one();
+            }
             m.insert(uid.to_string(), status);
         }
+    }
+
+    /// Resolves when a status changed since the last call.
+    pub async fn changed(&self) {
+        self.changed.notified().await;
     }
 
     /// The status of `uid`.

@@ -494,8 +494,14 @@ fn set_up_volume(
                     p.default_mode,
                     optional,
                 )?);
-            } else if src.service_account_token.is_some() {
-                return Err("cannot get a service account token, no kubeClient defined".into());
+            } else if let Some(t) = &src.service_account_token {
+                let token = objects.token(t)?;
+                // Upstream writes the token 0600 unless the volume says otherwise.
+                files.push((
+                    t.path.clone(),
+                    token.into_bytes(),
+                    p.default_mode.unwrap_or(0o600),
+                ));
             } else {
                 return Err("unsupported projected volume source".into());
             }

@@ -3,6 +3,8 @@
 //! - the pod's events (Pulled, Created, Started) reach the API;
 //! - a static pod gets a mirror pod (the `kubernetes.io/config.mirror` annotation, owned by the
 //!   Node, its status Running) that comes back after it is deleted, and goes with the static pod;
+//! - a projected service account volume (token from TokenRequest, `kube-root-ca.crt`,
+//!   namespace) is mounted;
 //! - a configMap volume and a secret env var carry their values, and a configMap change reaches
 //!   the running container's volume; an image from the authenticated registry is pulled with
 //!   the pod's imagePullSecrets;
@@ -153,6 +155,12 @@ async fn api_features(kind: RuntimeKind) {
             cms.create(&PostParams::default(), &cm)
                 .await
                 .expect("create cm");
+            let root_ca: ConfigMap = serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "kube-root-ca.crt"},
+                "data": {"ca.crt": "fixture-ca"}
+            }))
+            .expect("root ca");
+            let _ = cms.create(&PostParams::default(), &root_ca).await;
             let secret: Secret = serde_json::from_value(serde_json::json!({
                 "metadata": {"name": format!("{app}-sec")},
                 "data": {"password": "czNjcmV0"}
@@ -166,13 +174,27 @@ async fn api_features(kind: RuntimeKind) {
                 "metadata": {"name": app, "namespace": "default"},
                 "spec": {
                     "nodeName": node, "terminationGracePeriodSeconds": 1,
-                    "volumes": [{"name": "cfg", "configMap": {"name": format!("{app}-cfg")}}],
+                    "volumes": [
+                        {"name": "cfg", "configMap": {"name": format!("{app}-cfg")}},
+                        // What the ServiceAccount admission plugin adds to every pod.
+                        {"name": "kube-api-access", "projected": {"sources": [
+                            {"serviceAccountToken": {"path": "token", "expirationSeconds": 3607}},
+                            {"configMap": {"name": "kube-root-ca.crt",
+                                           "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                            {"downwardAPI": {"items": [{"path": "namespace",
+                                "fieldRef": {"fieldPath": "metadata.namespace"}}]}}
+                        ]}}
+                    ],
                     "containers": [{
                         "name": "app", "image": image, "imagePullPolicy": "IfNotPresent",
                         "command": ["sleep", "3600"],
                         "env": [{"name": "PASSWORD", "valueFrom": {"secretKeyRef":
                             {"name": format!("{app}-sec"), "key": "password"}}}],
-                        "volumeMounts": [{"name": "cfg", "mountPath": "/etc/cfg"}]
+                        "volumeMounts": [
+                            {"name": "cfg", "mountPath": "/etc/cfg"},
+                            {"name": "kube-api-access", "readOnly": true,
+                             "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}
+                        ]
                     }]
                 }
             }))
@@ -197,6 +219,19 @@ async fn api_features(kind: RuntimeKind) {
             .await
             .expect("exec");
             assert_eq!(seen, "hello\ns3cret\n");
+            let sa = exec(
+                &endpoint,
+                &app_uid,
+                "cd /var/run/secrets/kubernetes.io/serviceaccount && cat token; echo; cat ca.crt; echo; cat namespace",
+            )
+            .await
+            .expect("exec");
+            let lines: Vec<&str> = sa.lines().collect();
+            assert!(
+                lines.first().is_some_and(|t| t.starts_with("fixture.default.default.")),
+                "a TokenRequest token for the default service account: {sa}"
+            );
+            assert_eq!(&lines[1..], ["fixture-ca", "default"], "{sa}");
             let app_ids = running(&endpoint, &app_uid).await;
             // Its events: pulled (or present), created, started, naming the container.
             let events: Api<Event> = Api::namespaced(pods.clone().into_client(), "default");

@@ -7,7 +7,9 @@
 //! `patch`; this module owns the HTTP routing and the watch streams, plus the test hooks
 //! (compact the history, drop every open watch, count requests).
 //!
-//! Not served yet: TLS and client-certificate authentication, TokenRequest, discovery.
+//! [`ApiServer::start_tls`] serves HTTPS instead, with a CA of its own, and authenticates every
+//! request like the real API server's x509 and token authenticators: a client certificate of
+//! its CA or `Authorization: Bearer <token>`, otherwise 401. Not served: discovery.
 
 pub mod patch;
 pub mod store;
@@ -48,11 +50,132 @@ struct Shared {
     seen: Mutex<Vec<Seen>>,
 }
 
+/// What a TLS fixture's clients need: its CA, a client certificate and key it accepts, and a
+/// bearer token it accepts (all PEM / text).
+#[derive(Debug, Clone)]
+pub struct TlsMaterial {
+    pub ca_pem: String,
+    pub client_cert_pem: String,
+    pub client_key_pem: String,
+    pub token: String,
+}
+
 /// A running fixture API server.
 pub struct ApiServer {
     pub addr: SocketAddr,
     shared: Arc<Shared>,
     stop: CancellationToken,
+    tls: Option<TlsMaterial>,
+}
+
+/// A CA, a server certificate for 127.0.0.1 and a client certificate (for node `user`).
+fn make_pki(
+    user: &str,
+) -> Result<(TlsMaterial, tokio_rustls::rustls::ServerConfig), Box<dyn std::error::Error>> {
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let ca_key = rcgen::KeyPair::generate()?;
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "fixture-ca");
+    let ca = ca_params.self_signed(&ca_key)?;
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    let server_key = rcgen::KeyPair::generate()?;
+    let server_params =
+        rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])?;
+    let server = server_params.signed_by(&server_key, &issuer)?;
+    let client_key = rcgen::KeyPair::generate()?;
+    let mut client_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
+    client_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, format!("system:node:{user}"));
+    client_params
+        .distinguished_name
+        .push(rcgen::DnType::OrganizationName, "system:nodes");
+    client_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+    let client = client_params.signed_by(&client_key, &issuer)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(CertificateDer::from(ca.der().to_vec()))?;
+    let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .allow_unauthenticated()
+    .build()?;
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![CertificateDer::from(server.der().to_vec())],
+            PrivateKeyDer::try_from(server_key.serialize_der())?,
+        )?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let token: String = (0..32)
+        .map(|_| char::from(b'a' + rand::random_range(0..26u8)))
+        .collect();
+    Ok((
+        TlsMaterial {
+            ca_pem: ca.pem(),
+            client_cert_pem: client.pem(),
+            client_key_pem: client_key.serialize_pem(),
+            token,
+        },
+        config,
+    ))
+}
+
+fn unauthorized() -> Response<Body> {
+    let body = json!({"kind": "Status", "apiVersion": "v1", "metadata": {},
+                      "status": "Failure", "message": "Unauthorized",
+                      "reason": "Unauthorized", "code": 401});
+    let mut r = Response::new(Full::new(Bytes::from(body.to_string())).boxed());
+    *r.status_mut() = StatusCode::UNAUTHORIZED;
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+/// Serves one connection; `token` set means requests must be authenticated (a verified client
+/// certificate, `authenticated`, or that bearer token).
+async fn serve_conn<I>(
+    io: I,
+    shared: Arc<Shared>,
+    stop: CancellationToken,
+    authenticated: bool,
+    token: Option<String>,
+) where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
+        let s = shared.clone();
+        let token = token.clone();
+        async move {
+            if let Some(t) = token
+                && !authenticated
+            {
+                let bearer = req
+                    .headers()
+                    .get(hyper::header::AUTHORIZATION)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.strip_prefix("Bearer "));
+                if bearer != Some(t.as_str()) {
+                    return Ok::<_, Infallible>(unauthorized());
+                }
+            }
+            Ok::<_, Infallible>(handle(s, req).await)
+        }
+    });
+    let io = hyper_util::rt::TokioIo::new(io);
+    let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, svc);
+    tokio::select! {
+        _ = stop.cancelled() => {}
+        _ = conn => {}
+    }
 }
 
 impl Drop for ApiServer {
@@ -78,10 +201,34 @@ pub fn resource_info(resource: &str) -> Option<(&'static str, &'static str, bool
 }
 
 impl ApiServer {
-    /// Starts serving on 127.0.0.1 (a free port).
+    /// Starts serving plain HTTP on 127.0.0.1 (a free port), without authentication.
     pub async fn start() -> std::io::Result<ApiServer> {
+        Self::serve(None).await
+    }
+
+    /// Starts serving HTTPS on 127.0.0.1 with its own CA; every request must present a client
+    /// certificate of that CA or the bearer token (see [`ApiServer::tls`]).
+    pub async fn start_tls() -> std::io::Result<ApiServer> {
+        let (material, config) =
+            make_pki("fixture-node").map_err(|e| std::io::Error::other(e.to_string()))?;
+        Self::serve(Some((material, config))).await
+    }
+
+    /// The CA, client certificate and token of a TLS fixture.
+    pub fn tls(&self) -> Option<&TlsMaterial> {
+        self.tls.as_ref()
+    }
+
+    async fn serve(
+        tls: Option<(TlsMaterial, tokio_rustls::rustls::ServerConfig)>,
+    ) -> std::io::Result<ApiServer> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
+        let (material, acceptor) = match tls {
+            Some((m, c)) => (Some(m), Some(tokio_rustls::TlsAcceptor::from(Arc::new(c)))),
+            None => (None, None),
+        };
+        let token = material.as_ref().map(|m| m.token.clone());
         let shared = Arc::new(Shared {
             store: Store::new(),
             watches: Mutex::new(CancellationToken::new()),
@@ -96,37 +243,70 @@ impl ApiServer {
                     c = listener.accept() => c,
                 };
                 let Ok((tcp, _)) = conn else { continue };
-                let s = s.clone();
-                let st = st.clone();
+                let (s, st, token, acceptor) =
+                    (s.clone(), st.clone(), token.clone(), acceptor.clone());
                 tokio::spawn(async move {
-                    let svc = hyper::service::service_fn(move |req| {
-                        let s = s.clone();
-                        async move { Ok::<_, Infallible>(handle(s, req).await) }
-                    });
-                    let io = hyper_util::rt::TokioIo::new(tcp);
-                    let conn = hyper::server::conn::http1::Builder::new().serve_connection(io, svc);
-                    tokio::select! {
-                        _ = st.cancelled() => {}
-                        _ = conn => {}
+                    match acceptor {
+                        None => serve_conn(tcp, s, st, false, None).await,
+                        Some(a) => {
+                            let Ok(tls) = a.accept(tcp).await else { return };
+                            let authenticated = tls.get_ref().1.peer_certificates().is_some();
+                            serve_conn(tls, s, st, authenticated, token).await;
+                        }
                     }
                 });
             }
         });
-        Ok(ApiServer { addr, shared, stop })
+        Ok(ApiServer {
+            addr,
+            shared,
+            stop,
+            tls: material,
+        })
     }
 
-    /// `http://127.0.0.1:port`.
+    /// `http://127.0.0.1:port`, or `https://` for a TLS fixture.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
     }
 
-    /// A kubeconfig pointing at this server (no credentials: the fixture does not
-    /// authenticate yet).
-    pub fn kubeconfig(&self) -> String {
+    fn kubeconfig_with(&self, user: &str) -> String {
+        use base64::Engine as _;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        let ca = self
+            .tls
+            .as_ref()
+            .map(|t| format!("\n    certificate-authority-data: {}", b64(&t.ca_pem)))
+            .unwrap_or_default();
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fixture\n  cluster:\n    server: {}\ncontexts:\n- name: fixture\n  context:\n    cluster: fixture\n    user: kubelet\ncurrent-context: fixture\nusers:\n- name: kubelet\n  user: {{}}\n",
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fixture\n  cluster:\n    server: {}{ca}\ncontexts:\n- name: fixture\n  context:\n    cluster: fixture\n    user: kubelet\ncurrent-context: fixture\nusers:\n- name: kubelet\n  user: {user}\n",
             self.url()
         )
+    }
+
+    /// A kubeconfig pointing at this server: with a TLS fixture, its CA and client certificate.
+    pub fn kubeconfig(&self) -> String {
+        use base64::Engine as _;
+        let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+        match &self.tls {
+            None => self.kubeconfig_with("{}"),
+            Some(t) => self.kubeconfig_with(&format!(
+                "\n    client-certificate-data: {}\n    client-key-data: {}",
+                b64(&t.client_cert_pem),
+                b64(&t.client_key_pem)
+            )),
+        }
+    }
+
+    /// A kubeconfig with the bearer token instead of the client certificate (TLS fixture).
+    pub fn kubeconfig_token(&self) -> String {
+        let token = self
+            .tls
+            .as_ref()
+            .map(|t| t.token.clone())
+            .unwrap_or_default();
+        self.kubeconfig_with(&format!("\n    token: {token}"))
     }
 
     /// The object store (to create or inspect objects directly).

@@ -1,5 +1,6 @@
-//! The kubelet binary in API-server mode against the API server fixture, on the embedded
-//! dockershim and on containerd: the node registers and turns Ready, its lease is renewed, a
+//! The kubelet binary in API-server mode against the API server fixture over HTTPS, on the
+//! embedded dockershim (authenticating with a bearer token) and on containerd (with a client
+//! certificate); a wrong token is refused with 401: the node registers and turns Ready, its lease is renewed, a
 //! pod bound to the node runs and its status appears in the API, and deleting it terminates it
 //! gracefully, after which the kubelet removes the object and nothing is left in the runtime.
 
@@ -25,13 +26,19 @@ use tokio::process::Command;
 async fn api_mode(kind: RuntimeKind) {
     let tb = require_testbed!(&format!("kubelet_api_mode[{}]", kind.name()));
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = ApiServer::start().await.expect("fixture");
+    // HTTPS with authentication: the kubelet on containerd uses a client certificate, the one
+    // with the embedded dockershim a bearer token (both from its kubeconfig, through kube-rs).
+    let server = ApiServer::start_tls().await.expect("fixture");
+    let kubeconfig_text = match kind {
+        RuntimeKind::Containerd => server.kubeconfig(),
+        RuntimeKind::Dockershim => server.kubeconfig_token(),
+    };
     let dir = tempfile::Builder::new()
         .prefix("kubelet-api-")
         .tempdir()
         .expect("tempdir");
     let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
+    std::fs::write(&kubeconfig, &kubeconfig_text).expect("kubeconfig");
     let root = dir.path().join("root");
     let log = dir.path().join("kubelet.log");
     let node = unique_name("api");
@@ -92,7 +99,30 @@ async fn api_mode(kind: RuntimeKind) {
         .kill_on_drop(true);
     let mut child = cmd.spawn().expect("spawn kubelet");
 
-    let client = Client::try_from(Config::new(server.url().parse().expect("url"))).expect("client");
+    let client = {
+        let kc = kube::config::Kubeconfig::from_yaml(&server.kubeconfig()).expect("kubeconfig");
+        let config = Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .expect("client config");
+        Client::try_from(config).expect("client")
+    };
+    // Without credentials the fixture refuses, like the API server.
+    {
+        let kc = kube::config::Kubeconfig::from_yaml(
+            &server
+                .kubeconfig_token()
+                .replace(&server.tls().expect("tls").token, "wrong-token"),
+        )
+        .expect("kubeconfig");
+        let config = Config::from_custom_kubeconfig(kc, &Default::default())
+            .await
+            .expect("client config");
+        let anon: Api<Node> = Api::all(Client::try_from(config).expect("client"));
+        match anon.list(&Default::default()).await {
+            Err(kube::Error::Api(e)) => assert_eq!(e.code, 401),
+            other => panic!("a wrong token must get 401, got {other:?}"),
+        }
+    }
     let nodes: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");

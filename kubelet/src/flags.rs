@@ -796,6 +796,84 @@ mod tests {
     }
 
     #[test]
+    fn eviction_tls_and_cgroup_settings_from_flags_and_config() {
+        use crate::eviction::{Signal, Value};
+        // Defaults: upstream's hard thresholds, the secure port with a cert dir under root.
+        let c = load_with(&["--root-dir", "/srv/k"]);
+        assert_eq!(c.eviction.thresholds.len(), 5);
+        assert_eq!(c.port, 10250);
+        assert_eq!(c.tls.cert_dir, PathBuf::from("/srv/k/pki"));
+        assert!(!c.tls.anonymous_auth);
+        assert!(c.cgroups.per_qos);
+        assert_eq!(c.cgroups.driver, "cgroupfs");
+        // The config file's maps and fields.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "evictionHard:\n  memory.available: 1Gi\nevictionSoft:\n  nodefs.available: 20%\n\
+             evictionSoftGracePeriod:\n  nodefs.available: 1m\n\
+             evictionPressureTransitionPeriod: 30s\ncgroupDriver: systemd\n\
+             tlsCertFile: /etc/k/tls.crt\ntlsPrivateKeyFile: /etc/k/tls.key\n\
+             authentication:\n  x509:\n    clientCAFile: /etc/k/ca.crt\n  anonymous:\n    enabled: true\n",
+        )
+        .expect("write");
+        let file = path.to_str().expect("utf8");
+        let c = load_with(&["--config", file]);
+        let hard: Vec<_> = c
+            .eviction
+            .thresholds
+            .iter()
+            .filter(|t| t.is_hard())
+            .collect();
+        assert_eq!(hard.len(), 1, "the file's map replaces the defaults");
+        assert_eq!(hard[0].value, Value::Quantity(1 << 30));
+        let soft = c
+            .eviction
+            .thresholds
+            .iter()
+            .find(|t| !t.is_hard())
+            .expect("soft");
+        assert_eq!(soft.signal, Signal::NodeFsAvailable);
+        assert_eq!(soft.grace_period, Duration::from_secs(60));
+        assert_eq!(
+            c.eviction.pressure_transition_period,
+            Duration::from_secs(30)
+        );
+        assert_eq!(c.cgroups.driver, "systemd");
+        assert_eq!(c.tls.tls_cert_file, Some(PathBuf::from("/etc/k/tls.crt")));
+        assert_eq!(c.tls.client_ca_file, Some(PathBuf::from("/etc/k/ca.crt")));
+        assert!(c.tls.anonymous_auth);
+        // Explicit flags win over the file; a flag given twice takes the last value.
+        let c = load_with(&[
+            "--config",
+            file,
+            "--eviction-hard",
+            "nodefs.available<5%",
+            "--anonymous-auth=false",
+            "--port",
+            "1",
+            "--port",
+            "0",
+        ]);
+        let hard: Vec<_> = c
+            .eviction
+            .thresholds
+            .iter()
+            .filter(|t| t.is_hard())
+            .collect();
+        assert_eq!(hard.len(), 1);
+        assert_eq!(hard[0].signal, Signal::NodeFsAvailable);
+        assert!(!c.tls.anonymous_auth);
+        assert_eq!(c.port, 0);
+        // Bad values name the flag.
+        let e = load(["kubelet", "--eviction-hard", "memory.available=1Gi"]).unwrap_err();
+        assert!(e.to_string().contains("eviction-hard"), "{e}");
+        let e = load(["kubelet", "--cgroup-driver", "lxc"]).unwrap_err();
+        assert!(e.to_string().contains("cgroup-driver"), "{e}");
+    }
+
+    #[test]
     fn kubeconfig_turns_on_api_server_mode() {
         assert!(load_with(&[]).api.is_none());
         let c = load_with(&[

@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use cri_proto::runtime::v1 as cri;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -628,24 +627,17 @@ pub fn parse_meminfo(text: &str) -> Option<Observation> {
     })
 }
 
+/// (bytes, inodes) observations of the filesystem holding `path`.
 fn statvfs(path: &Path) -> Option<(Observation, Observation)> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs(3) with a valid NUL-terminated path and a zeroed out-struct.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: see above; `st` outlives the call.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    let frsize = st.f_frsize;
+    let s = crate::volumemanager::fs_stats(path)?;
     Some((
         Observation {
-            available: st.f_bavail * frsize,
-            capacity: st.f_blocks * frsize,
+            available: s.available,
+            capacity: s.capacity,
         },
         Observation {
-            available: st.f_favail,
-            capacity: st.f_files,
+            available: s.inodes_free,
+            capacity: s.inodes,
         },
     ))
 }
@@ -796,19 +788,9 @@ impl EvictionManager {
     }
 
     async fn imagefs_path(&self) -> Option<PathBuf> {
-        let fs = self
-            .runtime
-            .img(
-                "image_fs_info",
-                self.runtime.timeout(),
-                |mut c| async move { c.image_fs_info(cri::ImageFsInfoRequest::default()).await },
-            )
-            .await
-            .ok()?;
-        fs.image_filesystems
-            .first()
-            .and_then(|f| f.fs_id.as_ref())
-            .map(|f| PathBuf::from(&f.mountpoint))
+        let fs = self.runtime.image_fs().await.ok()??;
+        fs.fs_id
+            .map(|f| PathBuf::from(f.mountpoint))
             .filter(|p| p.exists())
     }
 
@@ -899,20 +881,9 @@ impl EvictionManager {
     /// and local volumes from disk.
     async fn pod_usage(&self, pods: &[Pod]) -> HashMap<String, PodUsage> {
         let mut out: HashMap<String, PodUsage> = HashMap::new();
-        match self
-            .runtime
-            .rt(
-                "list_container_stats",
-                self.runtime.timeout(),
-                |mut c| async move {
-                    c.list_container_stats(cri::ListContainerStatsRequest::default())
-                        .await
-                },
-            )
-            .await
-        {
-            Ok(r) => {
-                for s in r.stats {
+        match self.runtime.list_container_stats().await {
+            Ok(stats) => {
+                for s in stats {
                     let Some(uid) = s
                         .attributes
                         .as_ref()

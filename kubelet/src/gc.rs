@@ -466,19 +466,12 @@ impl ImageGcManager {
     pub async fn garbage_collect(&self) -> Result<(), RuntimeError> {
         let now = Utc::now();
         let (images, in_use) = self.detect_images(now).await?;
-        let fs = self
+        let mountpoint = self
             .runtime
-            .img(
-                "image_fs_info",
-                self.runtime.timeout(),
-                |mut c| async move { c.image_fs_info(cri::ImageFsInfoRequest::default()).await },
-            )
-            .await?;
-        let mountpoint = fs
-            .image_filesystems
-            .first()
-            .and_then(|f| f.fs_id.as_ref())
-            .map(|f| f.mountpoint.clone())
+            .image_fs()
+            .await?
+            .and_then(|f| f.fs_id)
+            .map(|f| f.mountpoint)
             .unwrap_or_default();
         let Some((capacity, available)) = fs_of(Path::new(if mountpoint.is_empty() {
             "/"

@@ -167,6 +167,18 @@ pub struct LogOptions {
 }
 
 /// Decode `%XX` and `+` in a query component.
+/// The pairs of a query string in order (repeated keys kept), `+` and `%xx` decoded.
+pub(crate) fn query_pairs(query: &str) -> Vec<(String, String)> {
+    query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            (url_decode(k), url_decode(v))
+        })
+        .collect()
+}
+
 fn url_decode(s: &str) -> String {
     let hex = |c: u8| (c as char).to_digit(16);
     let b = s.as_bytes();
@@ -187,7 +199,7 @@ fn url_decode(s: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn parse_bool(k: &str, v: &str) -> Result<bool, LogError> {
+pub(crate) fn parse_bool(k: &str, v: &str) -> Result<bool, LogError> {
     match v {
         "" | "true" | "1" | "True" | "TRUE" | "t" | "T" => Ok(true),
         "false" | "0" | "False" | "FALSE" | "f" | "F" => Ok(false),
@@ -207,9 +219,7 @@ impl LogOptions {
     pub fn from_query(query: &str, now: DateTime<Utc>) -> Result<Self, LogError> {
         let mut o = LogOptions::default();
         let (mut since_seconds, mut since_time) = (None, None);
-        for pair in query.split('&').filter(|p| !p.is_empty()) {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            let (k, v) = (url_decode(k), url_decode(v));
+        for (k, v) in query_pairs(query) {
             match k.as_str() {
                 "tailLines" => {
                     let n = parse_int(&k, &v)?;

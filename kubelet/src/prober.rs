@@ -261,6 +261,9 @@ impl ProbeWorker {
         let failure_threshold = probe.failure_threshold.unwrap_or(3).max(1);
         let initial_delay = i64::from(probe.initial_delay_seconds.unwrap_or(0));
         let (mut current_id, mut successes, mut failures) = (String::new(), 0, 0);
+        // Host-network pods are probed on the node's address (their podIP upstream).
+        let host_ip =
+            crate::container::is_host_network_pod(&self.pod).then(crate::kubelet::node_ip);
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -311,12 +314,9 @@ impl ProbeWorker {
             {
                 continue;
             }
-            // Host-network pods are probed on the node's address (their podIP upstream).
-            let pod_ip = if crate::container::is_host_network_pod(&self.pod) {
-                crate::kubelet::node_ip()
-            } else {
-                status.ips.first().cloned().unwrap_or_default()
-            };
+            let pod_ip = host_ip
+                .clone()
+                .unwrap_or_else(|| status.ips.first().cloned().unwrap_or_default());
             let outcome =
                 run_probe(&self.runtime, &probe, &self.container, &current_id, &pod_ip).await;
             let result = match outcome {

@@ -29,7 +29,8 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_util::sync::CancellationToken;
 
 use crate::kubelet::KubeletShared;
-use crate::server::Body;
+use crate::logs::query_pairs;
+use crate::server::{Body, json, text};
 
 /// Settings of the secure server (flags of the same names).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,47 +151,11 @@ pub fn server_config(c: &TlsConfig, hosts: &[String]) -> Result<rustls::ServerCo
     Ok(config)
 }
 
-fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(body.into())).boxed());
-    *r.status_mut() = status;
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    r
-}
-
-fn json(v: &serde_json::Value) -> Response<Body> {
-    let mut r =
-        Response::new(Full::new(Bytes::from(serde_json::to_vec(v).unwrap_or_default())).boxed());
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-/// Query parameters in order (repeated keys kept: `command=a&command=b`).
-fn query_pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (decode(k), decode(v))
-        })
-        .collect()
-}
-
-/// A query value: `+` is a space, then percent-decoding.
-fn decode(s: &str) -> String {
-    crate::server::path_decode(&s.replace('+', " "))
-}
-
+/// Is one of `names` set to a true value (Go's `strconv.ParseBool`, empty is true)?
 fn flag(pairs: &[(String, String)], names: &[&str]) -> bool {
     pairs
         .iter()
-        .any(|(k, v)| names.contains(&k.as_str()) && matches!(v.as_str(), "1" | "true" | ""))
+        .any(|(k, v)| names.contains(&k.as_str()) && crate::logs::parse_bool(k, v).unwrap_or(false))
 }
 
 /// The pod (by namespace and name) the kubelet runs: its UID.
@@ -446,14 +411,8 @@ fn rfc3339_now() -> String {
 /// per pod its containers' CPU, memory, writable layer and logs from the CRI's container stats.
 async fn stats_summary(shared: &KubeletShared, root_dir: &Path) -> Response<Body> {
     let rt = &shared.runtime;
-    let stats = match rt
-        .rt("list_container_stats", rt.timeout(), |mut c| async move {
-            c.list_container_stats(cri::ListContainerStatsRequest::default())
-                .await
-        })
-        .await
-    {
-        Ok(s) => s.stats,
+    let stats = match rt.list_container_stats().await {
+        Ok(s) => s,
         Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
     };
     let now = rfc3339_now();
@@ -534,13 +493,7 @@ async fn stats_summary(shared: &KubeletShared, root_dir: &Path) -> Response<Body
     let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
     let mem = crate::eviction::parse_meminfo(&meminfo);
     let fs = crate::volumemanager::fs_capacity(root_dir);
-    let image_fs = rt
-        .img("image_fs_info", rt.timeout(), |mut c| async move {
-            c.image_fs_info(cri::ImageFsInfoRequest::default()).await
-        })
-        .await
-        .ok()
-        .and_then(|r| r.image_filesystems.into_iter().next());
+    let image_fs = rt.image_fs().await.ok().flatten();
     let summary = serde_json::json!({
         "node": {
             "nodeName": shared.node_name,

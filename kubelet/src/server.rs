@@ -97,7 +97,17 @@ fn boxed(r: Response<Full<Bytes>>) -> Response<Body> {
     r.map(|b| b.boxed())
 }
 
-fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
+/// A JSON response.
+pub(crate) fn json(v: &serde_json::Value) -> Response<Body> {
+    boxed(response(
+        StatusCode::OK,
+        "application/json",
+        serde_json::to_vec(v).unwrap_or_default(),
+    ))
+}
+
+/// A plain-text response (a newline added when missing).
+pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
     let mut b: String = body.into();
     if !b.ends_with('\n') {
         b.push('\n');
@@ -105,8 +115,7 @@ fn text(status: StatusCode, body: impl Into<String>) -> Response<Body> {
     boxed(response(status, "text/plain; charset=utf-8", b))
 }
 
-/// Percent-decoding of a path segment or query value.
-pub(crate) fn path_decode(s: &str) -> String {
+fn path_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

@@ -86,8 +86,17 @@ pub enum VolumeError {
     },
 }
 
-/// (capacity, available) bytes of the filesystem holding `path` (statvfs).
-pub fn fs_capacity(path: &Path) -> Option<(u64, u64)> {
+/// What statvfs(3) says of a filesystem: bytes and inodes, total and available.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsStats {
+    pub capacity: u64,
+    pub available: u64,
+    pub inodes: u64,
+    pub inodes_free: u64,
+}
+
+/// The filesystem holding `path` (statvfs).
+pub fn fs_stats(path: &Path) -> Option<FsStats> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     // SAFETY: statvfs(3) with a valid NUL-terminated path and a zeroed out-struct.
@@ -97,7 +106,17 @@ pub fn fs_capacity(path: &Path) -> Option<(u64, u64)> {
         return None;
     }
     let frsize = st.f_frsize;
-    Some((st.f_blocks * frsize, st.f_bavail * frsize))
+    Some(FsStats {
+        capacity: st.f_blocks * frsize,
+        available: st.f_bavail * frsize,
+        inodes: st.f_files,
+        inodes_free: st.f_favail,
+    })
+}
+
+/// (capacity, available) bytes of the filesystem holding `path` (statvfs).
+pub fn fs_capacity(path: &Path) -> Option<(u64, u64)> {
+    fs_stats(path).map(|s| (s.capacity, s.available))
 }
 
 fn plugin_dir(pod_dir: &Path, plugin: &str, name: &str) -> PathBuf {

@@ -257,6 +257,27 @@ impl KubeGenericRuntimeManager {
         self
     }
 
+    /// The runtime's (first) image filesystem (CRI `ImageFsInfo`).
+    pub async fn image_fs(&self) -> Result<Option<cri::FilesystemUsage>, RuntimeError> {
+        let r = self
+            .img("image_fs_info", self.timeout, |mut c| async move {
+                c.image_fs_info(cri::ImageFsInfoRequest::default()).await
+            })
+            .await?;
+        Ok(r.image_filesystems.into_iter().next())
+    }
+
+    /// Every container's stats (CRI `ListContainerStats`).
+    pub async fn list_container_stats(&self) -> Result<Vec<cri::ContainerStats>, RuntimeError> {
+        Ok(self
+            .rt("list_container_stats", self.timeout, |mut c| async move {
+                c.list_container_stats(cri::ListContainerStatsRequest::default())
+                    .await
+            })
+            .await?
+            .stats)
+    }
+
     /// The runtime's images as (names: repo tags then repo digests, size).
     pub async fn image_names_and_sizes(&self) -> Result<Vec<(Vec<String>, u64)>, RuntimeError> {
         let list = self

@@ -6,7 +6,6 @@
 
 use crate::kubelet_support;
 
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use integration::apiserver::ApiServer;
@@ -18,10 +17,9 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client, Config};
 use kubelet_support::{
-    cleanup_all, free_port, kubelet_binary, runtime_containers, runtime_sandboxes, stop_kubelet,
-    wait_for,
+    cleanup_all, free_port, kubelet_command, runtime_containers, runtime_endpoint,
+    runtime_sandboxes, stop_kubelet, wait_for,
 };
-use tokio::process::Command;
 
 async fn api_mode(kind: RuntimeKind) {
     let tb = require_testbed!(&format!("kubelet_api_mode[{}]", kind.name()));
@@ -42,61 +40,16 @@ async fn api_mode(kind: RuntimeKind) {
     let root = dir.path().join("root");
     let log = dir.path().join("kubelet.log");
     let node = unique_name("api");
-    let bin = kubelet_binary();
-    assert!(
-        bin.exists(),
-        "{} is missing: build the workspace first",
-        bin.display()
-    );
-    let mut cmd = Command::new(bin);
+    let mut cmd = kubelet_command(kind, &tb, &root, None, free_port(), &node, &log);
     cmd.arg("--kubeconfig")
         .arg(&kubeconfig)
-        .arg("--root-dir")
-        .arg(&root)
-        .arg("--hostname-override")
-        .arg(&node)
-        .arg("--port")
-        .arg("0")
-        .arg("--read-only-port")
-        .arg(free_port().to_string())
-        .arg("--pod-infra-container-image")
-        .arg(&tb.pause_image)
         .arg("--node-status-update-frequency")
         .arg("1s")
         .arg("--node-lease-duration-seconds")
         .arg("4")
         .arg("--node-labels")
-        .arg("fixture=yes")
-        // Only the memory default: a nearly full test disk must not reject the pod here
-        // (eviction has its own test).
-        .arg("--eviction-hard")
-        .arg("memory.available<100Mi")
-        .arg("-v")
-        .arg("2");
-    let endpoint = match kind {
-        RuntimeKind::Containerd => {
-            cmd.arg("--container-runtime-endpoint")
-                .arg(&tb.containerd_endpoint);
-            tb.containerd_endpoint.clone()
-        }
-        RuntimeKind::Dockershim => {
-            cmd.arg("--docker-endpoint")
-                .arg(&tb.docker_endpoint)
-                .arg("--network-plugin=cni")
-                .arg("--cni-bin-dir")
-                .arg(&tb.cni_bin_dir)
-                .arg("--cni-conf-dir")
-                .arg(&tb.dockershim_cni_conf_dir)
-                .arg("--cni-cache-dir")
-                .arg(&tb.dockershim_cni_cache_dir);
-            format!("unix://{}", root.join("dockershim.sock").display())
-        }
-    };
-    let log_file = std::fs::File::create(&log).expect("log file");
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::from(log_file))
-        .env("NO_COLOR", "1")
-        .kill_on_drop(true);
+        .arg("fixture=yes");
+    let endpoint = runtime_endpoint(kind, &tb, &root);
     let mut child = cmd.spawn().expect("spawn kubelet");
 
     let client = {

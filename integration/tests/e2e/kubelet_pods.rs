@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
 use cri_proto::runtime::v1 as cri;
@@ -22,12 +21,12 @@ use integration::require_testbed;
 use integration::runtimes::{InProcessShim, RuntimeKind, clients};
 use integration::testbed::Testbed;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::process::{Child, Command};
+use tokio::process::Child;
 
 use crate::kubelet_support;
 
 use kubelet_support::{
-    UID_LABEL, cleanup_runtime, find_pod, free_port, http_get, kubelet_binary, pods, running_ids,
+    UID_LABEL, cleanup_runtime, find_pod, free_port, http_get, kubelet_command, pods, running_ids,
     stop_kubelet, wait_for,
 };
 
@@ -137,61 +136,16 @@ struct KubeletSetup<'a> {
 }
 
 fn spawn_kubelet(k: &KubeletSetup<'_>, extra: &[String]) -> Child {
-    let bin = kubelet_binary();
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build --workspace` first (hack/test.sh does)",
-        bin.display()
+    let mut cmd = kubelet_command(
+        k.kind,
+        k.tb,
+        k.root,
+        Some(k.manifests),
+        k.port,
+        k.node,
+        k.log,
     );
-    let mut cmd = Command::new(bin);
-    cmd.arg("--root-dir")
-        .arg(k.root)
-        .arg("--pod-manifest-path")
-        .arg(k.manifests)
-        // Only the memory threshold: a nearly full test disk must not put every test kubelet
-        // under DiskPressure (node-level reclaim would remove shared images). Eviction has its
-        // own test.
-        .arg("--eviction-hard")
-        .arg("memory.available<100Mi")
-        .arg("--port")
-        .arg("0")
-        .arg("--read-only-port")
-        .arg(k.port.to_string())
-        .arg("--hostname-override")
-        .arg(k.node)
-        .arg("--pod-infra-container-image")
-        .arg(&k.tb.pause_image)
-        .arg("--file-check-frequency")
-        .arg("2s")
-        .arg("-v")
-        .arg("2");
-    match k.kind {
-        RuntimeKind::Containerd => {
-            cmd.arg("--container-runtime-endpoint")
-                .arg(&k.tb.containerd_endpoint);
-        }
-        RuntimeKind::Dockershim => {
-            cmd.arg("--docker-endpoint")
-                .arg(&k.tb.docker_endpoint)
-                .arg("--network-plugin=cni")
-                .arg("--cni-bin-dir")
-                .arg(&k.tb.cni_bin_dir)
-                .arg("--cni-conf-dir")
-                .arg(&k.tb.dockershim_cni_conf_dir)
-                .arg("--cni-cache-dir")
-                .arg(&k.tb.dockershim_cni_cache_dir);
-        }
-    }
     cmd.args(extra);
-    let log_file = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(k.log)
-        .expect("log file");
-    cmd.stdout(Stdio::null())
-        .stderr(Stdio::from(log_file))
-        .env("NO_COLOR", "1")
-        .kill_on_drop(true);
     cmd.spawn().expect("spawn kubelet")
 }
 

@@ -151,8 +151,9 @@ async fn kubelet_secure_port(kind: RuntimeKind) {
             let (code, body) = get(with_cert, "/pods").await.expect("/pods");
             assert_eq!(code, 200);
             assert!(body.contains(&uid));
-            let (code, _) = get(with_cert, "/runningpods/").await.expect("/runningpods");
+            let (code, body) = get(with_cert, "/runningpods/").await.expect("/runningpods");
             assert_eq!(code, 200);
+            assert!(body.contains(&uid), "the running pod is listed: {body}");
 
             // Anonymous: refused.
             let (code, _) = get(anonymous, "/stats/summary").await.expect("anonymous");

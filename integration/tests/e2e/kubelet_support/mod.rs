@@ -245,6 +245,85 @@ pub async fn stop_kubelet(child: &mut Child) {
     }
 }
 
+/// The CRI endpoint a test kubelet with root directory `root` uses on `kind`: containerd's, or
+/// its embedded dockershim's socket.
+pub fn runtime_endpoint(kind: RuntimeKind, tb: &Testbed, root: &Path) -> String {
+    match kind {
+        RuntimeKind::Containerd => tb.containerd_endpoint.clone(),
+        RuntimeKind::Dockershim => format!("unix://{}/dockershim.sock", root.display()),
+    }
+}
+
+/// The `kubelet` command every test starts, ready for more flags: state under `root`, static
+/// pods from `manifests` (checked every 2 s) when given, the read-only server on
+/// `read_only_port`, the secure port off, containerd's CRI or the embedded dockershim with CNI,
+/// `-v 2`, its log appended to `log`; killed when dropped.
+pub fn kubelet_command(
+    kind: RuntimeKind,
+    tb: &Testbed,
+    root: &Path,
+    manifests: Option<&Path>,
+    read_only_port: u16,
+    node: &str,
+    log: &Path,
+) -> Command {
+    let bin = kubelet_binary();
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --workspace` first (hack/test.sh does)",
+        bin.display()
+    );
+    let mut cmd = Command::new(bin);
+    cmd.arg("--root-dir").arg(root);
+    if let Some(m) = manifests {
+        cmd.arg("--pod-manifest-path")
+            .arg(m)
+            .arg("--file-check-frequency")
+            .arg("2s");
+    }
+    // Only the memory threshold: a nearly full test disk must not put every test kubelet under
+    // DiskPressure (node-level reclaim would remove shared images). Eviction has its own test.
+    cmd.arg("--eviction-hard")
+        .arg("memory.available<100Mi")
+        .arg("--port")
+        .arg("0")
+        .arg("--read-only-port")
+        .arg(read_only_port.to_string())
+        .arg("--hostname-override")
+        .arg(node)
+        .arg("--pod-infra-container-image")
+        .arg(&tb.pause_image)
+        .arg("-v")
+        .arg("2");
+    match kind {
+        RuntimeKind::Containerd => {
+            cmd.arg("--container-runtime-endpoint")
+                .arg(&tb.containerd_endpoint);
+        }
+        RuntimeKind::Dockershim => {
+            cmd.arg("--docker-endpoint")
+                .arg(&tb.docker_endpoint)
+                .arg("--network-plugin=cni")
+                .arg("--cni-bin-dir")
+                .arg(&tb.cni_bin_dir)
+                .arg("--cni-conf-dir")
+                .arg(&tb.dockershim_cni_conf_dir)
+                .arg("--cni-cache-dir")
+                .arg(&tb.dockershim_cni_cache_dir);
+        }
+    }
+    let log_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .expect("log file");
+    cmd.stdout(Stdio::null())
+        .stderr(Stdio::from(log_file))
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true);
+    cmd
+}
+
 /// One kubelet of a test: its directories, port and node name.
 pub struct Kubelet {
     pub kind: RuntimeKind,
@@ -282,10 +361,7 @@ impl Kubelet {
 
     /// The CRI endpoint the checks use: containerd's, or the kubelet's embedded dockershim.
     pub fn endpoint(&self, tb: &Testbed) -> String {
-        match self.kind {
-            RuntimeKind::Containerd => tb.containerd_endpoint.clone(),
-            RuntimeKind::Dockershim => format!("unix://{}/dockershim.sock", self.root.display()),
-        }
+        runtime_endpoint(self.kind, tb, &self.root)
     }
 
     /// The static pod's name (`<name>-<node>`).
@@ -302,61 +378,16 @@ impl Kubelet {
 
     /// Start the binary with `extra` flags.
     pub fn spawn(&mut self, tb: &Testbed, extra: &[String]) {
-        let bin = kubelet_binary();
-        assert!(
-            bin.exists(),
-            "{} is missing: run `cargo build --workspace` first (hack/test.sh does)",
-            bin.display()
+        let mut cmd = kubelet_command(
+            self.kind,
+            tb,
+            &self.root,
+            Some(&self.manifests),
+            self.port,
+            &self.node,
+            &self.log,
         );
-        let mut cmd = Command::new(bin);
-        cmd.arg("--root-dir")
-            .arg(&self.root)
-            .arg("--pod-manifest-path")
-            .arg(&self.manifests)
-            // Only the memory threshold: a nearly full test disk must not put every test kubelet
-            // under DiskPressure (node-level reclaim would remove shared images). Eviction has its
-            // own test.
-            .arg("--eviction-hard")
-            .arg("memory.available<100Mi")
-            .arg("--port")
-            .arg("0")
-            .arg("--read-only-port")
-            .arg(self.port.to_string())
-            .arg("--hostname-override")
-            .arg(&self.node)
-            .arg("--pod-infra-container-image")
-            .arg(&tb.pause_image)
-            .arg("--file-check-frequency")
-            .arg("2s")
-            .arg("-v")
-            .arg("2");
-        match self.kind {
-            RuntimeKind::Containerd => {
-                cmd.arg("--container-runtime-endpoint")
-                    .arg(&tb.containerd_endpoint);
-            }
-            RuntimeKind::Dockershim => {
-                cmd.arg("--docker-endpoint")
-                    .arg(&tb.docker_endpoint)
-                    .arg("--network-plugin=cni")
-                    .arg("--cni-bin-dir")
-                    .arg(&tb.cni_bin_dir)
-                    .arg("--cni-conf-dir")
-                    .arg(&tb.dockershim_cni_conf_dir)
-                    .arg("--cni-cache-dir")
-                    .arg(&tb.dockershim_cni_cache_dir);
-            }
-        }
         cmd.args(extra);
-        let log_file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .expect("log file");
-        cmd.stdout(Stdio::null())
-            .stderr(Stdio::from(log_file))
-            .env("NO_COLOR", "1")
-            .kill_on_drop(true);
         self.child = Some(cmd.spawn().expect("spawn kubelet"));
     }
 

@@ -90,6 +90,44 @@ pub fn manifest(name: &str, uid: &str, image: &str) -> String {
     )
 }
 
+/// Removes every manifest of `k` and waits until the runtime at `endpoint` has no sandbox
+/// left whose pod name starts with `prefix` (the kubelet's `/pods` forgets a pod before its
+/// containers are gone).
+pub async fn clear_static_pods(k: &KubeletProc, endpoint: &str, prefix: &str) -> Result<()> {
+    use cri_proto::runtime::v1 as cri;
+    for e in std::fs::read_dir(&k.manifests)?.flatten() {
+        let _ = std::fs::remove_file(e.path());
+    }
+    let (mut rt, _) = crate::runtimes::clients(endpoint).await?;
+    for _ in 0..1200 {
+        let left = rt
+            .list_pod_sandbox(cri::ListPodSandboxRequest {
+                filter: Some(cri::PodSandboxFilter {
+                    label_selector: std::collections::HashMap::from([(
+                        "io.kubernetes.pod.namespace".to_string(),
+                        "default".to_string(),
+                    )]),
+                    ..Default::default()
+                }),
+            })
+            .await?
+            .into_inner()
+            .items
+            .into_iter()
+            .filter(|s| {
+                s.metadata
+                    .as_ref()
+                    .is_some_and(|m| m.name.starts_with(prefix))
+            })
+            .count();
+        if left == 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    bail!("the kubelet did not clean its pods up")
+}
+
 /// A running kubelet process (SIGTERM on drop).
 pub struct KubeletProc {
     pub child: std::process::Child,

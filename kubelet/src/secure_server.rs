@@ -383,12 +383,23 @@ async fn proxy_upgrade(req: Request<Incoming>, url: &str) -> Response<Body> {
 }
 
 /// `/runningpods/`: the pods the runtime runs, as a v1 PodList (upstream `getRunningPods`).
+/// Like housekeeping, only this kubelet's pods: those it was given, or named for its node
+/// (the test bed shares one runtime between kubelets).
 fn running_pods(shared: &KubeletShared) -> serde_json::Value {
+    let known: std::collections::HashSet<String> = shared
+        .pods
+        .read()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default();
     let items: Vec<serde_json::Value> = shared
         .pleg
         .runtime_pods()
         .into_iter()
-        .filter(|p| p.is_running())
+        .filter(|p| {
+            p.is_running()
+                && (known.contains(&p.id)
+                    || crate::kubelet::owned_by_node(&p.name, &shared.node_name))
+        })
         .map(|p| {
             serde_json::json!({
                 "metadata": {"name": p.name, "namespace": p.namespace, "uid": p.id},

@@ -22,7 +22,7 @@ use integration::apiserver::ApiServer;
 use integration::apiserver::store::Key;
 use integration::fixtures::{ensure_image, unique_name};
 use integration::kubelet_proc::{
-    KubeletProc, http_get, manifest, median, rss_mib, running, start_kubelet,
+    KubeletProc, clear_static_pods, http_get, manifest, median, rss_mib, running, start_kubelet,
 };
 use integration::runtimes::clients;
 use integration::testbed::Testbed;
@@ -126,7 +126,7 @@ async fn api_clear(server: &ApiServer, names: &[String]) -> Result<()> {
 }
 
 /// Writes `n` manifests; the seconds until all are Running in `/pods`.
-async fn standalone_batch(k: &KubeletProc, image: &str, n: usize) -> Result<f64> {
+async fn standalone_batch(k: &KubeletProc, endpoint: &str, image: &str, n: usize) -> Result<f64> {
     let batch = unique_name("sb");
     let uids: Vec<String> = (0..n).map(|i| format!("{batch}-{i}")).collect();
     let start = Instant::now();
@@ -148,19 +148,7 @@ async fn standalone_batch(k: &KubeletProc, image: &str, n: usize) -> Result<f64>
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let secs = start.elapsed().as_secs_f64();
-    for e in std::fs::read_dir(&k.manifests)?.flatten() {
-        let _ = std::fs::remove_file(e.path());
-    }
-    let start = Instant::now();
-    while running(k.port, &uids).await > 0 || {
-        let body = http_get(k.port, "/pods").await.unwrap_or_default();
-        uids.iter().any(|u| body.contains(u.as_str()))
-    } {
-        if start.elapsed() > Duration::from_secs(120) {
-            bail!("standalone: pods not removed after 120 s");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    clear_static_pods(k, endpoint, &batch).await?;
     Ok(secs)
 }
 
@@ -265,7 +253,7 @@ async fn main() -> Result<()> {
                 }
                 api_clear(&server, &names).await?;
             } else {
-                sa_s.push(standalone_batch(&sa_k, &tb.busybox_image, n).await?);
+                sa_s.push(standalone_batch(&sa_k, &endpoint, &tb.busybox_image, n).await?);
             }
         }
     }

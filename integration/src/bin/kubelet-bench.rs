@@ -7,7 +7,6 @@
 //! test bed's containerd by default (so the kubelet's RSS excludes an embedded dockershim).
 //! Prints a markdown table and optionally JSON; asserts nothing about time.
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -16,7 +15,8 @@ use clap::Parser;
 use cri_proto::runtime::v1 as cri;
 use integration::fixtures::{busybox_container, cleanup_sandboxes, ensure_image, unique_name};
 use integration::kubelet_proc::{
-    KubeletProc, http_get, manifest, median, proc_cpu_seconds, rss_mib, running, start_kubelet,
+    KubeletProc, clear_static_pods, http_get, manifest, median, proc_cpu_seconds, rss_mib, running,
+    start_kubelet,
 };
 use integration::runtimes::clients;
 use integration::testbed::Testbed;
@@ -79,41 +79,6 @@ async fn kubelet_batch(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok((start.elapsed().as_secs_f64(), uids))
-}
-
-/// Removes every manifest and waits until the kubelet's pods are gone from /pods and the runtime.
-async fn kubelet_clear(k: &KubeletProc, endpoint: &str) -> Result<()> {
-    for e in std::fs::read_dir(&k.manifests)?.flatten() {
-        let _ = std::fs::remove_file(e.path());
-    }
-    let (mut rt, _) = clients(endpoint).await?;
-    for _ in 0..600 {
-        let left = rt
-            .list_pod_sandbox(cri::ListPodSandboxRequest {
-                filter: Some(cri::PodSandboxFilter {
-                    label_selector: HashMap::from([(
-                        "io.kubernetes.pod.namespace".to_string(),
-                        "default".to_string(),
-                    )]),
-                    ..Default::default()
-                }),
-            })
-            .await?
-            .into_inner()
-            .items
-            .into_iter()
-            .filter(|s| {
-                s.metadata
-                    .as_ref()
-                    .is_some_and(|m| m.name.starts_with("kb-"))
-            })
-            .count();
-        if left == 0 {
-            return Ok(());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    bail!("kubelet did not clean its pods up")
 }
 
 /// The same pods by direct CRI calls, all at once; returns the seconds it took.
@@ -232,7 +197,7 @@ async fn main() -> Result<()> {
                             });
                         }
                     }
-                    kubelet_clear(&k, &endpoint).await?;
+                    clear_static_pods(&k, &endpoint, "kb-").await?;
                 } else {
                     direct_s.push(direct_batch(&endpoint, &tb.busybox_image, n, &logs).await?);
                 }

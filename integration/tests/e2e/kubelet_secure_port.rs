@@ -151,9 +151,12 @@ async fn kubelet_secure_port(kind: RuntimeKind) {
             let (code, body) = get(with_cert, "/pods").await.expect("/pods");
             assert_eq!(code, 200);
             assert!(body.contains(&uid));
-            let (code, body) = get(with_cert, "/runningpods/").await.expect("/runningpods");
-            assert_eq!(code, 200);
-            assert!(body.contains(&uid), "the running pod is listed: {body}");
+            // The runtime's view (the PLEG's last relist) lists the running pod.
+            wait_for("/runningpods with the pod", &log, || async {
+                let (code, body) = get(with_cert, "/runningpods/").await?;
+                (code == 200 && body.contains(&uid)).then_some(())
+            })
+            .await;
 
             // Anonymous: refused.
             let (code, _) = get(anonymous, "/stats/summary").await.expect("anonymous");
@@ -175,7 +178,13 @@ async fn kubelet_secure_port(kind: RuntimeKind) {
             for transport in [Transport::Spdy, Transport::WebSocket] {
                 let session = streaming::connect(&exec_url(with_cert), transport, req, None)
                     .await
-                    .unwrap_or_else(|e| panic!("{} exec: {e}", transport.name()));
+                    .unwrap_or_else(|e| {
+                        panic!(
+                            "{} exec: {e}; kubelet log tail:\n{}",
+                            transport.name(),
+                            log_tail(&log, 40)
+                        )
+                    });
                 let result = session.wait(Duration::from_secs(30)).await.expect("exec result");
                 assert_eq!(result.stdout_str(), "hi from exec\n", "{}", transport.name());
                 assert_eq!(result.exit_code, Some(3), "{}: {result:?}", transport.name());

@@ -241,7 +241,10 @@ impl Session {
             })
             .await?;
         let closed = self.inner.closed.clone();
+        // A peer that replies and then closes at once (an exec that is over before the client
+        // looked) must still yield the stream: its reply, when there, wins over the close.
         tokio::select! {
+            biased;
             r = tokio::time::timeout(timeout, reply_rx) => match r {
                 Ok(Ok(_)) => {}
                 Ok(Err(_)) => return Err(SessionError::Reset(id)),
@@ -523,6 +526,32 @@ mod tests {
         }
         assert_eq!(back, big);
         server_side.await.expect("server");
+    }
+
+    #[tokio::test]
+    async fn a_stream_replied_to_just_before_the_close_still_opens() {
+        // The peer accepts, answers and closes the connection at once (an exec already over):
+        // the open must see the reply, not the close. Repeated: without the fix it is a coin
+        // toss each time.
+        for _ in 0..20 {
+            let (a, b) = tokio::io::duplex(1 << 16);
+            let (client, _cin) = Session::new(a, Role::Client, None);
+            let (server, mut sin) = Session::new(b, Role::Server, None);
+            let server_side = tokio::spawn(async move {
+                let s = sin.accept().await.expect("stream");
+                s.writer()
+                    .write(Bytes::from_static(b"x"))
+                    .await
+                    .expect("data");
+                server.close().await;
+            });
+            let mut s = client
+                .open(hdr("error"), Duration::from_secs(5))
+                .await
+                .expect("replied stream opens even though the peer closed");
+            server_side.await.expect("server");
+            assert_eq!(s.recv().await.as_deref(), Some(&b"x"[..]));
+        }
     }
 
     #[tokio::test]

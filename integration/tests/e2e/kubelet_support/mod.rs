@@ -107,6 +107,13 @@ pub fn running_ids(pod: &serde_json::Value) -> Option<HashMap<String, String>> {
     Some(out)
 }
 
+/// The last `n` lines of a kubelet log (for failure messages).
+pub fn log_tail(log: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
 pub async fn wait_for<T, F, Fut>(what: &str, log: &Path, mut f: F) -> T
 where
     F: FnMut() -> Fut,
@@ -118,12 +125,9 @@ where
             return v;
         }
         if tokio::time::Instant::now() > end {
-            let tail = std::fs::read_to_string(log).unwrap_or_default();
-            let tail: Vec<&str> = tail.lines().rev().take(60).collect();
-            let tail: Vec<&str> = tail.into_iter().rev().collect();
             panic!(
                 "timed out waiting for {what}; kubelet log tail:\n{}",
-                tail.join("\n")
+                log_tail(log, 60)
             );
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

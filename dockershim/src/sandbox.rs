@@ -131,42 +131,42 @@ impl<D: DockerApi> Shim<D> {
             if !linux.sysctls.is_empty() {
                 hc.sysctls = Some(linux.sysctls.clone());
             }
-            if let Some(sc) = &linux.security_context {
-                if sc.privileged {
-                    hc.privileged = Some(true);
-                }
-                hc.readonly_rootfs = Some(sc.readonly_rootfs);
-                if !sc.supplemental_groups.is_empty() {
-                    hc.group_add = Some(
-                        sc.supplemental_groups
-                            .iter()
-                            .map(|g| g.to_string())
-                            .collect(),
-                    );
-                }
-                let mut sec = Vec::new();
-                crate::security::seccomp_opts(
-                    sc.seccomp.as_ref(),
-                    &sc.seccomp_profile_path,
-                    sc.privileged,
-                    &mut sec,
-                );
-                crate::security::apparmor_opts(sc.apparmor.as_ref(), "", &mut sec);
-                if !sec.is_empty() {
-                    hc.security_opt = Some(sec);
-                }
-            }
         }
-        let user = config
+        // An absent security context means the CRI defaults (seccomp unconfined, like upstream
+        // dockershim and containerd), not Docker's defaults.
+        let no_context = cri::LinuxSandboxSecurityContext::default();
+        let sc = config
             .linux
             .as_ref()
             .and_then(|l| l.security_context.as_ref())
-            .and_then(|sc| {
-                sc.run_as_user.as_ref().map(|u| match &sc.run_as_group {
-                    Some(g) => format!("{}:{}", u.value, g.value),
-                    None => u.value.to_string(),
-                })
-            });
+            .unwrap_or(&no_context);
+        if sc.privileged {
+            hc.privileged = Some(true);
+        }
+        hc.readonly_rootfs = Some(sc.readonly_rootfs);
+        if !sc.supplemental_groups.is_empty() {
+            hc.group_add = Some(
+                sc.supplemental_groups
+                    .iter()
+                    .map(|g| g.to_string())
+                    .collect(),
+            );
+        }
+        let mut sec = Vec::new();
+        crate::security::seccomp_opts(
+            sc.seccomp.as_ref(),
+            &sc.seccomp_profile_path,
+            sc.privileged,
+            &mut sec,
+        );
+        crate::security::apparmor_opts(sc.apparmor.as_ref(), "", &mut sec);
+        if !sec.is_empty() {
+            hc.security_opt = Some(sec);
+        }
+        let user = sc.run_as_user.as_ref().map(|u| match &sc.run_as_group {
+            Some(g) => format!("{}:{}", u.value, g.value),
+            None => u.value.to_string(),
+        });
 
         ContainerCreateBody {
             image: Some(self.config.pod_infra_image.clone()),

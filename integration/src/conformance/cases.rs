@@ -99,7 +99,7 @@ pub fn all() -> Vec<Case> {
             container_capabilities
         ),
         case!(
-            "[container] no_new_privs and seccomp unconfined / runtime default",
+            "[container] no_new_privs and seccomp absent / unconfined / runtime default",
             container_nnp_seccomp
         ),
         case!(
@@ -1819,6 +1819,27 @@ async fn container_nnp_seccomp(ctx: Ctx) -> CaseResult {
                     })
                 }
             };
+            // No security context at all: CRI's default is unconfined, not the runtime's
+            // default profile (upstream dockershim and containerd agree).
+            let absent = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "absent",
+                "sleep 3600",
+                |c| {
+                    if let Some(l) = c.linux.as_mut() {
+                        l.security_context = None;
+                    }
+                },
+                true,
+            )
+            .await?;
+            ensure_eq!(
+                proc_status(&mut ctx, &absent, "Seccomp").await?,
+                "0".to_string(),
+                "seccomp with no security context"
+            );
             let unconfined = container(
                 &mut ctx,
                 &id,

@@ -3,9 +3,11 @@
 //! from memory while nothing changed since: every Docker container event about one of ours and
 //! every mutation dockershim itself makes marks it stale (the mutation synchronously, before
 //! the RPC returns, so a client always lists what it just did), and it is never trusted while
-//! the event stream is down or after [`LIST_MAX_AGE`]. [`ImageRefCache`] keeps the repo digests
-//! of image ids for ContainerStatus and is cleared by any image event. Both own only their
-//! maps; the event pump in `events` feeds them.
+//! the event stream is down or after [`LIST_MAX_AGE`]. Under the same rules it remembers which
+//! of our containers an inspect found running, so that Exec / Attach / PortForward can check
+//! "exists and is running" without asking Docker again. [`ImageRefCache`] keeps the repo
+//! digests of image ids for ContainerStatus and is cleared by any image event. Both own only
+//! their maps; the event pump in `events` feeds them.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -37,7 +39,19 @@ struct ListState {
     /// The sequence number taken just before the cached listing was requested, when it was
     /// taken, and the listing.
     listing: Option<(u64, Instant, Vec<ContainerSummary>)>,
+    /// Containers found running, by the id the client gave: the ticket taken before the
+    /// inspect, when, and the full id.
+    running: HashMap<String, (u64, Instant, String)>,
 }
+
+impl ListState {
+    fn fresh(&self, ticket: u64, at: Instant) -> bool {
+        self.watching && ticket > self.last_change && at.elapsed() < LIST_MAX_AGE
+    }
+}
+
+/// How many running containers [`ListCache`] remembers at most (it forgets them all beyond).
+const RUNNING_MAX: usize = 4096;
 
 /// The last full listing of dockershim's containers, valid until something changes.
 #[derive(Default)]
@@ -68,7 +82,31 @@ impl ListCache {
     pub fn get(&self) -> Option<Vec<ContainerSummary>> {
         let s = self.state.lock().ok()?;
         let (taken, at, list) = s.listing.as_ref()?;
-        (s.watching && *taken > s.last_change && at.elapsed() < LIST_MAX_AGE).then(|| list.clone())
+        s.fresh(*taken, *at).then(|| list.clone())
+    }
+
+    /// The full id of container `id` if an inspect found it running and nothing changed since.
+    pub fn running(&self, id: &str) -> Option<String> {
+        let s = self.state.lock().ok()?;
+        let (taken, at, full) = s.running.get(id)?;
+        s.fresh(*taken, *at).then(|| full.clone())
+    }
+
+    /// Remembers that an inspect requested after `ticket` found `id` (full id `full_id`)
+    /// running.
+    pub fn store_running(&self, ticket: u64, id: &str, full_id: &str) {
+        if let Ok(mut s) = self.state.lock() {
+            // Forget what a change already made stale, and everything if it grew too big.
+            let last = s.last_change;
+            s.running.retain(|_, (t, _, _)| *t > last);
+            if s.running.len() >= RUNNING_MAX {
+                s.running.clear();
+            }
+            s.running.insert(
+                id.to_string(),
+                (ticket, Instant::now(), full_id.to_string()),
+            );
+        }
     }
 
     /// A ticket to take before requesting a fresh listing from Docker.
@@ -191,6 +229,62 @@ mod tests {
         assert!(c.get().is_some());
         c.set_watching(false);
         assert!(c.get().is_none());
+    }
+
+    #[test]
+    fn running_containers_are_remembered_until_something_changes() {
+        let c = ListCache::default();
+        let t = c.ticket();
+        c.store_running(t, "abc", "abcdef");
+        assert_eq!(
+            c.running("abc"),
+            None,
+            "not trusted without the event stream"
+        );
+        c.set_watching(true);
+        let t = c.ticket();
+        c.store_running(t, "abc", "abcdef");
+        assert_eq!(c.running("abc").as_deref(), Some("abcdef"));
+        assert_eq!(c.running("other"), None);
+        c.invalidate();
+        assert_eq!(c.running("abc"), None, "a change makes it stale");
+        let t = c.ticket();
+        c.invalidate(); // the container died while the inspect was in flight
+        c.store_running(t, "abc", "abcdef");
+        assert_eq!(c.running("abc"), None);
+        let t = c.ticket();
+        c.store_running(t, "abc", "abcdef");
+        c.set_watching(false);
+        assert_eq!(
+            c.running("abc"),
+            None,
+            "losing the event stream distrusts it"
+        );
+    }
+
+    #[test]
+    fn stale_running_entries_are_dropped() {
+        let c = ListCache::default();
+        c.set_watching(true);
+        for i in 0..10 {
+            let t = c.ticket();
+            c.store_running(t, &format!("c{i}"), "x");
+        }
+        c.invalidate();
+        let t = c.ticket();
+        c.store_running(t, "new", "y");
+        let n = c.state.lock().map(|s| s.running.len()).unwrap_or(0);
+        assert_eq!(n, 1, "entries older than the last change are forgotten");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn running_entries_expire() {
+        let c = ListCache::default();
+        c.set_watching(true);
+        let t = c.ticket();
+        c.store_running(t, "abc", "abcdef");
+        tokio::time::advance(LIST_MAX_AGE + Duration::from_millis(1)).await;
+        assert_eq!(c.running("abc"), None);
     }
 
     #[tokio::test(start_paused = true)]

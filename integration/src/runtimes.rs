@@ -1,7 +1,8 @@
 //! CRI runtimes to test against: our dockershim, started in-process on a private socket with a
-//! private root directory (CNI mode on the test bed's network), or any existing CRI endpoint
-//! (the test bed's containerd). Either way the test gets plain CRI clients over a unix socket,
-//! so every test runs unchanged against every runtime.
+//! private root directory (CNI mode on the test bed's network) or as its own process (the
+//! `dockershim` binary, for benchmarks that compare it with another runtime's process), or any
+//! existing CRI endpoint (the test bed's containerd). Either way the test gets plain CRI clients
+//! over a unix socket, so every test runs unchanged against every runtime.
 
 use std::time::Duration;
 
@@ -131,6 +132,18 @@ impl TestRuntime {
         })
     }
 
+    /// Connects to a runtime already serving on `endpoint` (e.g. a [`ShimProcess`]).
+    pub async fn connect(kind: RuntimeKind, endpoint: &str) -> anyhow::Result<TestRuntime> {
+        let (runtime, image) = clients(endpoint).await?;
+        Ok(TestRuntime {
+            kind,
+            endpoint: endpoint.to_string(),
+            runtime,
+            image,
+            dockershim: None,
+        })
+    }
+
     /// Restarts the runtime when it is our dockershim (containerd is left alone) and reconnects.
     pub async fn restart_dockershim(&mut self) -> anyhow::Result<()> {
         if let Some(shim) = &mut self.dockershim {
@@ -140,5 +153,77 @@ impl TestRuntime {
             self.image = i;
         }
         Ok(())
+    }
+}
+
+/// Our `dockershim` binary run as its own process on the test bed (Docker, CNI network), on a
+/// socket in `dir`; stopped with SIGTERM when dropped. Its log is `dir/dockershim.log`.
+pub struct ShimProcess {
+    child: std::process::Child,
+    pub endpoint: String,
+}
+
+impl ShimProcess {
+    /// The `dockershim` binary next to the running executable (same cargo profile).
+    pub fn binary() -> anyhow::Result<std::path::PathBuf> {
+        let exe = std::env::current_exe()?;
+        let p = exe
+            .parent()
+            .map(|d| d.join("dockershim"))
+            .ok_or_else(|| anyhow::anyhow!("no directory for {}", exe.display()))?;
+        if !p.is_file() {
+            anyhow::bail!("{} is missing: build the workspace first", p.display());
+        }
+        Ok(p)
+    }
+
+    /// Starts dockershim and waits (30 s at most) for its socket.
+    pub async fn start(tb: &Testbed, dir: &std::path::Path) -> anyhow::Result<ShimProcess> {
+        use anyhow::Context;
+        use std::process::Stdio;
+        let sock = dir.join("dockershim.sock");
+        let endpoint = format!("unix://{}", sock.display());
+        let log = std::fs::File::create(dir.join("dockershim.log"))?;
+        let child = std::process::Command::new(Self::binary()?)
+            .arg("--container-runtime-endpoint")
+            .arg(&endpoint)
+            .arg("--docker-endpoint")
+            .arg(&tb.docker_endpoint)
+            .arg("--root-directory")
+            .arg(dir.join("root"))
+            .arg("--pod-infra-container-image")
+            .arg(&tb.pause_image)
+            .arg("--network-plugin=cni")
+            .arg("--cni-bin-dir")
+            .arg(&tb.cni_bin_dir)
+            .arg("--cni-conf-dir")
+            .arg(&tb.dockershim_cni_conf_dir)
+            .arg("--cni-cache-dir")
+            .arg(&tb.dockershim_cni_cache_dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .context("starting dockershim")?;
+        let shim = ShimProcess { child, endpoint };
+        for _ in 0..300 {
+            if sock.exists() {
+                return Ok(shim);
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        anyhow::bail!("dockershim did not create {} within 30 s", sock.display())
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ShimProcess {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.child.wait();
     }
 }

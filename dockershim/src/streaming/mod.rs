@@ -156,11 +156,16 @@ impl<D: DockerApi> Shim<D> {
             .ok_or_else(|| ShimError::Unimplemented("the streaming server is not running".into()))
     }
 
-    /// The full id of a running container, or NotFound / FailedPrecondition.
+    /// The full id of a running container, or NotFound / FailedPrecondition. One of ours that
+    /// an inspect found running is remembered (see `cache`) until any container changes.
     async fn running_container(&self, id: &str, what: &str) -> Result<String> {
         if id.is_empty() {
             return Err(ShimError::invalid(format!("missing required {what}_id")));
         }
+        if let Some(full) = self.listing.running(id) {
+            return Ok(full);
+        }
+        let ticket = self.listing.ticket();
         let info = self.docker.inspect_container(id).await.map_err(|e| {
             if e.is_not_found() {
                 ShimError::NotFound(format!("{what} {id:?} not found"))
@@ -173,7 +178,15 @@ impl<D: DockerApi> Shim<D> {
                 "{what} {id} is not running"
             )));
         }
-        Ok(info.id.unwrap_or_else(|| id.to_string()))
+        let full = info.id.unwrap_or_else(|| id.to_string());
+        let ours = info
+            .config
+            .and_then(|c| c.labels)
+            .is_some_and(|l| l.contains_key(crate::labels::CONTAINER_TYPE_LABEL_KEY));
+        if ours {
+            self.listing.store_running(ticket, id, &full);
+        }
+        Ok(full)
     }
 
     /// CRI Exec: validates and returns the streaming URL.

@@ -20,21 +20,42 @@ use super::wschannel::{self, Ws};
 use super::{Limits, protocols};
 
 /// What a session runs.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Target {
+    /// An exec being prepared since the session was accepted
+    /// ([`StreamingRuntime::prepare_exec`]).
     Exec {
-        container_id: String,
-        cmd: Vec<String>,
+        prepared: JoinHandle<Result<String, String>>,
     },
     Attach {
         container_id: String,
     },
 }
 
-async fn run<R: StreamingRuntime>(rt: &R, target: &Target, tty: bool, stdio: Stdio) -> Outcome {
+impl Target {
+    /// An exec whose preparation starts now, while the client opens its streams. Should the
+    /// session never get that far, the prepared exec is simply never run.
+    pub fn exec<R: StreamingRuntime>(
+        rt: &Arc<R>,
+        container_id: String,
+        cmd: Vec<String>,
+        opts: StdioOptions,
+    ) -> Target {
+        let rt = rt.clone();
+        Target::Exec {
+            prepared: tokio::spawn(async move { rt.prepare_exec(&container_id, cmd, opts).await }),
+        }
+    }
+}
+
+async fn run<R: StreamingRuntime>(rt: &R, target: Target, tty: bool, stdio: Stdio) -> Outcome {
     match target {
-        Target::Exec { container_id, cmd } => rt.exec(container_id, cmd.clone(), tty, stdio).await,
-        Target::Attach { container_id } => rt.attach(container_id, tty, stdio).await,
+        Target::Exec { prepared } => match prepared.await {
+            Ok(Ok(exec)) => rt.exec(exec, tty, stdio).await,
+            Ok(Err(e)) => Outcome::Error(e),
+            Err(e) => Outcome::Error(format!("preparing the exec failed: {e}")),
+        },
+        Target::Attach { container_id } => rt.attach(&container_id, tty, stdio).await,
     }
 }
 
@@ -146,7 +167,7 @@ pub async fn serve_spdy<R, T>(
         stdio.resize = Some(resize_channel(s.split().0));
     }
     let outcome = tokio::select! {
-        o = run(rt.as_ref(), &target, opts.tty, stdio) => o,
+        o = run(rt.as_ref(), target, opts.tty, stdio) => o,
         _ = session.closed() => {
             debug!("streaming: client went away");
             return;
@@ -224,7 +245,7 @@ pub async fn serve_ws<R: StreamingRuntime>(
     }
     let closed = ch.closed.clone();
     let outcome = tokio::select! {
-        o = run(rt.as_ref(), &target, opts.tty, stdio) => o,
+        o = run(rt.as_ref(), target, opts.tty, stdio) => o,
         _ = closed.cancelled() => {
             debug!("streaming: websocket client went away");
             return;

@@ -1,6 +1,7 @@
 //! The Docker side of streaming (upstream dockershim's `NativeExecHandler` and port-forward):
-//! exec through Docker's exec API on a hijacked connection (stdin copied in and half-closed at
-//! its EOF, output demultiplexed to stdout/stderr, TTY resizes via the exec resize call, the
+//! exec through Docker's exec API — the exec instance created while the client is still
+//! opening its streams, then started on a hijacked connection (stdin copied in and half-closed
+//! at its EOF, output demultiplexed to stdout/stderr, TTY resizes via the exec resize call, the
 //! exit code read from the exec once its output ends); attach to a container's stdio; and
 //! port-forward connections made by dockershim itself inside the sandbox's network namespace
 //! (a short-lived thread enters `/proc/<pause pid>/ns/net` with setns(CLONE_NEWNET), connects,
@@ -22,7 +23,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
-use super::stdio::{Outcome, Stdio};
+use super::stdio::{Outcome, Stdio, StdioOptions};
 use crate::docker::{BollardDocker, DockerError};
 
 /// Why a streaming operation could not run.
@@ -38,11 +39,19 @@ pub enum RuntimeError {
 
 /// What the streaming server needs from the container runtime.
 pub trait StreamingRuntime: Send + Sync + 'static {
-    /// Runs `cmd` in the container with `stdio`; ends when its output ends.
-    fn exec(
+    /// Prepares `cmd` in the container for a session with `opts` without running it (Docker:
+    /// creates the exec instance); returns what [`StreamingRuntime::exec`] runs. The server
+    /// calls it as soon as it accepts a session, so it overlaps the client's stream set-up.
+    fn prepare_exec(
         &self,
         container_id: &str,
         cmd: Vec<String>,
+        opts: StdioOptions,
+    ) -> impl Future<Output = Result<String, String>> + Send;
+    /// Runs a prepared exec with `stdio`; ends when its output ends.
+    fn exec(
+        &self,
+        prepared: String,
         tty: bool,
         stdio: Stdio,
     ) -> impl Future<Output = Outcome> + Send;
@@ -102,7 +111,30 @@ async fn pump_output(
 }
 
 impl StreamingRuntime for BollardDocker {
-    async fn exec(&self, container_id: &str, cmd: Vec<String>, tty: bool, stdio: Stdio) -> Outcome {
+    async fn prepare_exec(
+        &self,
+        container_id: &str,
+        cmd: Vec<String>,
+        opts: StdioOptions,
+    ) -> Result<String, String> {
+        self.client()
+            .create_exec(
+                container_id,
+                CreateExecOptions {
+                    cmd: Some(cmd),
+                    attach_stdin: Some(opts.stdin),
+                    attach_stdout: Some(opts.stdout),
+                    attach_stderr: Some(opts.stderr && !opts.tty),
+                    tty: Some(opts.tty),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map(|c| c.id)
+            .map_err(|e| DockerError::from(e).to_string())
+    }
+
+    async fn exec(&self, exec_id: String, tty: bool, stdio: Stdio) -> Outcome {
         let Stdio {
             stdin,
             stdout,
@@ -110,24 +142,6 @@ impl StreamingRuntime for BollardDocker {
             resize,
         } = stdio;
         let docker = self.client();
-        let created = match docker
-            .create_exec(
-                container_id,
-                CreateExecOptions {
-                    cmd: Some(cmd),
-                    attach_stdin: Some(stdin.is_some()),
-                    attach_stdout: Some(stdout.is_some()),
-                    attach_stderr: Some(stderr.is_some()),
-                    tty: Some(tty),
-                    ..Default::default()
-                },
-            )
-            .await
-        {
-            Ok(c) => c,
-            Err(e) => return Outcome::Error(DockerError::from(e).to_string()),
-        };
-        let exec_id = created.id;
         let started = docker
             .start_exec(
                 &exec_id,

@@ -22,11 +22,21 @@ use tokio_tungstenite::tungstenite::protocol::{Role as WsRole, WebSocketConfig};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use cri_proto::runtime::v1 as cri;
+
 use super::remotecommand::{self, Target};
 use super::runtime::StreamingRuntime;
 use super::stdio::StdioOptions;
 use super::tokens::{CachedRequest, RequestCache};
 use super::{Limits, portforward, protocols};
+
+/// A session whose token was consumed and whose upgrade was accepted.
+enum Accepted {
+    /// An exec already being prepared, and what the client asked for.
+    Exec(Target, StdioOptions),
+    Attach(cri::AttachRequest),
+    PortForward(cri::PortForwardRequest),
+}
 
 struct State<R> {
     rt: Arc<R>,
@@ -257,6 +267,21 @@ async fn handle<R: StreamingRuntime>(
     let on_upgrade = hyper::upgrade::on(&mut req);
     let limits = state.limits.clone();
     let rt = state.rt.clone();
+    let kind = cached.kind();
+    // An exec is prepared from here on, while the 101 goes out and the client opens streams.
+    let cached = match cached {
+        CachedRequest::Exec(e) => {
+            let opts = StdioOptions {
+                stdin: e.stdin,
+                stdout: e.stdout,
+                stderr: e.stderr,
+                tty: e.tty,
+            };
+            Accepted::Exec(Target::exec(&rt, e.container_id, e.cmd, opts), opts)
+        }
+        CachedRequest::Attach(a) => Accepted::Attach(a),
+        CachedRequest::PortForward(pf) => Accepted::PortForward(pf),
+    };
     tokio::spawn(async move {
         let _permit = permit;
         let upgraded = match on_upgrade.await {
@@ -267,9 +292,10 @@ async fn handle<R: StreamingRuntime>(
             }
         };
         let protocol = protocol.unwrap_or_default();
-        debug!(%peer, websocket, %protocol, kind = cached.kind(), "streaming session");
+        debug!(%peer, websocket, %protocol, kind, "streaming session");
         let (target, opts) = match cached {
-            CachedRequest::PortForward(pf) => {
+            Accepted::Exec(target, opts) => (target, opts),
+            Accepted::PortForward(pf) => {
                 if websocket {
                     let ws = WebSocketStream::from_raw_socket(
                         upgraded,
@@ -284,19 +310,7 @@ async fn handle<R: StreamingRuntime>(
                 }
                 return;
             }
-            CachedRequest::Exec(e) => (
-                Target::Exec {
-                    container_id: e.container_id,
-                    cmd: e.cmd,
-                },
-                StdioOptions {
-                    stdin: e.stdin,
-                    stdout: e.stdout,
-                    stderr: e.stderr,
-                    tty: e.tty,
-                },
-            ),
-            CachedRequest::Attach(a) => (
+            Accepted::Attach(a) => (
                 Target::Attach {
                     container_id: a.container_id,
                 },

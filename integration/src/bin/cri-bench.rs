@@ -5,13 +5,12 @@
 //! compares dockershim with the test bed's containerd.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use clap::Parser;
 use integration::benchmark::{self, Settings, Target};
-use integration::runtimes::clients;
+use integration::runtimes::{ShimProcess, clients};
 use integration::testbed::Testbed;
 
 #[derive(Debug, Parser)]
@@ -41,64 +40,6 @@ struct Args {
     json: Option<PathBuf>,
 }
 
-/// A dockershim process started for the run.
-struct Shim(std::process::Child);
-
-impl Drop for Shim {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid of a child we spawned.
-        unsafe { libc::kill(self.0.id() as libc::pid_t, libc::SIGTERM) };
-        let _ = self.0.wait();
-    }
-}
-
-fn shim_binary() -> Result<PathBuf> {
-    let exe = std::env::current_exe()?;
-    let p = exe
-        .parent()
-        .map(|d| d.join("dockershim"))
-        .ok_or_else(|| anyhow!("no directory for {}", exe.display()))?;
-    if !p.is_file() {
-        bail!("{} is missing: build the workspace first", p.display());
-    }
-    Ok(p)
-}
-
-async fn start_shim(tb: &Testbed, dir: &std::path::Path) -> Result<(Shim, String)> {
-    let sock = dir.join("dockershim.sock");
-    let endpoint = format!("unix://{}", sock.display());
-    let log = std::fs::File::create(dir.join("dockershim.log"))?;
-    let child = std::process::Command::new(shim_binary()?)
-        .arg("--container-runtime-endpoint")
-        .arg(&endpoint)
-        .arg("--docker-endpoint")
-        .arg(&tb.docker_endpoint)
-        .arg("--root-directory")
-        .arg(dir.join("root"))
-        .arg("--pod-infra-container-image")
-        .arg(&tb.pause_image)
-        .arg("--network-plugin=cni")
-        .arg("--cni-bin-dir")
-        .arg(&tb.cni_bin_dir)
-        .arg("--cni-conf-dir")
-        .arg(&tb.dockershim_cni_conf_dir)
-        .arg("--cni-cache-dir")
-        .arg(&tb.dockershim_cni_cache_dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .context("starting dockershim")?;
-    let shim = Shim(child);
-    for _ in 0..300 {
-        if sock.exists() {
-            return Ok((shim, endpoint));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    bail!("dockershim did not create {} within 30 s", sock.display())
-}
-
 #[tokio::main]
 async fn main() -> Result<()> {
     let args = Args::parse();
@@ -118,7 +59,8 @@ async fn main() -> Result<()> {
             let tb = tb
                 .as_ref()
                 .ok_or_else(|| anyhow!("`dockershim` needs the test bed"))?;
-            let (shim, url) = start_shim(tb, tmp.path()).await?;
+            let shim = ShimProcess::start(tb, tmp.path()).await?;
+            let url = shim.endpoint.clone();
             shims.push(shim);
             ("dockershim".to_string(), url)
         } else {

@@ -211,8 +211,9 @@ async fn an_idle_session_is_closed() {
         .await;
 }
 
-/// dockershim answers FailedPrecondition for a container that is not running, and the
-/// streaming server listens on loopback by default.
+/// dockershim answers FailedPrecondition for a container that is not running — also right
+/// after it was stopped, or killed behind dockershim's back, once it had been seen running —
+/// and the streaming server listens on loopback by default.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dockershim_refuses_a_container_that_is_not_running() {
     let tb = require_testbed!("dockershim_refuses_a_container_that_is_not_running");
@@ -291,6 +292,84 @@ async fn dockershim_refuses_a_container_that_is_not_running() {
             .into_inner()
             .url;
         assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+
+        // A running container is remembered between Execs (no inspect each time); stopping
+        // it through CRI, or killing it behind dockershim's back, is noticed.
+        let exec_true = |id: String| cri::ExecRequest {
+            container_id: id,
+            cmd: vec!["true".into()],
+            stdout: true,
+            ..Default::default()
+        };
+        let mut started = Vec::new();
+        for name in ["stopped", "killed"] {
+            let id = rt
+                .runtime
+                .create_container(cri::CreateContainerRequest {
+                    pod_sandbox_id: sb.clone(),
+                    config: Some(busybox_container(name, &tb.busybox_image, "sleep 3600")),
+                    sandbox_config: Some(scfg.clone()),
+                })
+                .await
+                .expect("create")
+                .into_inner()
+                .container_id;
+            rt.runtime
+                .start_container(cri::StartContainerRequest {
+                    container_id: id.clone(),
+                })
+                .await
+                .expect("start");
+            for _ in 0..2 {
+                rt.runtime
+                    .exec(exec_true(id.clone()))
+                    .await
+                    .expect("exec in a running container");
+            }
+            started.push(id);
+        }
+        rt.runtime
+            .stop_container(cri::StopContainerRequest {
+                container_id: started[0].clone(),
+                timeout: 1,
+            })
+            .await
+            .expect("stop");
+        let err = rt
+            .runtime
+            .exec(exec_true(started[0].clone()))
+            .await
+            .expect_err("exec right after StopContainer");
+        assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
+        let docker = bollard::Docker::connect_with_unix(
+            tb.docker_endpoint.trim_start_matches("unix://"),
+            60,
+            bollard::API_DEFAULT_VERSION,
+        )
+        .expect("docker");
+        docker
+            .kill_container(
+                &started[1],
+                None::<bollard::query_parameters::KillContainerOptions>,
+            )
+            .await
+            .expect("docker kill");
+        // Docker's die event reaches dockershim a moment later.
+        let mut refused = None;
+        for _ in 0..100 {
+            match rt.runtime.exec(exec_true(started[1].clone())).await {
+                Err(e) => {
+                    refused = Some(e.code());
+                    break;
+                }
+                Ok(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+            }
+        }
+        assert_eq!(
+            refused,
+            Some(tonic::Code::FailedPrecondition),
+            "exec after a kill behind dockershim's back"
+        );
     };
     result.await;
     cleanup_sandboxes(&mut rt.runtime, &[sb]).await;

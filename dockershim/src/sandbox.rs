@@ -71,7 +71,6 @@ fn sandbox_state(running: bool) -> cri::PodSandboxState {
 
 impl<D: DockerApi> Shim<D> {
     /// Builds the Docker create body of a sandbox's pause container.
-    #[allow(deprecated)] // seccomp_profile_path: CRI still sends it; we honour both fields.
     pub(crate) fn sandbox_create_body(
         &self,
         config: &cri::PodSandboxConfig,
@@ -140,33 +139,7 @@ impl<D: DockerApi> Shim<D> {
             .as_ref()
             .and_then(|l| l.security_context.as_ref())
             .unwrap_or(&no_context);
-        if sc.privileged {
-            hc.privileged = Some(true);
-        }
-        hc.readonly_rootfs = Some(sc.readonly_rootfs);
-        if !sc.supplemental_groups.is_empty() {
-            hc.group_add = Some(
-                sc.supplemental_groups
-                    .iter()
-                    .map(|g| g.to_string())
-                    .collect(),
-            );
-        }
-        let mut sec = Vec::new();
-        crate::security::seccomp_opts(
-            sc.seccomp.as_ref(),
-            &sc.seccomp_profile_path,
-            sc.privileged,
-            &mut sec,
-        );
-        crate::security::apparmor_opts(sc.apparmor.as_ref(), "", &mut sec);
-        if !sec.is_empty() {
-            hc.security_opt = Some(sec);
-        }
-        let user = sc.run_as_user.as_ref().map(|u| match &sc.run_as_group {
-            Some(g) => format!("{}:{}", u.value, g.value),
-            None => u.value.to_string(),
-        });
+        let user = crate::security::apply_sandbox_security(sc, &mut hc);
 
         ContainerCreateBody {
             image: Some(self.config.pod_infra_image.clone()),

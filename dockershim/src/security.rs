@@ -96,6 +96,48 @@ fn cap_name(c: &str) -> String {
     }
 }
 
+/// What container and sandbox security contexts share: privileged, read-only rootfs and
+/// supplemental groups.
+fn apply_common(privileged: bool, readonly_rootfs: bool, groups: &[i64], hc: &mut HostConfig) {
+    if privileged {
+        hc.privileged = Some(true);
+    }
+    hc.readonly_rootfs = Some(readonly_rootfs);
+    if !groups.is_empty() {
+        hc.group_add = Some(groups.iter().map(|g| g.to_string()).collect());
+    }
+}
+
+/// Applies a sandbox security context to the pause container's host config; returns its user
+/// (`uid` or `uid:gid`), if one is set.
+#[allow(deprecated)] // seccomp_profile_path: CRI still sends it; we honour both fields.
+pub fn apply_sandbox_security(
+    sc: &cri::LinuxSandboxSecurityContext,
+    hc: &mut HostConfig,
+) -> Option<String> {
+    apply_common(
+        sc.privileged,
+        sc.readonly_rootfs,
+        &sc.supplemental_groups,
+        hc,
+    );
+    let mut opts = Vec::new();
+    seccomp_opts(
+        sc.seccomp.as_ref(),
+        &sc.seccomp_profile_path,
+        sc.privileged,
+        &mut opts,
+    );
+    apparmor_opts(sc.apparmor.as_ref(), "", &mut opts);
+    if !opts.is_empty() {
+        hc.security_opt = Some(opts);
+    }
+    sc.run_as_user.as_ref().map(|u| match &sc.run_as_group {
+        Some(g) => format!("{}:{}", u.value, g.value),
+        None => u.value.to_string(),
+    })
+}
+
 /// Applies a container security context to the create body's user and host config.
 #[allow(deprecated)] // seccomp_profile_path / apparmor_profile: CRI still sends them.
 pub fn apply_container_security(
@@ -118,18 +160,12 @@ pub fn apply_container_security(
             "run_as_group is set without run_as_user or run_as_username",
         ));
     }
-    if sc.privileged {
-        hc.privileged = Some(true);
-    }
-    hc.readonly_rootfs = Some(sc.readonly_rootfs);
-    if !sc.supplemental_groups.is_empty() {
-        hc.group_add = Some(
-            sc.supplemental_groups
-                .iter()
-                .map(|g| g.to_string())
-                .collect(),
-        );
-    }
+    apply_common(
+        sc.privileged,
+        sc.readonly_rootfs,
+        &sc.supplemental_groups,
+        hc,
+    );
     if let Some(caps) = &sc.capabilities {
         if !caps.add_capabilities.is_empty() {
             hc.cap_add = Some(caps.add_capabilities.iter().map(|c| cap_name(c)).collect());
@@ -239,6 +275,30 @@ mod tests {
             hc.security_opt
                 .unwrap()
                 .contains(&"no-new-privileges".to_string())
+        );
+    }
+
+    #[test]
+    fn an_absent_sandbox_context_is_unconfined() {
+        let mut hc = HostConfig::default();
+        let user = apply_sandbox_security(&cri::LinuxSandboxSecurityContext::default(), &mut hc);
+        assert_eq!(user, None);
+        assert_eq!(
+            hc.security_opt,
+            Some(vec!["seccomp=unconfined".to_string()])
+        );
+        let mut hc = HostConfig::default();
+        let mut user = None;
+        apply_container_security(
+            &cri::LinuxContainerSecurityContext::default(),
+            &mut user,
+            &mut hc,
+        )
+        .unwrap();
+        assert!(
+            hc.security_opt
+                .unwrap_or_default()
+                .contains(&"seccomp=unconfined".to_string())
         );
     }
 

@@ -44,6 +44,25 @@ fn read_env_file() -> HashMap<String, String> {
 }
 
 impl Testbed {
+    /// The flags that put a dockershim (ours, or the kubelet's embedded one) on the test bed's
+    /// Docker and CNI network.
+    pub fn dockershim_args(&self) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--docker-endpoint".into(),
+            self.docker_endpoint.clone().into(),
+            "--network-plugin=cni".into(),
+        ];
+        for (flag, dir) in [
+            ("--cni-bin-dir", &self.cni_bin_dir),
+            ("--cni-conf-dir", &self.dockershim_cni_conf_dir),
+            ("--cni-cache-dir", &self.dockershim_cni_cache_dir),
+        ] {
+            args.push(flag.into());
+            args.push(dir.clone().into_os_string());
+        }
+        args
+    }
+
     /// The test bed, or `None` (with a loud message) when this process cannot use it. Panics
     /// when the test bed is required (`CRI_TESTBED_REQUIRED=1`) but absent.
     pub fn get(test: &str) -> Option<Testbed> {

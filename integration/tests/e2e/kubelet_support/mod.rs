@@ -305,15 +305,7 @@ pub fn kubelet_command(
                 .arg(&tb.containerd_endpoint);
         }
         RuntimeKind::Dockershim => {
-            cmd.arg("--docker-endpoint")
-                .arg(&tb.docker_endpoint)
-                .arg("--network-plugin=cni")
-                .arg("--cni-bin-dir")
-                .arg(&tb.cni_bin_dir)
-                .arg("--cni-conf-dir")
-                .arg(&tb.dockershim_cni_conf_dir)
-                .arg("--cni-cache-dir")
-                .arg(&tb.dockershim_cni_cache_dir);
+            cmd.args(tb.dockershim_args());
         }
     }
     let log_file = std::fs::OpenOptions::new()

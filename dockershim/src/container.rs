@@ -179,14 +179,10 @@ impl<D: DockerApi> Shim<D> {
         if let Some(r) = config.linux.as_ref().and_then(|l| l.resources.as_ref()) {
             apply_resources(r, self.oom_score_adj_floor, &mut hc);
         }
-        // An absent security context means the CRI defaults (seccomp unconfined, like upstream
-        // dockershim and containerd), not Docker's defaults.
-        let no_context = cri::LinuxContainerSecurityContext::default();
         let sc = config
             .linux
             .as_ref()
-            .and_then(|l| l.security_context.as_ref())
-            .unwrap_or(&no_context);
+            .and_then(|l| l.security_context.as_ref());
         crate::security::apply_container_security(sc, &mut user, &mut hc)?;
         Ok(ContainerCreateBody {
             image: Some(image),

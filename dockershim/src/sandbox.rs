@@ -131,14 +131,10 @@ impl<D: DockerApi> Shim<D> {
                 hc.sysctls = Some(linux.sysctls.clone());
             }
         }
-        // An absent security context means the CRI defaults (seccomp unconfined, like upstream
-        // dockershim and containerd), not Docker's defaults.
-        let no_context = cri::LinuxSandboxSecurityContext::default();
         let sc = config
             .linux
             .as_ref()
-            .and_then(|l| l.security_context.as_ref())
-            .unwrap_or(&no_context);
+            .and_then(|l| l.security_context.as_ref());
         let user = crate::security::apply_sandbox_security(sc, &mut hc);
 
         ContainerCreateBody {

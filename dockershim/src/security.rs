@@ -109,12 +109,21 @@ fn apply_common(privileged: bool, readonly_rootfs: bool, groups: &[i64], hc: &mu
 }
 
 /// Applies a sandbox security context to the pause container's host config; returns its user
-/// (`uid` or `uid:gid`), if one is set.
+/// (`uid` or `uid:gid`), if one is set. No context means CRI's defaults (seccomp unconfined,
+/// like upstream dockershim and containerd), not Docker's.
 #[allow(deprecated)] // seccomp_profile_path: CRI still sends it; we honour both fields.
 pub fn apply_sandbox_security(
-    sc: &cri::LinuxSandboxSecurityContext,
+    sc: Option<&cri::LinuxSandboxSecurityContext>,
     hc: &mut HostConfig,
 ) -> Option<String> {
+    let none;
+    let sc = match sc {
+        Some(sc) => sc,
+        None => {
+            none = cri::LinuxSandboxSecurityContext::default();
+            &none
+        }
+    };
     apply_common(
         sc.privileged,
         sc.readonly_rootfs,
@@ -138,13 +147,22 @@ pub fn apply_sandbox_security(
     })
 }
 
-/// Applies a container security context to the create body's user and host config.
+/// Applies a container security context to the create body's user and host config. No
+/// context means CRI's defaults (seccomp unconfined), not Docker's.
 #[allow(deprecated)] // seccomp_profile_path / apparmor_profile: CRI still sends them.
 pub fn apply_container_security(
-    sc: &cri::LinuxContainerSecurityContext,
+    sc: Option<&cri::LinuxContainerSecurityContext>,
     user: &mut Option<String>,
     hc: &mut HostConfig,
 ) -> Result<()> {
+    let none;
+    let sc = match sc {
+        Some(sc) => sc,
+        None => {
+            none = cri::LinuxContainerSecurityContext::default();
+            &none
+        }
+    };
     if let Some(uid) = &sc.run_as_user {
         *user = Some(match &sc.run_as_group {
             Some(g) => format!("{}:{}", uid.value, g.value),
@@ -266,7 +284,7 @@ mod tests {
         };
         let mut user = None;
         let mut hc = HostConfig::default();
-        apply_container_security(&sc, &mut user, &mut hc).unwrap();
+        apply_container_security(Some(&sc), &mut user, &mut hc).unwrap();
         assert_eq!(user.as_deref(), Some("1000:2000"));
         assert_eq!(hc.group_add, Some(vec!["5".to_string(), "6".to_string()]));
         assert_eq!(hc.cap_add, Some(vec!["CAP_NET_ADMIN".to_string()]));
@@ -281,7 +299,7 @@ mod tests {
     #[test]
     fn an_absent_sandbox_context_is_unconfined() {
         let mut hc = HostConfig::default();
-        let user = apply_sandbox_security(&cri::LinuxSandboxSecurityContext::default(), &mut hc);
+        let user = apply_sandbox_security(None, &mut hc);
         assert_eq!(user, None);
         assert_eq!(
             hc.security_opt,
@@ -289,12 +307,7 @@ mod tests {
         );
         let mut hc = HostConfig::default();
         let mut user = None;
-        apply_container_security(
-            &cri::LinuxContainerSecurityContext::default(),
-            &mut user,
-            &mut hc,
-        )
-        .unwrap();
+        apply_container_security(None, &mut user, &mut hc).unwrap();
         assert!(
             hc.security_opt
                 .unwrap_or_default()
@@ -310,6 +323,6 @@ mod tests {
         };
         let mut user = None;
         let mut hc = HostConfig::default();
-        assert!(apply_container_security(&sc, &mut user, &mut hc).is_err());
+        assert!(apply_container_security(Some(&sc), &mut user, &mut hc).is_err());
     }
 }

@@ -156,8 +156,9 @@ impl TestRuntime {
     }
 }
 
-/// Our `dockershim` binary run as its own process on the test bed (Docker, CNI network), on a
-/// socket in `dir`; stopped with SIGTERM when dropped. Its log is `dir/dockershim.log`.
+/// Our `dockershim` binary run as its own process, serving on a socket in a directory of the
+/// caller's; terminated on drop (SIGTERM, then SIGKILL after 5 s). Its log is
+/// `dir/dockershim.log`.
 pub struct ShimProcess {
     child: std::process::Child,
     pub endpoint: String,
@@ -177,32 +178,48 @@ impl ShimProcess {
         Ok(p)
     }
 
-    /// Starts dockershim and waits (30 s at most) for its socket.
+    /// Starts [`ShimProcess::binary`] on the test bed: its Docker, pause image and CNI network.
     pub async fn start(tb: &Testbed, dir: &std::path::Path) -> anyhow::Result<ShimProcess> {
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--pod-infra-container-image".into(),
+            tb.pause_image.clone().into(),
+        ];
+        args.extend(tb.dockershim_args());
+        Self::spawn(&Self::binary()?, dir, args).await
+    }
+
+    /// Starts `binary` with its socket and root directory in `dir` and `args`, and waits (30 s
+    /// at most) for the socket.
+    pub async fn spawn(
+        binary: &std::path::Path,
+        dir: &std::path::Path,
+        args: impl IntoIterator<Item = std::ffi::OsString>,
+    ) -> anyhow::Result<ShimProcess> {
         use anyhow::Context;
         use std::process::Stdio;
         let sock = dir.join("dockershim.sock");
         let endpoint = format!("unix://{}", sock.display());
         let log = std::fs::File::create(dir.join("dockershim.log"))?;
-        let child = std::process::Command::new(Self::binary()?)
+        let child = std::process::Command::new(binary)
             .arg("--container-runtime-endpoint")
             .arg(&endpoint)
             .arg("--root-directory")
             .arg(dir.join("root"))
-            .arg("--pod-infra-container-image")
-            .arg(&tb.pause_image)
-            .args(tb.dockershim_args())
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
-            .context("starting dockershim")?;
-        let shim = ShimProcess { child, endpoint };
-        for _ in 0..300 {
+            .with_context(|| format!("starting {}", binary.display()))?;
+        let mut shim = ShimProcess { child, endpoint };
+        for _ in 0..600 {
             if sock.exists() {
                 return Ok(shim);
             }
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            if let Ok(Some(st)) = shim.child.try_wait() {
+                anyhow::bail!("dockershim exited early: {st}");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         anyhow::bail!("dockershim did not create {} within 30 s", sock.display())
     }
@@ -210,12 +227,28 @@ impl ShimProcess {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
+
+    /// SIGTERM, then SIGKILL if it has not exited within 5 s.
+    pub fn terminate(&mut self) {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
 
 impl Drop for ShimProcess {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let _ = self.child.wait();
+        self.terminate();
     }
 }

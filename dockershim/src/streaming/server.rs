@@ -32,9 +32,8 @@ use super::{Limits, portforward, protocols};
 
 /// A session whose token was consumed and whose upgrade was accepted.
 enum Accepted {
-    /// An exec already being prepared, and what the client asked for.
-    Exec(Target, StdioOptions),
-    Attach(cri::AttachRequest),
+    /// Exec (already being prepared) or attach, and the streams the client asked for.
+    RemoteCommand(Target, StdioOptions),
     PortForward(cri::PortForwardRequest),
 }
 
@@ -269,17 +268,23 @@ async fn handle<R: StreamingRuntime>(
     let rt = state.rt.clone();
     let kind = cached.kind();
     // An exec is prepared from here on, while the 101 goes out and the client opens streams.
-    let cached = match cached {
+    let opts = |stdin, stdout, stderr, tty| StdioOptions {
+        stdin,
+        stdout,
+        stderr,
+        tty,
+    };
+    let accepted = match cached {
         CachedRequest::Exec(e) => {
-            let opts = StdioOptions {
-                stdin: e.stdin,
-                stdout: e.stdout,
-                stderr: e.stderr,
-                tty: e.tty,
-            };
-            Accepted::Exec(Target::exec(&rt, e.container_id, e.cmd, opts), opts)
+            let o = opts(e.stdin, e.stdout, e.stderr, e.tty);
+            Accepted::RemoteCommand(Target::exec(&rt, e.container_id, e.cmd, o), o)
         }
-        CachedRequest::Attach(a) => Accepted::Attach(a),
+        CachedRequest::Attach(a) => Accepted::RemoteCommand(
+            Target::Attach {
+                container_id: a.container_id,
+            },
+            opts(a.stdin, a.stdout, a.stderr, a.tty),
+        ),
         CachedRequest::PortForward(pf) => Accepted::PortForward(pf),
     };
     tokio::spawn(async move {
@@ -293,8 +298,8 @@ async fn handle<R: StreamingRuntime>(
         };
         let protocol = protocol.unwrap_or_default();
         debug!(%peer, websocket, %protocol, kind, "streaming session");
-        let (target, opts) = match cached {
-            Accepted::Exec(target, opts) => (target, opts),
+        let (target, opts) = match accepted {
+            Accepted::RemoteCommand(target, opts) => (target, opts),
             Accepted::PortForward(pf) => {
                 if websocket {
                     let ws = WebSocketStream::from_raw_socket(
@@ -310,17 +315,6 @@ async fn handle<R: StreamingRuntime>(
                 }
                 return;
             }
-            Accepted::Attach(a) => (
-                Target::Attach {
-                    container_id: a.container_id,
-                },
-                StdioOptions {
-                    stdin: a.stdin,
-                    stdout: a.stdout,
-                    stderr: a.stderr,
-                    tty: a.tty,
-                },
-            ),
         };
         if websocket {
             let ws = WebSocketStream::from_raw_socket(

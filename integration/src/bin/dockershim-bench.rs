@@ -9,7 +9,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, anyhow, bail};
@@ -25,6 +24,7 @@ use cri_proto::runtime::v1::runtime_service_client::RuntimeServiceClient;
 use dockershim::{labels, naming};
 use futures::StreamExt;
 use integration::fixtures;
+use integration::runtimes::ShimProcess;
 use integration::testbed::Testbed;
 use tonic::transport::Channel;
 
@@ -112,39 +112,6 @@ async fn bounded<T, E: std::fmt::Display>(
         Ok(Ok(v)) => Ok(v),
         Ok(Err(e)) => Err(anyhow!("{what}: {e}")),
         Err(_) => Err(anyhow!("{what}: timed out after {CALL_TIMEOUT:?}")),
-    }
-}
-
-/// The spawned dockershim process; terminated (SIGTERM, then SIGKILL) on drop.
-struct ShimProcess {
-    child: Child,
-}
-
-impl ShimProcess {
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-    fn terminate(&mut self) {
-        if let Ok(Some(_)) = self.child.try_wait() {
-            return;
-        }
-        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
-        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for ShimProcess {
-    fn drop(&mut self) {
-        self.terminate();
     }
 }
 
@@ -747,38 +714,21 @@ async fn main() -> Result<()> {
     let tmp = tempfile::Builder::new()
         .prefix("dockershim-bench")
         .tempdir()?;
-    let sock = tmp.path().join("dockershim.sock");
-    let endpoint = format!("unix://{}", sock.display());
-    let shim_log = std::fs::File::create(tmp.path().join("dockershim.log"))?;
-    let child = Command::new(&shim_bin)
-        .arg("--container-runtime-endpoint")
-        .arg(&endpoint)
-        .arg("--docker-endpoint")
-        .arg(&tb.docker_endpoint)
-        .arg("--root-directory")
-        .arg(tmp.path().join("root"))
-        .arg("--pod-infra-container-image")
-        .arg(&tb.pause_image)
-        .arg("--sandbox-oom-score-adj")
-        .arg("0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(shim_log)
-        .spawn()
-        .with_context(|| format!("spawning {}", shim_bin.display()))?;
-    let mut shim = ShimProcess { child };
+    let mut shim = ShimProcess::spawn(
+        &shim_bin,
+        tmp.path(),
+        [
+            "--docker-endpoint".into(),
+            tb.docker_endpoint.clone().into(),
+            "--pod-infra-container-image".into(),
+            tb.pause_image.clone().into(),
+            "--sandbox-oom-score-adj".into(),
+            "0".into(),
+        ],
+    )
+    .await?;
+    let endpoint = shim.endpoint.clone();
     let pid = shim.pid();
-
-    let wait = Instant::now();
-    while !sock.exists() {
-        if wait.elapsed() > Duration::from_secs(30) {
-            bail!("dockershim did not create {} within 30 s", sock.display());
-        }
-        if let Ok(Some(st)) = shim.child.try_wait() {
-            bail!("dockershim exited early: {st}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
     let channel = cri_proto::connect(&endpoint, Duration::from_secs(10)).await?;
     let rt = cri_proto::runtime_client(channel);
     tokio::time::sleep(Duration::from_secs(1)).await;

@@ -189,6 +189,18 @@ impl Phases {
     fn total(&self) -> f64 {
         self.rpc + self.setup + self.output + self.end
     }
+
+    /// The mean of each phase over `runs`: rpc, setup, output, end.
+    fn means(runs: &[Phases]) -> [f64; 4] {
+        let n = runs.len().max(1) as f64;
+        let sum = |f: fn(&Phases) -> f64| runs.iter().map(f).sum::<f64>() / n;
+        [
+            sum(|p| p.rpc),
+            sum(|p| p.setup),
+            sum(|p| p.output),
+            sum(|p| p.end),
+        ]
+    }
 }
 
 /// One Exec RPC + session + `echo` output + exit status.
@@ -376,17 +388,15 @@ async fn main() -> Result<()> {
         }
     }
     let pause = Duration::from_millis(args.pause_ms);
-    let docker = bollard::Docker::connect_with_unix(
-        tb.docker_endpoint.trim_start_matches("unix://"),
-        120,
-        bollard::API_DEFAULT_VERSION,
-    )?;
+    let docker =
+        dockershim::BollardDocker::connect(&tb.docker_endpoint, Duration::from_secs(120)).await?;
+    let docker = docker.client();
     let shim_container = targets
         .iter()
         .find(|t| t.kind == RuntimeKind::Dockershim)
         .map(|t| t.container.clone())
         .context("no dockershim target")?;
-    docker_round_trip(&docker, &shim_container).await?;
+    docker_round_trip(docker, &shim_container).await?;
     let mut exec: Vec<Vec<Vec<Phases>>> = vec![vec![Vec::new(); 2]; targets.len()];
     let mut floor = Vec::new();
     for round in 0..args.iterations {
@@ -396,7 +406,7 @@ async fn main() -> Result<()> {
             // The Docker API floor once per round, at a different place each time.
             if i == round % targets.len() && j == (round / 2) % transports.len() {
                 tokio::time::sleep(pause).await;
-                floor.push(docker_round_trip(&docker, &shim_container).await?);
+                floor.push(docker_round_trip(docker, &shim_container).await?);
             }
         }
     }
@@ -409,29 +419,19 @@ async fn main() -> Result<()> {
     }
     // Per runtime and transport: the totals, each phase's mean, throughput, and the ratios to
     // the first runtime (containerd) on the same transport.
-    let mean =
-        |v: &[Phases], f: fn(&Phases) -> f64| v.iter().map(f).sum::<f64>() / v.len().max(1) as f64;
+    let totals = |v: &[Phases]| v.iter().map(Phases::total).collect::<Vec<_>>();
     let mut rows = Vec::new();
     let mut json_rows = Vec::new();
     for (i, t) in targets.iter().enumerate() {
         for (j, tr) in transports.iter().enumerate() {
-            let runs = &exec[i][j];
-            let e = summarize(runs.iter().map(Phases::total).collect());
+            let (runs, base) = (totals(&exec[i][j]), totals(&exec[0][j]));
+            let e = summarize(runs.clone());
             let m = summarize(mbps[i][j].clone());
-            let base_e = summarize(exec[0][j].iter().map(Phases::total).collect());
             let base_m = summarize(mbps[0][j].clone());
-            let exec_ratio = e.p50 / base_e.p50.max(f64::EPSILON);
-            let (ci_lo, ci_hi) = ratio_interval(
-                &runs.iter().map(Phases::total).collect::<Vec<_>>(),
-                &exec[0][j].iter().map(Phases::total).collect::<Vec<_>>(),
-            );
+            let exec_ratio = e.p50 / summarize(base.clone()).p50.max(f64::EPSILON);
+            let (ci_lo, ci_hi) = ratio_interval(&runs, &base);
             let mbps_ratio = m.mean / base_m.mean.max(f64::EPSILON);
-            let phases = [
-                mean(runs, |p| p.rpc),
-                mean(runs, |p| p.setup),
-                mean(runs, |p| p.output),
-                mean(runs, |p| p.end),
-            ];
+            let phases = Phases::means(&exec[i][j]);
             rows.push(format!(
                 "| {:<10} | {:<9} | {:>6.2} | {:>6.2} | {:>6.2} | {:>5.2} ({:.2}–{:.2}) | {:>5.2} / {:>5.2} / {:>5.2} / {:>5.2} | {:>7.1} | {:>5.2} |",
                 t.kind.name(),
@@ -467,23 +467,15 @@ async fn main() -> Result<()> {
         }
     }
     // The Docker API floor, against containerd's faster transport.
-    let f = summarize(floor.iter().map(Phases::total).collect());
-    let best = (0..transports.len())
-        .map(|j| exec[0][j].iter().map(Phases::total).collect::<Vec<_>>())
-        .min_by(|a, b| {
-            summarize(a.clone())
-                .p50
-                .total_cmp(&summarize(b.clone()).p50)
-        })
+    let f = summarize(totals(&floor));
+    let (best_p50, best) = exec[0]
+        .iter()
+        .map(|v| (summarize(totals(v)).p50, totals(v)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
         .unwrap_or_default();
-    let floor_ratio = f.p50 / summarize(best.clone()).p50.max(f64::EPSILON);
-    let (flo, fhi) = ratio_interval(&floor.iter().map(Phases::total).collect::<Vec<_>>(), &best);
-    let floor_phases = [
-        mean(&floor, |p| p.rpc),
-        mean(&floor, |p| p.setup),
-        mean(&floor, |p| p.output),
-        mean(&floor, |p| p.end),
-    ];
+    let floor_ratio = f.p50 / best_p50.max(f64::EPSILON);
+    let (flo, fhi) = ratio_interval(&totals(&floor), &best);
+    let floor_phases = Phases::means(&floor);
     rows.push(format!(
         "| docker API | (none)    | {:>6.2} | {:>6.2} | {:>6.2} | {:>5.2} ({:.2}–{:.2}) | {:>5.2} / {:>5.2} / {:>5.2} / {:>5.2} |       - |     - |",
         f.mean, f.p50, f.p95, floor_ratio, flo, fhi,

@@ -341,22 +341,19 @@ async fn dockershim_refuses_a_container_that_is_not_running() {
             .await
             .expect_err("exec right after StopContainer");
         assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
-        let docker = bollard::Docker::connect_with_unix(
-            tb.docker_endpoint.trim_start_matches("unix://"),
-            60,
-            bollard::API_DEFAULT_VERSION,
-        )
-        .expect("docker");
-        docker
+        crate::dockershim_support::docker(&tb)
             .kill_container(
                 &started[1],
                 None::<bollard::query_parameters::KillContainerOptions>,
             )
             .await
             .expect("docker kill");
-        // Docker's die event reaches dockershim a moment later.
+        // Docker's die event reaches dockershim a moment later. Wait at most half the cache's
+        // safety-net age: a refusal only after the entry expired would mean the event was
+        // not heard.
         let mut refused = None;
-        for _ in 0..100 {
+        let deadline = tokio::time::Instant::now() + dockershim::cache::LIST_MAX_AGE / 2;
+        while tokio::time::Instant::now() < deadline {
             match rt.runtime.exec(exec_true(started[1].clone())).await {
                 Err(e) => {
                     refused = Some(e.code());

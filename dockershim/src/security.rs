@@ -3,6 +3,8 @@
 //! "absent = unconfined"), AppArmor, SELinux labels, capabilities, run-as user/group, and
 //! no_new_privs. Pure functions; owns no state.
 
+use std::borrow::Cow;
+
 use bollard::models::HostConfig;
 use cri_proto::runtime::v1 as cri;
 
@@ -116,14 +118,7 @@ pub fn apply_sandbox_security(
     sc: Option<&cri::LinuxSandboxSecurityContext>,
     hc: &mut HostConfig,
 ) -> Option<String> {
-    let none;
-    let sc = match sc {
-        Some(sc) => sc,
-        None => {
-            none = cri::LinuxSandboxSecurityContext::default();
-            &none
-        }
-    };
+    let sc = sc.map_or_else(|| Cow::Owned(Default::default()), Cow::Borrowed);
     apply_common(
         sc.privileged,
         sc.readonly_rootfs,
@@ -155,14 +150,7 @@ pub fn apply_container_security(
     user: &mut Option<String>,
     hc: &mut HostConfig,
 ) -> Result<()> {
-    let none;
-    let sc = match sc {
-        Some(sc) => sc,
-        None => {
-            none = cri::LinuxContainerSecurityContext::default();
-            &none
-        }
-    };
+    let sc = sc.map_or_else(|| Cow::Owned(Default::default()), Cow::Borrowed);
     if let Some(uid) = &sc.run_as_user {
         *user = Some(match &sc.run_as_group {
             Some(g) => format!("{}:{}", uid.value, g.value),

@@ -3,11 +3,14 @@
 //! `ContainerEventResponse` carrying the pod sandbox status and the statuses of the pod's
 //! containers, and fans it out to every subscriber through a broadcast channel. The task
 //! reconnects with back-off when Docker's stream ends, replaying from a second before it was
-//! lost so nothing is missed (replayed events already published are not published again).
+//! lost so nothing is missed; `Replayed` remembers the events already handled so a replay does
+//! not publish them again. (Docker stamps an event before it queues it, so concurrent events can
+//! arrive slightly out of time order: the dedup is by identity, never by "older than the newest".)
 //! The same stream keeps the listing and image caches of `cache` honest.
 
+use std::collections::{HashSet, VecDeque};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bollard::models::{EventMessage, EventMessageTypeEnum};
 use cri_proto::runtime::v1 as cri;
@@ -21,6 +24,52 @@ use crate::shim::Shim;
 
 /// How many events a slow subscriber may lag behind before it misses some.
 pub const EVENT_BUFFER: usize = 1024;
+
+/// How long an event handled is remembered, to recognise it when a reconnect replays it. A
+/// replay reaches back at most a second (plus Docker's whole-second `since`) before the stream
+/// was lost, so this is ample.
+const REPLAY_MEMORY: Duration = Duration::from_secs(60);
+
+/// The identity of a Docker event: what happened, to which object, at which nanosecond.
+type EventKey = (String, String, i64);
+
+/// The Docker events handled recently, so one replayed after a reconnect is recognised.
+#[derive(Default)]
+struct Replayed {
+    keys: HashSet<EventKey>,
+    order: VecDeque<(Instant, EventKey)>,
+}
+
+impl Replayed {
+    /// True the first time an event is seen (within `REPLAY_MEMORY`), false for a replay.
+    fn first_time(&mut self, ev: &EventMessage, now: Instant) -> bool {
+        while let Some((at, _)) = self.order.front() {
+            if now.duration_since(*at) < REPLAY_MEMORY {
+                break;
+            }
+            if let Some((_, key)) = self.order.pop_front() {
+                self.keys.remove(&key);
+            }
+        }
+        let Some(at) = ev
+            .time_nano
+            .or(ev.time.map(|t| t.saturating_mul(1_000_000_000)))
+        else {
+            return true; // no time: nothing to recognise it by
+        };
+        let id = ev
+            .actor
+            .as_ref()
+            .and_then(|a| a.id.clone())
+            .unwrap_or_default();
+        let key = (ev.action.clone().unwrap_or_default(), id, at);
+        if !self.keys.insert(key.clone()) {
+            return false;
+        }
+        self.order.push_back((now, key));
+        true
+    }
+}
 
 /// The CRI event type of a Docker container event action.
 pub fn event_type(action: &str) -> Option<cri::ContainerEventType> {
@@ -110,10 +159,10 @@ impl<D: DockerApi> Shim<D> {
         let shim = self.clone();
         tokio::spawn(async move {
             let mut backoff = Duration::from_millis(100);
-            // The newest event published; a replay after a reconnect skips up to it.
-            let mut published_ns = crate::shim::now_ns();
+            let mut seen = Replayed::default();
+            // Replay from a second before the stream was (last) lost.
+            let mut since = chrono::Utc::now().timestamp() - 1;
             loop {
-                let since = chrono::Utc::now().timestamp() - 1;
                 let mut stream = shim.docker.events(Some(since));
                 shim.listing.set_watching(true);
                 shim.image_refs.set_watching(true);
@@ -126,14 +175,11 @@ impl<D: DockerApi> Shim<D> {
                         Some(Ok(ev)) => {
                             backoff = Duration::from_millis(100);
                             shim.note_change(&ev);
-                            let at = ev
-                                .time_nano
-                                .or(ev.time.map(|t| t.saturating_mul(1_000_000_000)))
-                                .unwrap_or(i64::MAX);
-                            if at <= published_ns || shim.events.receiver_count() == 0 {
+                            if !seen.first_time(&ev, Instant::now())
+                                || shim.events.receiver_count() == 0
+                            {
                                 continue;
                             }
-                            published_ns = at;
                             if let Some(e) = shim.container_event(ev).await {
                                 debug!(container = %e.container_id, kind = e.container_event_type, "container event");
                                 let _ = shim.events.send(e);
@@ -146,6 +192,7 @@ impl<D: DockerApi> Shim<D> {
                         None => break,
                     }
                 }
+                since = chrono::Utc::now().timestamp() - 1;
                 shim.listing.set_watching(false);
                 shim.image_refs.set_watching(false);
                 tokio::select! {
@@ -181,5 +228,41 @@ mod tests {
             Some(cri::ContainerEventType::ContainerDeletedEvent)
         );
         assert_eq!(event_type("exec_start: sh"), None);
+    }
+
+    fn docker_event(action: &str, id: &str, time_nano: i64) -> EventMessage {
+        EventMessage {
+            typ: Some(EventMessageTypeEnum::CONTAINER),
+            action: Some(action.into()),
+            actor: Some(bollard::models::EventActor {
+                id: Some(id.into()),
+                attributes: None,
+            }),
+            time: Some(time_nano / 1_000_000_000),
+            time_nano: Some(time_nano),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn events_out_of_time_order_are_all_new_and_replays_are_not() {
+        let mut seen = Replayed::default();
+        let t0 = Instant::now();
+        // Docker stamps before it queues: "destroy" of b can follow "die" of a with an older
+        // stamp. Both are new (the old newest-time rule dropped the second one).
+        assert!(seen.first_time(&docker_event("die", "a", 2_000), t0));
+        assert!(seen.first_time(&docker_event("destroy", "b", 1_999), t0));
+        // Same object and instant, other action: new.
+        assert!(seen.first_time(&docker_event("destroy", "a", 2_000), t0));
+        // A reconnect replays them: none is new.
+        let t1 = t0 + Duration::from_secs(3);
+        assert!(!seen.first_time(&docker_event("die", "a", 2_000), t1));
+        assert!(!seen.first_time(&docker_event("destroy", "b", 1_999), t1));
+        assert!(seen.first_time(&docker_event("start", "c", 3_000), t1));
+        // Memory is bounded: long after, the old keys are gone.
+        let later = t1 + REPLAY_MEMORY;
+        assert!(seen.first_time(&docker_event("die", "a", 2_000), later));
+        assert_eq!(seen.keys.len(), seen.order.len());
+        assert_eq!(seen.keys.len(), 1);
     }
 }

@@ -3,12 +3,17 @@
 
 use crate::dockershim_support;
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use cri_proto::runtime::v1 as cri;
 use dockershim_support::with_dockershim;
 use futures::StreamExt;
 use integration::fixtures::busybox_container;
+
+/// How many containers the events test runs at once: enough concurrent Docker events that
+/// Docker's own time stamps arrive out of order now and then (it stamps before it queues).
+const CONCURRENT_CONTAINERS: usize = 8;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dockershim_container_events_two_subscribers() {
@@ -30,56 +35,77 @@ async fn dockershim_container_events_two_subscribers() {
             }
             // Let both subscriptions reach the server's broadcast before anything happens.
             tokio::time::sleep(Duration::from_millis(500)).await;
-            let cid = ctx
-                .run_container(
-                    &sid,
-                    &sconfig,
-                    &busybox_container(
-                        "ev",
-                        &ctx.tb.busybox_image.clone(),
-                        "exec tail -f /dev/null",
-                    ),
-                )
-                .await;
-            ctx.rt
-                .stop_container(cri::StopContainerRequest {
-                    container_id: cid.clone(),
-                    timeout: 1,
-                })
-                .await
-                .expect("StopContainer");
-            ctx.rt
-                .remove_container(cri::RemoveContainerRequest {
-                    container_id: cid.clone(),
-                })
-                .await
-                .expect("RemoveContainer");
-            let want = [
+            // Several containers created, started, stopped and removed at the same time.
+            let image = ctx.tb.busybox_image.clone();
+            let lifecycles = (0..CONCURRENT_CONTAINERS).map(|i| {
+                let (mut rt, sid, sconfig) = (ctx.rt.clone(), sid.clone(), sconfig.clone());
+                let config = busybox_container(&format!("ev{i}"), &image, "exec tail -f /dev/null");
+                async move {
+                    let cid = rt
+                        .create_container(cri::CreateContainerRequest {
+                            pod_sandbox_id: sid,
+                            config: Some(config),
+                            sandbox_config: Some(sconfig),
+                        })
+                        .await
+                        .expect("CreateContainer")
+                        .into_inner()
+                        .container_id;
+                    rt.start_container(cri::StartContainerRequest {
+                        container_id: cid.clone(),
+                    })
+                    .await
+                    .expect("StartContainer");
+                    rt.stop_container(cri::StopContainerRequest {
+                        container_id: cid.clone(),
+                        timeout: 1,
+                    })
+                    .await
+                    .expect("StopContainer");
+                    rt.remove_container(cri::RemoveContainerRequest {
+                        container_id: cid.clone(),
+                    })
+                    .await
+                    .expect("RemoveContainer");
+                    cid
+                }
+            });
+            let cids = futures::future::join_all(lifecycles).await;
+            let want = vec![
                 cri::ContainerEventType::ContainerCreatedEvent as i32,
                 cri::ContainerEventType::ContainerStartedEvent as i32,
                 cri::ContainerEventType::ContainerStoppedEvent as i32,
                 cri::ContainerEventType::ContainerDeletedEvent as i32,
             ];
             for (n, stream) in streams.iter_mut().enumerate() {
-                let mut got = Vec::new();
-                while got.len() < want.len() {
+                // Each container's events, in the order they arrived.
+                let mut got: HashMap<&str, Vec<i32>> = HashMap::new();
+                let complete = |got: &HashMap<&str, Vec<i32>>| {
+                    cids.iter()
+                        .all(|c| got.get(c.as_str()).is_some_and(|g| g.len() >= want.len()))
+                };
+                while !complete(&got) {
                     let ev = tokio::time::timeout(Duration::from_secs(30), stream.next())
                         .await
                         .unwrap_or_else(|_| panic!("subscriber {n}: only {got:?} arrived"))
                         .expect("stream ended")
                         .expect("event");
-                    if ev.container_id != cid {
+                    let Some(cid) = cids.iter().find(|c| **c == ev.container_id) else {
                         continue; // other tests' containers share the Docker daemon
-                    }
+                    };
                     let ps = ev.pod_sandbox_status.as_ref().unwrap_or_else(|| {
                         panic!("subscriber {n}: no pod_sandbox_status in {ev:?}")
                     });
                     assert_eq!(ps.id, sid);
                     assert_eq!(ps.metadata, sconfig.metadata);
                     assert!(ev.created_at > 0);
-                    got.push(ev.container_event_type);
+                    got.entry(cid.as_str())
+                        .or_default()
+                        .push(ev.container_event_type);
                 }
-                assert_eq!(got, want, "subscriber {n}");
+                for cid in &cids {
+                    assert_eq!(got[cid.as_str()], want, "subscriber {n}, container {cid}");
+                }
             }
             ctx.stop_remove_sandbox(&sid).await;
         },

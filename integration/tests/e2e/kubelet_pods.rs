@@ -2,8 +2,9 @@
 //! runtime, parameterized over both: containerd's CRI plugin (`--container-runtime-endpoint`)
 //! and the kubelet's embedded dockershim on Docker (no endpoint, `--network-plugin=cni`).
 //! Checked through the kubelet's read-only `GET /pods` and the runtime's CRI: a two-container
-//! pod becomes Running and Ready beside a malformed manifest; changing one container's command
-//! restarts exactly that container; deleting the manifest removes the pod and leaves no sandbox
+//! pod becomes Running and Ready beside a malformed manifest; rewriting its manifest in place
+//! (truncated, then written) restarts nothing; changing one container's command restarts exactly
+//! that container; deleting the manifest removes the pod and leaves no sandbox
 //! or container of its UID. The kubelet gets SIGTERM and the runtime is cleaned up whatever
 //! happened.
 //!
@@ -425,7 +426,33 @@ spec:
         )
         .await;
 
-        // 5. A changed command restarts exactly that container.
+        // 5. A manifest caught while rewritten in place (truncated, then written) keeps its
+        // pod: nothing restarts.
+        let text = std::fs::read_to_string(&pod_file).expect("read manifest");
+        for _ in 0..3 {
+            std::fs::write(&pod_file, "").expect("truncate manifest");
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+            std::fs::write(&pod_file, &text).expect("rewrite manifest");
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+        let log_text = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            log_text.contains("keeping the last valid pod"),
+            "the kubelet must have seen the truncated manifest"
+        );
+        // A pod dropped by a torn read would be killed and started again within moments.
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        let kept = wait_for("the pod to be Running after the rewrites", &log, || async {
+            let pods = pods(port).await?;
+            running_ids(find_pod(&pods, &uid)?)
+        })
+        .await;
+        assert_eq!(
+            kept, ids,
+            "a manifest rewritten in place must not restart its pod"
+        );
+
+        // 6. A changed command restarts exactly that container.
         std::fs::write(
             &pod_file,
             manifest("two", &uid, &tb.busybox_image, "sleep 3601", &hooks_dir),
@@ -439,7 +466,7 @@ spec:
         .await;
         assert_eq!(after.get("a"), ids.get("a"), "container a must not restart");
 
-        // 6. Deleting the manifests removes the pods, on the kubelet and on the runtime.
+        // 7. Deleting the manifests removes the pods, on the kubelet and on the runtime.
         for f in [&pod_file, &crash_file, &pull_file, &probe_file, &job_file] {
             std::fs::remove_file(f).expect("remove manifest");
         }

@@ -5,15 +5,20 @@
 //! events (debounced). Each time the set of pods changes it sends a full `SET` snapshot; a
 //! missing path counts as an empty snapshot so the source is still marked seen. A malformed
 //! manifest never hides the others: it is logged and published as [`ManifestError`]s on a
-//! `watch` channel for the kubelet to expose.
+//! `watch` channel for the kubelet to expose. A file that held a valid pod and now fails to load
+//! keeps that pod until it has been failing for a whole check period: a file rewritten in place
+//! is empty or half written for a moment, and that must not delete its pod (upstream likewise
+//! never drops a pod on a watch event for a file that fails to parse, only on its periodic
+//! listing). A file that stays broken loses its pod within two periods.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::{mpsc, watch};
-use tokio::time::MissedTickBehavior;
+use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::common::{
@@ -29,6 +34,8 @@ pub const EVENT_DEBOUNCE: Duration = Duration::from_millis(20);
 pub struct Listing {
     /// Pods from valid manifests.
     pub pods: Vec<Pod>,
+    /// The file each of `pods` came from (same order).
+    pub files: Vec<String>,
     /// Problems with the other manifests.
     pub errors: Vec<ManifestError>,
 }
@@ -50,7 +57,10 @@ fn read_manifest(path: &Path, node_name: &str, out: &mut Listing) {
     match decode_manifest(&data, false) {
         Ok(Manifest::Pod(pod)) => {
             match prepare_static_pod(*pod, FILE_SOURCE, &location, true, node_name) {
-                Ok(pod) => out.pods.push(pod),
+                Ok(pod) => {
+                    out.pods.push(pod);
+                    out.files.push(location);
+                }
                 Err(errs) => out
                     .errors
                     .extend(validation_failures(FILE_SOURCE, &location, errs)),
@@ -114,6 +124,10 @@ pub struct FileSource {
     updates: SourceSender,
     errors: watch::Sender<Vec<ManifestError>>,
     last_sent: Option<Vec<Pod>>,
+    /// The pod each file held at the last relist, to bridge a file caught mid-write.
+    last_good: HashMap<String, Pod>,
+    /// Since when each file that holds a kept pod has been failing to load.
+    failing_since: HashMap<String, Instant>,
 }
 
 impl FileSource {
@@ -133,6 +147,8 @@ impl FileSource {
                 updates,
                 errors,
                 last_sent: None,
+                last_good: HashMap::new(),
+                failing_since: HashMap::new(),
             },
             rx,
         )
@@ -141,7 +157,7 @@ impl FileSource {
     /// List once and send a SET if the pods changed (always on the first call).
     /// Returns false when the merge loop is gone.
     pub async fn relist(&mut self) -> bool {
-        let listing = match list_path(&self.path, &self.node_name) {
+        let mut listing = match list_path(&self.path, &self.node_name) {
             Ok(Some(l)) => l,
             Ok(None) => {
                 tracing::debug!(path = %self.path.display(), "manifest path does not exist");
@@ -158,6 +174,13 @@ impl FileSource {
         for e in &listing.errors {
             tracing::warn!(file = %e.location, field = e.field.as_deref().unwrap_or(""), reason = %e.reason, "invalid static pod manifest");
         }
+        self.keep_last_good(&mut listing, Instant::now());
+        self.last_good = listing
+            .files
+            .iter()
+            .cloned()
+            .zip(listing.pods.iter().cloned())
+            .collect();
         self.errors.send_if_modified(|cur| {
             if *cur == listing.errors {
                 false
@@ -174,6 +197,40 @@ impl FileSource {
             .send(PodOperation::Set, listing.pods)
             .await
             .is_ok()
+    }
+
+    /// Puts back, in file order, the last valid pod of every file that failed this time but
+    /// has been failing for less than a check period.
+    fn keep_last_good(&mut self, listing: &mut Listing, now: Instant) {
+        let mut kept = false;
+        let mut failing = HashMap::new();
+        for e in &listing.errors {
+            if listing.files.contains(&e.location) {
+                continue;
+            }
+            let Some(pod) = self.last_good.get(&e.location) else {
+                continue;
+            };
+            let since = self.failing_since.get(&e.location).copied().unwrap_or(now);
+            if now.duration_since(since) >= self.period {
+                tracing::warn!(file = %e.location, "manifest has failed to load for a whole check period, removing its pod");
+                continue;
+            }
+            tracing::info!(file = %e.location, "keeping the last valid pod of a manifest that fails to load (being written?)");
+            failing.insert(e.location.clone(), since);
+            listing.files.push(e.location.clone());
+            listing.pods.push(pod.clone());
+            kept = true;
+        }
+        self.failing_since = failing;
+        if kept {
+            let mut both: Vec<(String, Pod)> = std::mem::take(&mut listing.files)
+                .into_iter()
+                .zip(std::mem::take(&mut listing.pods))
+                .collect();
+            both.sort_by(|a, b| a.0.cmp(&b.0));
+            (listing.files, listing.pods) = both.into_iter().unzip();
+        }
     }
 
     fn start_watch(&self, tx: mpsc::Sender<bool>) -> Option<notify::RecommendedWatcher> {
@@ -345,6 +402,69 @@ mod tests {
 
         cancel.cancel();
         task.await.expect("join");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_file_caught_mid_write_keeps_its_pod_for_a_check_period() {
+        let period = Duration::from_secs(20);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().to_path_buf();
+        let (tx, mut rx) = mpsc::channel(16);
+        let (mut src, errors) = FileSource::new(&d, "node1", period, SourceSender::new("file", tx));
+        assert!(src.relist().await);
+        assert!(rx.recv().await.expect("initial").pods.is_empty());
+        std::fs::write(d.join("a.yaml"), manifest("a", "nginx")).expect("write");
+        std::fs::write(d.join("b.yaml"), manifest("b", "nginx")).expect("write");
+        assert!(src.relist().await);
+        let first = rx.recv().await.expect("a and b");
+        assert_eq!(names(&first), vec!["a-node1", "b-node1"]);
+
+        // a.yaml truncated for a rewrite, b.yaml half written: both pods stay as they were (no
+        // snapshot) and both files are reported.
+        std::fs::write(d.join("a.yaml"), "").expect("truncate");
+        std::fs::write(
+            d.join("b.yaml"),
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  na",
+        )
+        .expect("half");
+        assert!(src.relist().await);
+        assert!(
+            rx.try_recv().is_err(),
+            "no pod may go while its file is being written"
+        );
+        let reported: Vec<String> = errors.borrow().iter().map(|e| e.location.clone()).collect();
+        assert_eq!(reported.len(), 2, "{reported:?}");
+
+        // The rewrite of a.yaml completes: the new version replaces the old.
+        tokio::time::advance(period / 2).await;
+        std::fs::write(d.join("a.yaml"), manifest("a", "nginx:2")).expect("write");
+        assert!(src.relist().await);
+        let u = rx.recv().await.expect("a rewritten");
+        assert_eq!(names(&u), vec!["a-node1", "b-node1"]);
+        assert_ne!(u.pods[0].metadata.uid, first.pods[0].metadata.uid);
+        assert_eq!(u.pods[1], first.pods[1], "b still its last valid version");
+
+        // b.yaml stays broken: held until it has failed for a whole period, then dropped.
+        // Meanwhile a malformed new file is never admitted and a deleted file's pod goes.
+        std::fs::write(d.join("c.yaml"), "{not yaml").expect("write");
+        std::fs::remove_file(d.join("a.yaml")).expect("rm");
+        assert!(src.relist().await);
+        assert_eq!(names(&rx.recv().await.expect("a deleted")), vec!["b-node1"]);
+        tokio::time::advance(period / 2 - Duration::from_millis(1)).await;
+        assert!(src.relist().await);
+        assert!(rx.try_recv().is_err(), "b held just short of a period");
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(src.relist().await);
+        assert!(rx.recv().await.expect("b dropped").pods.is_empty());
+
+        // Fixed again, it is back; broken again later, the period starts afresh.
+        std::fs::write(d.join("b.yaml"), manifest("b", "nginx")).expect("write");
+        assert!(src.relist().await);
+        assert_eq!(names(&rx.recv().await.expect("b back")), vec!["b-node1"]);
+        tokio::time::advance(period * 3).await;
+        std::fs::write(d.join("b.yaml"), "").expect("truncate");
+        assert!(src.relist().await);
+        assert!(rx.try_recv().is_err(), "a new failure is held again");
     }
 
     #[tokio::test(start_paused = true)]

@@ -285,6 +285,26 @@ async fn kubelet_gc(kind: RuntimeKind) {
         );
     };
     let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(body)).await;
+    if outcome.is_err() {
+        // What the runtime holds for the churn pod, to tell a GC fault from a start fault.
+        for c in runtime_containers(&endpoint, &churn_uid)
+            .await
+            .unwrap_or_default()
+        {
+            eprintln!(
+                "churn container {} attempt {} state {:?} created_at {}",
+                c.id,
+                c.metadata.map(|m| m.attempt).unwrap_or_default(),
+                cri::ContainerState::try_from(c.state),
+                c.created_at
+            );
+        }
+        // Manifest trouble (a torn read of a rewritten manifest) would explain a lost pod.
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        for l in text.lines().filter(|l| l.contains("manifest")) {
+            eprintln!("{l}");
+        }
+    }
     k.shutdown(&tb, &uids).await;
     remove_images(kind, &tb, &images).await;
     if let Err(e) = outcome {

@@ -51,10 +51,7 @@ impl Replayed {
                 self.keys.remove(&key);
             }
         }
-        let Some(at) = ev
-            .time_nano
-            .or(ev.time.map(|t| t.saturating_mul(1_000_000_000)))
-        else {
+        let Some(at) = event_time_ns(ev) else {
             return true; // no time: nothing to recognise it by
         };
         let id = ev
@@ -69,6 +66,12 @@ impl Replayed {
         self.order.push_back((now, key));
         true
     }
+}
+
+/// When Docker says an event happened, in nanoseconds since the epoch.
+fn event_time_ns(ev: &EventMessage) -> Option<i64> {
+    ev.time_nano
+        .or(ev.time.map(|t| t.saturating_mul(1_000_000_000)))
 }
 
 /// The CRI event type of a Docker container event action.
@@ -89,6 +92,7 @@ impl<D: DockerApi> Shim<D> {
             return None;
         }
         let kind = event_type(ev.action.as_deref()?)?;
+        let created_at = event_time_ns(&ev).unwrap_or_else(crate::shim::now_ns);
         let actor = ev.actor?;
         let id = actor.id?;
         let attrs = actor.attributes.unwrap_or_default();
@@ -98,10 +102,6 @@ impl<D: DockerApi> Shim<D> {
         } else {
             attrs.get(labels::SANDBOX_ID_LABEL_KEY)?.clone()
         };
-        let created_at = ev
-            .time_nano
-            .or(ev.time.map(|t| t.saturating_mul(1_000_000_000)))
-            .unwrap_or_else(crate::shim::now_ns);
         let pod_sandbox_status = match self.docker.inspect_container(&sandbox_id).await {
             Ok(c) => Some(self.sandbox_status_of(&c).await),
             Err(_) => None,

@@ -136,10 +136,17 @@ pub fn apply_sandbox_security(
     if !opts.is_empty() {
         hc.security_opt = Some(opts);
     }
-    sc.run_as_user.as_ref().map(|u| match &sc.run_as_group {
-        Some(g) => format!("{}:{}", u.value, g.value),
-        None => u.value.to_string(),
-    })
+    sc.run_as_user
+        .as_ref()
+        .map(|u| docker_user(u.value, sc.run_as_group.as_ref()))
+}
+
+/// Docker's `User`: `user` or `user:group`.
+fn docker_user(user: impl std::fmt::Display, group: Option<&cri::Int64Value>) -> String {
+    match group {
+        Some(g) => format!("{user}:{}", g.value),
+        None => user.to_string(),
+    }
 }
 
 /// Applies a container security context to the create body's user and host config. No
@@ -152,15 +159,9 @@ pub fn apply_container_security(
 ) -> Result<()> {
     let sc = sc.map_or_else(|| Cow::Owned(Default::default()), Cow::Borrowed);
     if let Some(uid) = &sc.run_as_user {
-        *user = Some(match &sc.run_as_group {
-            Some(g) => format!("{}:{}", uid.value, g.value),
-            None => uid.value.to_string(),
-        });
+        *user = Some(docker_user(uid.value, sc.run_as_group.as_ref()));
     } else if !sc.run_as_username.is_empty() {
-        *user = Some(match &sc.run_as_group {
-            Some(g) => format!("{}:{}", sc.run_as_username, g.value),
-            None => sc.run_as_username.clone(),
-        });
+        *user = Some(docker_user(&sc.run_as_username, sc.run_as_group.as_ref()));
     } else if sc.run_as_group.is_some() {
         return Err(ShimError::invalid(
             "run_as_group is set without run_as_user or run_as_username",

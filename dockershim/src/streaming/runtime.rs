@@ -23,7 +23,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
-use super::stdio::{Outcome, Stdio, StdioOptions};
+use super::stdio::{Outcome, Stdio, StdioOptions, TermSize};
 use crate::docker::{BollardDocker, DockerError};
 
 /// Why a streaming operation could not run.
@@ -110,6 +110,42 @@ async fn pump_output(
     Ok(())
 }
 
+/// Relays one hijacked Docker session: stdin copied in (half-closed at its EOF), each terminal
+/// size handed to `resize`, output routed until Docker ends it; the stdin and resize relays
+/// stop with the output.
+async fn relay<F, Fut>(
+    output: std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
+    >,
+    input: std::pin::Pin<Box<dyn AsyncWrite + Send>>,
+    stdio: Stdio,
+    resize: F,
+) -> Result<(), DockerError>
+where
+    F: Fn(TermSize) -> Fut + Send + 'static,
+    Fut: Future<Output = ()> + Send,
+{
+    let Stdio {
+        stdin,
+        stdout,
+        stderr,
+        resize: sizes,
+    } = stdio;
+    let stdin_task = stdin.map(|rx| tokio::spawn(pump_stdin(rx, input)));
+    let resize_task = sizes.map(|mut rx| {
+        tokio::spawn(async move {
+            while let Some(sz) = rx.recv().await {
+                resize(sz).await;
+            }
+        })
+    });
+    let pumped = pump_output(output, stdout, stderr).await;
+    for task in [stdin_task, resize_task].into_iter().flatten() {
+        task.abort();
+    }
+    pumped
+}
+
 impl StreamingRuntime for BollardDocker {
     async fn prepare_exec(
         &self,
@@ -135,12 +171,6 @@ impl StreamingRuntime for BollardDocker {
     }
 
     async fn exec(&self, exec_id: String, tty: bool, stdio: Stdio) -> Outcome {
-        let Stdio {
-            stdin,
-            stdout,
-            stderr,
-            resize,
-        } = stdio;
         let docker = self.client();
         let started = docker
             .start_exec(
@@ -159,12 +189,11 @@ impl StreamingRuntime for BollardDocker {
             }
             Err(e) => return Outcome::Error(DockerError::from(e).to_string()),
         };
-        let stdin_task = stdin.map(|rx| tokio::spawn(pump_stdin(rx, input)));
-        let resize_task = resize.map(|mut rx| {
-            let docker = docker.clone();
-            let exec_id = exec_id.clone();
-            tokio::spawn(async move {
-                while let Some(sz) = rx.recv().await {
+        let resize = {
+            let (docker, exec_id) = (docker.clone(), exec_id.clone());
+            move |sz: TermSize| {
+                let (docker, exec_id) = (docker.clone(), exec_id.clone());
+                async move {
                     let opts = ResizeExecOptions {
                         height: sz.height,
                         width: sz.width,
@@ -173,16 +202,9 @@ impl StreamingRuntime for BollardDocker {
                         debug!(error = %e, "exec resize failed");
                     }
                 }
-            })
-        });
-        let pumped = pump_output(output, stdout, stderr).await;
-        if let Some(t) = stdin_task {
-            t.abort();
-        }
-        if let Some(t) = resize_task {
-            t.abort();
-        }
-        if let Err(e) = pumped {
+            }
+        };
+        if let Err(e) = relay(output, input, stdio, resize).await {
             return Outcome::Error(e.to_string());
         }
         // The output ends a moment before Docker records the exit code.
@@ -203,50 +225,37 @@ impl StreamingRuntime for BollardDocker {
         ))
     }
 
-    async fn attach(&self, container_id: &str, tty: bool, stdio: Stdio) -> Outcome {
-        let Stdio {
-            stdin,
-            stdout,
-            stderr,
-            resize,
-        } = stdio;
+    async fn attach(&self, container_id: &str, tty: bool, mut stdio: Stdio) -> Outcome {
+        if !tty {
+            stdio.resize = None; // a container without a TTY has nothing to resize
+        }
         let docker = self.client();
         let opts = AttachContainerOptions {
             detach_keys: None,
             logs: false,
             stream: true,
-            stdin: stdin.is_some(),
-            stdout: stdout.is_some(),
-            stderr: stderr.is_some(),
+            stdin: stdio.stdin.is_some(),
+            stdout: stdio.stdout.is_some(),
+            stderr: stdio.stderr.is_some(),
         };
         let attached = match docker.attach_container(container_id, Some(opts)).await {
             Ok(a) => a,
             Err(e) => return Outcome::Error(DockerError::from(e).to_string()),
         };
-        let stdin_task = stdin.map(|rx| tokio::spawn(pump_stdin(rx, attached.input)));
-        let resize_task = resize.filter(|_| tty).map(|mut rx| {
-            let docker = docker.clone();
-            let id = container_id.to_string();
-            tokio::spawn(async move {
-                while let Some(sz) = rx.recv().await {
-                    let opts = ResizeContainerTTYOptions {
-                        h: i32::from(sz.height),
-                        w: i32::from(sz.width),
-                    };
-                    if let Err(e) = docker.resize_container_tty(&id, opts).await {
-                        debug!(error = %e, "attach resize failed");
-                    }
+        let (docker, id) = (docker.clone(), container_id.to_string());
+        let resize = move |sz: TermSize| {
+            let (docker, id) = (docker.clone(), id.clone());
+            async move {
+                let opts = ResizeContainerTTYOptions {
+                    h: i32::from(sz.height),
+                    w: i32::from(sz.width),
+                };
+                if let Err(e) = docker.resize_container_tty(&id, opts).await {
+                    debug!(error = %e, "attach resize failed");
                 }
-            })
-        });
-        let pumped = pump_output(attached.output, stdout, stderr).await;
-        if let Some(t) = stdin_task {
-            t.abort();
-        }
-        if let Some(t) = resize_task {
-            t.abort();
-        }
-        match pumped {
+            }
+        };
+        match relay(attached.output, attached.input, stdio, resize).await {
             Ok(()) => Outcome::Success,
             Err(e) => Outcome::Error(e.to_string()),
         }

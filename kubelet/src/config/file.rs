@@ -11,7 +11,7 @@
 //! never drops a pod on a watch event for a file that fails to parse, only on its periodic
 //! listing). A file that stays broken loses its pod within two periods.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -29,13 +29,11 @@ use super::{FILE_SOURCE, ManifestError, PodOperation, SourceSender};
 /// How long to wait after an inotify event for more events before re-listing.
 pub const EVENT_DEBOUNCE: Duration = Duration::from_millis(20);
 
-/// One listing: the valid pods (sorted by file name) and the errors of the bad files.
+/// One listing: the valid pods by file (so in file-name order) and the errors of the bad files.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Listing {
-    /// Pods from valid manifests.
-    pub pods: Vec<Pod>,
-    /// The file each of `pods` came from (same order).
-    pub files: Vec<String>,
+    /// Pods from valid manifests, by file.
+    pub pods: BTreeMap<String, Pod>,
     /// Problems with the other manifests.
     pub errors: Vec<ManifestError>,
 }
@@ -58,8 +56,7 @@ fn read_manifest(path: &Path, node_name: &str, out: &mut Listing) {
         Ok(Manifest::Pod(pod)) => {
             match prepare_static_pod(*pod, FILE_SOURCE, &location, true, node_name) {
                 Ok(pod) => {
-                    out.pods.push(pod);
-                    out.files.push(location);
+                    out.pods.insert(location, pod);
                 }
                 Err(errs) => out
                     .errors
@@ -125,7 +122,7 @@ pub struct FileSource {
     errors: watch::Sender<Vec<ManifestError>>,
     last_sent: Option<Vec<Pod>>,
     /// The pod each file held at the last relist, to bridge a file caught mid-write.
-    last_good: HashMap<String, Pod>,
+    last_good: BTreeMap<String, Pod>,
     /// Since when each file that holds a kept pod has been failing to load.
     failing_since: HashMap<String, Instant>,
 }
@@ -147,7 +144,7 @@ impl FileSource {
                 updates,
                 errors,
                 last_sent: None,
-                last_good: HashMap::new(),
+                last_good: BTreeMap::new(),
                 failing_since: HashMap::new(),
             },
             rx,
@@ -175,12 +172,8 @@ impl FileSource {
             tracing::warn!(file = %e.location, field = e.field.as_deref().unwrap_or(""), reason = %e.reason, "invalid static pod manifest");
         }
         self.keep_last_good(&mut listing, Instant::now());
-        self.last_good = listing
-            .files
-            .iter()
-            .cloned()
-            .zip(listing.pods.iter().cloned())
-            .collect();
+        let pods: Vec<Pod> = listing.pods.values().cloned().collect();
+        self.last_good = listing.pods;
         self.errors.send_if_modified(|cur| {
             if *cur == listing.errors {
                 false
@@ -189,25 +182,18 @@ impl FileSource {
                 true
             }
         });
-        if self.last_sent.as_ref() == Some(&listing.pods) {
+        if self.last_sent.as_ref() == Some(&pods) {
             return true;
         }
-        self.last_sent = Some(listing.pods.clone());
-        self.updates
-            .send(PodOperation::Set, listing.pods)
-            .await
-            .is_ok()
+        self.last_sent = Some(pods.clone());
+        self.updates.send(PodOperation::Set, pods).await.is_ok()
     }
 
-    /// Puts back, in file order, the last valid pod of every file that failed this time but
-    /// has been failing for less than a check period.
+    /// Puts back the last valid pod of every file that failed this time but has been failing
+    /// for less than a check period.
     fn keep_last_good(&mut self, listing: &mut Listing, now: Instant) {
-        let mut kept = false;
         let mut failing = HashMap::new();
         for e in &listing.errors {
-            if listing.files.contains(&e.location) {
-                continue;
-            }
             let Some(pod) = self.last_good.get(&e.location) else {
                 continue;
             };
@@ -218,19 +204,9 @@ impl FileSource {
             }
             tracing::info!(file = %e.location, "keeping the last valid pod of a manifest that fails to load (being written?)");
             failing.insert(e.location.clone(), since);
-            listing.files.push(e.location.clone());
-            listing.pods.push(pod.clone());
-            kept = true;
+            listing.pods.insert(e.location.clone(), pod.clone());
         }
         self.failing_since = failing;
-        if kept {
-            let mut both: Vec<(String, Pod)> = std::mem::take(&mut listing.files)
-                .into_iter()
-                .zip(std::mem::take(&mut listing.pods))
-                .collect();
-            both.sort_by(|a, b| a.0.cmp(&b.0));
-            (listing.files, listing.pods) = both.into_iter().unzip();
-        }
     }
 
     fn start_watch(&self, tx: mpsc::Sender<bool>) -> Option<notify::RecommendedWatcher> {
@@ -341,7 +317,7 @@ mod tests {
         let l = list_path(d, "node1").expect("io").expect("exists");
         let pod_names: Vec<_> = l
             .pods
-            .iter()
+            .values()
             .filter_map(|p| p.metadata.name.clone())
             .collect();
         assert_eq!(pod_names, vec!["a-node1", "j-node1"]);

@@ -212,12 +212,17 @@ async fn an_idle_session_is_closed() {
 }
 
 /// dockershim answers FailedPrecondition for a container that is not running — also right
-/// after it was stopped, or killed behind dockershim's back, once it had been seen running —
-/// and the streaming server listens on loopback by default.
+/// after it was stopped, or killed behind dockershim's back, once it had been seen running (a
+/// running container is remembered: a second Exec asks Docker nothing) — and the streaming
+/// server listens on loopback by default.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dockershim_refuses_a_container_that_is_not_running() {
     let tb = require_testbed!("dockershim_refuses_a_container_that_is_not_running");
-    let mut rt = TestRuntime::new(RuntimeKind::Dockershim, &tb)
+    // dockershim talks to Docker through a tap, to see which inspects it makes.
+    let tap = crate::dockershim_support::DockerTap::start(&tb).await;
+    let mut tapped = tb.clone();
+    tapped.docker_endpoint = tap.endpoint.clone();
+    let mut rt = TestRuntime::new(RuntimeKind::Dockershim, &tapped)
         .await
         .expect("runtime");
     let logs = tempfile::tempdir().expect("tempdir");
@@ -320,12 +325,24 @@ async fn dockershim_refuses_a_container_that_is_not_running() {
                 })
                 .await
                 .expect("start");
+            // Docker sees the first Exec's inspect, and none for the second.
+            let inspect = format!("/containers/{id}/json");
+            let mut inspects = vec![tap.count(&inspect)];
             for _ in 0..2 {
                 rt.runtime
                     .exec(exec_true(id.clone()))
                     .await
                     .expect("exec in a running container");
+                inspects.push(tap.count(&inspect));
             }
+            assert!(
+                inspects[1] > inspects[0],
+                "the first Exec inspects {id}: {inspects:?}"
+            );
+            assert_eq!(
+                inspects[2], inspects[1],
+                "the second Exec is answered from the cache"
+            );
             started.push(id);
         }
         rt.runtime

@@ -265,10 +265,91 @@ impl Ctx {
 
 /// A direct Docker client (to act behind dockershim's back).
 pub fn docker(tb: &Testbed) -> bollard::Docker {
-    let path = tb
-        .docker_endpoint
-        .strip_prefix("unix://")
-        .unwrap_or(&tb.docker_endpoint)
-        .to_string();
-    bollard::Docker::connect_with_unix(&path, 120, bollard::API_DEFAULT_VERSION).expect("docker")
+    let path = docker_socket(tb);
+    bollard::Docker::connect_with_unix(&path.to_string_lossy(), 120, bollard::API_DEFAULT_VERSION)
+        .expect("docker")
+}
+
+/// The path of the test bed's Docker socket.
+fn docker_socket(tb: &Testbed) -> PathBuf {
+    PathBuf::from(
+        tb.docker_endpoint
+            .strip_prefix("unix://")
+            .unwrap_or(&tb.docker_endpoint),
+    )
+}
+
+/// A byte-level pass-through in front of Docker's socket that keeps what clients sent, so a
+/// test can tell whether dockershim asked Docker something at all (a cache hit asks nothing).
+pub struct DockerTap {
+    /// `unix://` endpoint to give dockershim instead of Docker's.
+    pub endpoint: String,
+    sent: Arc<Mutex<Vec<u8>>>,
+    _dir: tempfile::TempDir,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl DockerTap {
+    pub async fn start(tb: &Testbed) -> DockerTap {
+        let docker_path = docker_socket(tb);
+        let dir = tempfile::Builder::new()
+            .prefix("docker-tap-")
+            .tempdir()
+            .expect("tempdir");
+        let sock = dir.path().join("docker.sock");
+        let listener = tokio::net::UnixListener::bind(&sock).expect("bind tap");
+        let sent = Arc::new(Mutex::new(Vec::new()));
+        let log = sent.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(upstream) = tokio::net::UnixStream::connect(&docker_path).await else {
+                    continue;
+                };
+                let log = log.clone();
+                tokio::spawn(async move {
+                    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                    let (mut cr, mut cw) = client.into_split();
+                    let (mut ur, mut uw) = upstream.into_split();
+                    let up = async {
+                        let mut buf = vec![0u8; 64 * 1024];
+                        while let Ok(n) = cr.read(&mut buf).await {
+                            if n == 0 {
+                                break;
+                            }
+                            log.lock().unwrap().extend_from_slice(&buf[..n]);
+                            if uw.write_all(&buf[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                        let _ = uw.shutdown().await;
+                    };
+                    let down = async {
+                        let _ = tokio::io::copy(&mut ur, &mut cw).await;
+                        let _ = cw.shutdown().await;
+                    };
+                    tokio::join!(up, down);
+                });
+            }
+        });
+        DockerTap {
+            endpoint: format!("unix://{}", sock.display()),
+            sent,
+            _dir: dir,
+            task,
+        }
+    }
+
+    /// How many times clients have sent `needle` so far.
+    pub fn count(&self, needle: &str) -> usize {
+        let sent = self.sent.lock().unwrap();
+        sent.windows(needle.len())
+            .filter(|w| *w == needle.as_bytes())
+            .count()
+    }
+}
+
+impl Drop for DockerTap {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

@@ -83,6 +83,10 @@ pub fn container_state(status: Option<&str>) -> cri::ContainerState {
     }
 }
 
+/// How long ContainerStatus of an exited container waits for its log copier to finish (as
+/// Docker waits for its own log copier before it marks a container stopped).
+const LOG_DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Upstream's image reference for a container: `docker-pullable://repo@digest` when the image
 /// has a repo digest, `docker://sha256:...` otherwise.
 pub fn pullable_image_ref(image_id: &str, repo_digests: &[String]) -> String {
@@ -546,6 +550,14 @@ impl<D: DockerApi> Shim<D> {
         verbose: bool,
     ) -> Result<cri::ContainerStatusResponse> {
         let c = self.inspect_app_container(id).await?;
+        let status = c.state.as_ref().and_then(|s| s.status.as_ref());
+        if container_state(status.map(|s| s.to_string()).as_deref())
+            == cri::ContainerState::ContainerExited
+            && let Some(full) = &c.id
+        {
+            // Whoever reads the log on seeing the exit must find its last lines.
+            self.logs.drained(full, LOG_DRAIN_LIMIT).await;
+        }
         let status = self.container_status_of(&c).await;
         let mut info = HashMap::new();
         if verbose {

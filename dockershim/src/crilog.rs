@@ -21,6 +21,7 @@ use futures::{Stream, StreamExt};
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// containerd's default `max_container_log_line_size`.
 pub const DEFAULT_MAX_LINE_SIZE: usize = 16 * 1024;
@@ -313,6 +314,8 @@ type ReopenRequest = oneshot::Sender<Result<(), CriLogError>>;
 pub struct LogCopierHandle {
     reopen_tx: mpsc::Sender<ReopenRequest>,
     task: JoinHandle<Result<(), CriLogError>>,
+    /// Cancelled once the task has ended (output written, failed or aborted).
+    done: CancellationToken,
 }
 
 impl LogCopierHandle {
@@ -339,6 +342,11 @@ impl LogCopierHandle {
         self.task.is_finished()
     }
 
+    /// Resolves once the copier has ended: everything the container wrote is in the file.
+    pub async fn drained(&self) {
+        self.done.cancelled().await
+    }
+
     /// Stop copying at once (the container is being removed).
     pub fn abort(&self) {
         self.task.abort();
@@ -361,7 +369,10 @@ where
 {
     let path = path.as_ref().to_path_buf();
     let (reopen_tx, mut reopen_rx) = mpsc::channel::<ReopenRequest>(4);
+    let done = CancellationToken::new();
+    let ended = done.clone().drop_guard();
     let task = tokio::spawn(async move {
+        let _ended = ended;
         let mut writer = LogWriter::open(&path).await?;
         let mut enc = CriLogEncoder::new(max_len);
         let mut chunks = std::pin::pin!(chunks);
@@ -394,7 +405,11 @@ where
         writer.write_all(&out).await?;
         result
     });
-    LogCopierHandle { reopen_tx, task }
+    LogCopierHandle {
+        reopen_tx,
+        task,
+        done,
+    }
 }
 
 /// Copy two readers (stdout, stderr) into the CRI log at `path`.
@@ -608,6 +623,33 @@ mod tests {
             .lines()
             .map(|l| parse_cri_log_line(l).unwrap())
             .collect()
+    }
+
+    #[tokio::test]
+    async fn drained_waits_for_the_last_output_and_for_an_abort() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        let (tx, rx) = mpsc::channel::<Result<(LogStream, Bytes), String>>(4);
+        let h = spawn_chunk_copier(&path, tokio_stream::wrappers::ReceiverStream::new(rx), 1024);
+        tx.send(Ok((LogStream::Stdout, Bytes::from_static(b"oops\n"))))
+            .await
+            .unwrap();
+        let early = tokio::time::timeout(std::time::Duration::from_millis(50), h.drained()).await;
+        assert!(early.is_err(), "drained while the output is still open");
+        drop(tx);
+        h.drained().await;
+        let lines = read_lines(&path);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(lines[0].content, "oops");
+
+        let (_tx, rx) = mpsc::channel::<Result<(LogStream, Bytes), String>>(4);
+        let h = spawn_chunk_copier(
+            dir.path().join("1.log"),
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+            1024,
+        );
+        h.abort();
+        h.drained().await; // an aborted copier counts as ended
     }
 
     #[tokio::test]

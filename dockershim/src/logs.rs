@@ -1,10 +1,12 @@
 //! Container log copiers: one task per running container copying Docker's output stream into
 //! the container's CRI log file (see `crilog`). This module owns the map from container id to
-//! copier, so ReopenContainerLog can reach a copier and RemoveContainer can stop it.
+//! copier, so ReopenContainerLog can reach a copier, RemoveContainer can stop it, and
+//! ContainerStatus can wait for an exited container's last output to reach the file.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 
@@ -47,6 +49,29 @@ impl LogManager {
         match handle {
             Some(h) => h.reopen().await,
             None => Err(CriLogError::CopierGone),
+        }
+    }
+
+    /// Waits (at most `limit`) until `id`'s copier has written everything the container wrote,
+    /// for a container Docker reports exited: its output stream ends a moment after the exit,
+    /// and whoever reads the log on seeing the exit (the kubelet's `FallbackToLogsOnError`
+    /// termination message) must find the last lines. Docker itself waits for its log copier
+    /// the same way (2 s) before it marks a container stopped. A copier still busy after
+    /// `limit` is left to finish on its own and not waited for again.
+    pub async fn drained(&self, id: &str, limit: Duration) {
+        let handle = {
+            let copiers = self.copiers.lock().unwrap_or_else(|p| p.into_inner());
+            match copiers.get(id) {
+                Some(h) if !h.is_finished() => h.clone(),
+                _ => return,
+            }
+        };
+        if tokio::time::timeout(limit, handle.drained()).await.is_err() {
+            tracing::warn!(container = %id, "container log copier still busy after the exit, not waiting for it again");
+            let mut copiers = self.copiers.lock().unwrap_or_else(|p| p.into_inner());
+            if copiers.get(id).is_some_and(|h| Arc::ptr_eq(h, &handle)) {
+                copiers.remove(id);
+            }
         }
     }
 

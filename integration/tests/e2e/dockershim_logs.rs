@@ -1,5 +1,6 @@
 //! dockershim on real Docker: the CRI-format container log files dockershim writes (stream tags,
-//! partial lines for lines longer than 16 KiB) and ReopenContainerLog after rotation.
+//! partial lines for lines longer than 16 KiB), ReopenContainerLog after rotation, and an exited
+//! container's last output already in its log when ContainerStatus reports the exit.
 
 use crate::dockershim_support;
 
@@ -152,6 +153,41 @@ async fn dockershim_reopen_container_log() {
                 len,
                 "old file still written"
             );
+            ctx.stop_remove_sandbox(&sid).await;
+        },
+    )
+    .await;
+}
+
+/// Once ContainerStatus says Exited, the container's last output is already in its CRI log
+/// (the kubelet reads it right then for a `FallbackToLogsOnError` termination message).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dockershim_exited_means_logged() {
+    with_dockershim(
+        "dockershim_exited_means_logged",
+        Duration::from_secs(120),
+        |mut ctx| async move {
+            let sconfig = ctx.sandbox_config("exitlog");
+            let sid = ctx.run_sandbox(&sconfig).await;
+            let image = ctx.tb.busybox_image.clone();
+            for i in 0..6 {
+                let script = format!("echo last words {i}; exit 1");
+                let cid = ctx
+                    .run_container(
+                        &sid,
+                        &sconfig,
+                        &busybox_container(&format!("exit{i}"), &image, &script),
+                    )
+                    .await;
+                let st = ctx.wait_exited(&cid).await;
+                assert_eq!(st.exit_code, 1);
+                // No waiting for the file: it must be complete now.
+                let log = std::fs::read_to_string(&st.log_path).unwrap_or_default();
+                assert!(
+                    log.contains(&format!(" stdout F last words {i}\n")),
+                    "container {i} exited but its log holds {log:?}"
+                );
+            }
             ctx.stop_remove_sandbox(&sid).await;
         },
     )

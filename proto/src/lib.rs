@@ -4,6 +4,8 @@
 //! wire-identical to upstream `k8s.io/cri-api`; [`transport`] carries the
 //! unix-socket serve/connect helpers and the 16 MiB message-size defaults.
 
+pub mod activation;
+pub mod authority;
 pub mod transport;
 
 /// Generated code for the CRI protobuf package `runtime`.

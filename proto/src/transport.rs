@@ -12,12 +12,14 @@ use std::time::Duration;
 
 use hyper_util::rt::TokioIo;
 use tokio::net::{UnixListener, UnixStream};
+use tokio_stream::StreamExt;
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::server::Router;
 use tonic::transport::{Channel, Endpoint, Uri};
 use tracing::{debug, info, warn};
 
+use crate::authority::AuthorityFix;
 use crate::runtime::v1::image_service_client::ImageServiceClient;
 use crate::runtime::v1::image_service_server::{ImageService, ImageServiceServer};
 use crate::runtime::v1::runtime_service_client::RuntimeServiceClient;
@@ -239,7 +241,8 @@ impl Drop for SocketGuard {
 }
 
 /// Serve `router` on an already bound listener until `shutdown` is
-/// cancelled, then remove the socket file.
+/// cancelled, then remove the socket file. Clients may send any `:authority`
+/// (see [`crate::authority`]).
 pub async fn serve_with_listener(
     router: Router,
     listener: UnixListener,
@@ -251,7 +254,9 @@ pub async fn serve_with_listener(
         .and_then(|a| a.as_pathname().map(Path::to_path_buf))
         .unwrap_or_default();
     let _guard = (!path.as_os_str().is_empty()).then(|| SocketGuard::new(path.clone()));
-    let incoming = UnixListenerStream::new(listener);
+    // Every connection goes through the `:authority` adapter: Go and grpcio clients send the
+    // socket path, which tonic's h2 would refuse (see `authority`).
+    let incoming = UnixListenerStream::new(listener).map(|conn| conn.map(AuthorityFix::new));
     let result = router
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await;

@@ -19,6 +19,7 @@ pub mod runtime {
     }
 }
 
+pub use activation::{ActivationError, FdSelector};
 pub use runtime::v1::image_service_client::ImageServiceClient;
 pub use runtime::v1::image_service_server::{ImageService, ImageServiceServer};
 pub use runtime::v1::runtime_service_client::RuntimeServiceClient;

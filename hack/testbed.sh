@@ -173,7 +173,10 @@ ensure_packages() {
         "$CNI_BIN_DIR/loopback"'|containernetworking-plugins' \
         /usr/bin/docker-registry'|docker-registry' iptables'|iptables' \
         htpasswd'|apache2-utils' gcc'|gcc' curl'|curl' ip'|iproute2' \
-        strip'|binutils' tar'|tar' flock'|util-linux'; do
+        strip'|binutils' tar'|tar' flock'|util-linux' \
+        systemd-socket-activate'|systemd' go'|golang-go' \
+        /usr/share/gocode/src/google.golang.org/grpc'|golang-google-grpc-dev' \
+        /usr/share/gocode/src/google.golang.org/protobuf'|golang-google-protobuf-dev'; do
         local check=${entry%%|*} pkg=${entry#*|}
         if [ "${check#/}" != "$check" ]; then
             [ -e "$check" ] && continue
@@ -193,6 +196,16 @@ ensure_packages() {
     apt-get install -y --no-install-recommends "${missing[@]}" >> "$LOG_DIR/apt.log" 2>&1 ||
         fail apt "$LOG_DIR/apt.log" "apt-get install ${missing[*]} failed"
     static_busybox_ok || fail apt "" "/bin/busybox is not the static busybox (install busybox-static)"
+}
+
+# The real gRPC clients the tests use besides Go's (above): grpcio from PyPI, for the python3
+# the tests run.
+ensure_python_grpc() {
+    python3 -c 'import grpc' >/dev/null 2>&1 && return 0
+    say "installing grpcio from PyPI (log: $LOG_DIR/pip.log)"
+    mkdir -p "$LOG_DIR"
+    python3 -m pip install --quiet grpcio >> "$LOG_DIR/pip.log" 2>&1 ||
+        fail pip "$LOG_DIR/pip.log" "pip install grpcio failed"
 }
 
 # --- kernel networking -------------------------------------------------------
@@ -590,6 +603,7 @@ write_env() {
 cmd_up() {
     local t0=$SECONDS
     ensure_packages
+    ensure_python_grpc
     ensure_kernel
     write_configs
     ensure_dockerd

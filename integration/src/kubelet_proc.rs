@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::testbed::Testbed;
@@ -155,14 +155,7 @@ pub fn start_kubelet(
     node: &str,
     extra: &[String],
 ) -> Result<KubeletProc> {
-    let exe = std::env::current_exe()?;
-    let bin = exe
-        .parent()
-        .map(|d| d.join("kubelet"))
-        .ok_or_else(|| anyhow!("no directory for {}", exe.display()))?;
-    if !bin.is_file() {
-        bail!("{} is missing: build the workspace first", bin.display());
-    }
+    let bin = crate::runtimes::workspace_binary("kubelet")?;
     let manifests = dir.join("manifests");
     std::fs::create_dir_all(&manifests)?;
     let port = std::net::TcpListener::bind("127.0.0.1:0")?

@@ -101,6 +101,25 @@ impl Drop for InProcessShim {
     }
 }
 
+/// A binary of the workspace built with the running executable's cargo profile: next to it
+/// (benchmarks in `target/<profile>/`) or one level up (test binaries in `target/<profile>/deps/`).
+pub fn workspace_binary(name: &str) -> anyhow::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?;
+    let dir = exe
+        .parent()
+        .ok_or_else(|| anyhow::anyhow!("no directory for {}", exe.display()))?;
+    let profile_dir = if dir.ends_with("deps") {
+        dir.parent().unwrap_or(dir)
+    } else {
+        dir
+    };
+    let p = profile_dir.join(name);
+    if !p.is_file() {
+        anyhow::bail!("{} is missing: build the workspace first", p.display());
+    }
+    Ok(p)
+}
+
 /// Connects CRI clients to `endpoint`.
 pub async fn clients(
     endpoint: &str,
@@ -165,17 +184,9 @@ pub struct ShimProcess {
 }
 
 impl ShimProcess {
-    /// The `dockershim` binary next to the running executable (same cargo profile).
+    /// The `dockershim` binary of the running executable's cargo profile.
     pub fn binary() -> anyhow::Result<std::path::PathBuf> {
-        let exe = std::env::current_exe()?;
-        let p = exe
-            .parent()
-            .map(|d| d.join("dockershim"))
-            .ok_or_else(|| anyhow::anyhow!("no directory for {}", exe.display()))?;
-        if !p.is_file() {
-            anyhow::bail!("{} is missing: build the workspace first", p.display());
-        }
-        Ok(p)
+        workspace_binary("dockershim")
     }
 
     /// Starts [`ShimProcess::binary`] on the test bed: its Docker, pause image and CNI network.

@@ -32,7 +32,6 @@ pub mod streaming;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
@@ -66,19 +65,51 @@ pub fn can_lower_oom_score_adj() -> bool {
     ok
 }
 
-/// Errors starting dockershim.
+/// Errors starting dockershim. Each message carries its cause's text, so `{}` alone says what
+/// and why; [`error_chain`] prints one with its sources on one line.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("docker: {0}")]
+    #[error("{}", docker_text(.0))]
     Docker(#[from] docker::DockerError),
     #[error("checkpoint store: {0}")]
     Checkpoint(#[from] checkpoint::CheckpointError),
     #[error("cri socket: {0}")]
     Transport(#[from] cri_proto::TransportError),
+    #[error("cri socket {endpoint}: {source}")]
+    Activation {
+        endpoint: String,
+        source: cri_proto::ActivationError,
+    },
     #[error("network: {0}")]
     Network(String),
     #[error("streaming server on {addr}: {err}")]
     Streaming { addr: String, err: std::io::Error },
+}
+
+/// `docker: ...`, without doubling the prefix some Docker errors already carry.
+fn docker_text(e: &docker::DockerError) -> String {
+    let text = e.to_string();
+    if text.starts_with("docker:") {
+        text
+    } else {
+        format!("docker: {text}")
+    }
+}
+
+/// An error and its sources on one line, `a: b: c`; a source whose text the line already holds
+/// (messages that embed their cause) is not repeated, and line breaks become spaces.
+pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = err.to_string();
+    let mut cur = err.source();
+    while let Some(e) = cur {
+        let text = e.to_string();
+        if !text.is_empty() && !line.contains(&text) {
+            line.push_str(": ");
+            line.push_str(&text);
+        }
+        cur = e.source();
+    }
+    line.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Builds the service state on a connected Docker and starts its background tasks (event pump,
@@ -113,7 +144,7 @@ pub async fn build_shim<D: DockerApi>(
         listing: cache::ListCache::default(),
         image_refs: cache::ImageRefCache::default(),
         cgroups: cgroups::CgroupCache::default(),
-        pod_cidr: Mutex::new(String::new()),
+        pod_cidr: Mutex::new(config.pod_cidr.clone()),
         sandbox_oom_score_adj,
         oom_score_adj_floor: (!can_lower).then_some(0),
         oom_killed: Mutex::new(Default::default()),
@@ -181,12 +212,165 @@ pub struct Running {
     pub server: tokio::task::JoinHandle<Result<(), cri_proto::TransportError>>,
 }
 
-/// Connects to Docker, builds the service, binds the CRI socket (0660) and serves until
-/// `shutdown` is cancelled. Returns once the socket accepts connections.
+/// The CRI listening socket: one we bound (and remove when done), or one the service manager
+/// passed (which stays: systemd keeps listening on it while we restart).
+enum CriListener {
+    Bound {
+        listener: tokio::net::UnixListener,
+        path: std::path::PathBuf,
+    },
+    Activated {
+        listener: tokio::net::UnixListener,
+        selector: cri_proto::FdSelector,
+    },
+}
+
+impl CriListener {
+    async fn open(endpoint: &str) -> Result<Self, StartError> {
+        let activation = |source| StartError::Activation {
+            endpoint: endpoint.to_string(),
+            source,
+        };
+        match cri_proto::activation::parse_fd_endpoint(endpoint).map_err(activation)? {
+            Some(selector) => {
+                let listener =
+                    cri_proto::activation::unix_listener(&selector).map_err(activation)?;
+                Ok(CriListener::Activated { listener, selector })
+            }
+            None => {
+                let path = cri_proto::parse_endpoint(endpoint)?;
+                let listener = cri_proto::bind_unix(&path).await?;
+                Ok(CriListener::Bound { listener, path })
+            }
+        }
+    }
+
+    /// Gives the socket up after a failed start: a socket we bound is removed (if it is still
+    /// ours), a passed one is left to the service manager.
+    fn discard(self) {
+        if let CriListener::Bound { listener, path } = self {
+            let ours = |p: &std::path::Path| {
+                use std::os::unix::fs::MetadataExt;
+                std::fs::symlink_metadata(p)
+                    .ok()
+                    .map(|m| (m.dev(), m.ino()))
+            };
+            let ident = ours(&path);
+            drop(listener);
+            if ident.is_some() && ours(&path) == ident {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            CriListener::Bound { path, .. } => format!("unix://{}", path.display()),
+            CriListener::Activated { listener, selector } => {
+                let path = listener
+                    .local_addr()
+                    .ok()
+                    .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+                    .unwrap_or_else(|| "an unnamed socket".to_string());
+                format!("{selector} ({path}, passed by the service manager)")
+            }
+        }
+    }
+
+    fn serve(
+        self,
+        router: tonic::transport::server::Router,
+        shutdown: CancellationToken,
+    ) -> tokio::task::JoinHandle<Result<(), cri_proto::TransportError>> {
+        match self {
+            CriListener::Bound { listener, .. } => {
+                tokio::spawn(cri_proto::serve_with_listener(router, listener, shutdown))
+            }
+            CriListener::Activated { listener, .. } => {
+                tokio::spawn(serve_activated(router, listener, shutdown))
+            }
+        }
+    }
+}
+
+/// `serve_with_listener` for a passed socket: the same `:authority` adapter, but the socket
+/// file is not removed on exit (it belongs to the service manager).
+async fn serve_activated(
+    router: tonic::transport::server::Router,
+    listener: tokio::net::UnixListener,
+    shutdown: CancellationToken,
+) -> Result<(), cri_proto::TransportError> {
+    use tokio_stream::StreamExt;
+    let path = listener
+        .local_addr()
+        .ok()
+        .and_then(|a| a.as_pathname().map(std::path::Path::to_path_buf))
+        .unwrap_or_default();
+    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener)
+        .map(|conn| conn.map(cri_proto::authority::AuthorityFix::new));
+    let result = router
+        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
+        .await;
+    info!(socket = %path.display(), "CRI server stopped; the passed socket stays with the service manager");
+    result.map_err(|source| cri_proto::TransportError::Serve { path, source })
+}
+
+/// Settings accepted for cri-dockerd's command line that do nothing here, said once at start.
+fn log_inert_settings(config: &ShimConfig) {
+    if config.cni.is_some() && config.network_plugin_mtu != 0 {
+        warn!(
+            mtu = config.network_plugin_mtu,
+            "--network-plugin-mtu has no effect with the cni plugin (as in cri-dockerd, only kubenet uses it): set the MTU in the CNI network config"
+        );
+    }
+    if config.hairpin_mode != config::HairpinMode::None {
+        info!(
+            mode = config.hairpin_mode.as_str(),
+            "--hairpin-mode has no effect with the cni plugin (as in cri-dockerd, only kubenet uses it): the bridge network config's hairpinMode decides"
+        );
+    }
+    if !config.runtime_cgroups.is_empty() {
+        warn!(
+            cgroup = %config.runtime_cgroups,
+            "--runtime-cgroups is recorded but not applied: run the service in that cgroup (systemd Slice=) instead"
+        );
+    }
+    if !config.pod_cidr.is_empty() && config.cni.is_some() {
+        info!(
+            pod_cidr = %config.pod_cidr,
+            "--pod-cidr is the runtime's pod CIDR (as UpdateRuntimeConfig sets it); it is not passed to CNI plugins as ipRanges yet"
+        );
+    }
+}
+
+/// Opens the CRI socket (binds it, or takes the one systemd passed for `fd://`), connects to
+/// Docker, builds the service and serves it until `shutdown` is cancelled. Returns once the
+/// socket accepts connections. The socket comes first, so that a socket in use fails before
+/// anything else is done; if a later step fails, a socket we bound is removed again.
 pub async fn start(config: ShimConfig, shutdown: CancellationToken) -> Result<Running, StartError> {
-    let docker =
-        Arc::new(BollardDocker::connect(&config.docker_endpoint, Duration::from_secs(120)).await?);
-    let endpoint = config.endpoint.clone();
+    info!(version = env!("CARGO_PKG_VERSION"), "starting dockershim");
+    log_inert_settings(&config);
+    let listener = CriListener::open(&config.endpoint).await?;
+    match start_on(config, shutdown.clone()).await {
+        Ok((shim, router)) => {
+            info!(endpoint = %listener.describe(), "dockershim serving CRI");
+            let server = listener.serve(router, shutdown);
+            Ok(Running { shim, server })
+        }
+        Err(e) => {
+            listener.discard();
+            Err(e)
+        }
+    }
+}
+
+async fn start_on(
+    config: ShimConfig,
+    shutdown: CancellationToken,
+) -> Result<(Arc<Shim<BollardDocker>>, tonic::transport::server::Router), StartError> {
+    let docker = Arc::new(
+        BollardDocker::connect(&config.docker_endpoint, config.runtime_request_timeout).await?,
+    );
     let mut streaming_config = streaming::StreamingConfig::new(config.streaming_bind_addr.clone());
     streaming_config.limits.idle_timeout = config.streaming_idle_timeout;
     streaming_config.limits.max_sessions = config.streaming_max_sessions;
@@ -205,9 +389,53 @@ pub async fn start(config: ShimConfig, shutdown: CancellationToken) -> Result<Ru
     let router = tonic::transport::Server::builder()
         .add_service(cri_proto::runtime_server(svc.clone()))
         .add_service(cri_proto::image_server(svc));
-    let path = cri_proto::parse_endpoint(&endpoint)?;
-    let listener = cri_proto::bind_unix(&path).await?;
-    info!(endpoint = %endpoint, "dockershim serving CRI");
-    let server = tokio::spawn(cri_proto::serve_with_listener(router, listener, shutdown));
-    Ok(Running { shim, server })
+    Ok((shim, router))
+}
+
+#[cfg(test)]
+mod start_error_tests {
+    use super::*;
+
+    #[test]
+    fn start_errors_say_what_and_why_once() {
+        let in_use = StartError::from(cri_proto::TransportError::AddrInUse {
+            path: "/x.sock".into(),
+        });
+        assert_eq!(
+            error_chain(&in_use),
+            "cri socket: socket /x.sock is already in use by a live server"
+        );
+        let io = StartError::from(cri_proto::TransportError::Io {
+            op: "bind",
+            path: "/x.sock".into(),
+            source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        });
+        assert_eq!(
+            error_chain(&io),
+            "cri socket: bind /x.sock: permission denied"
+        );
+        let docker = StartError::from(docker::DockerError::Connection(
+            "Socket not found: /d.sock".into(),
+        ));
+        assert_eq!(
+            error_chain(&docker),
+            "docker: cannot reach the Docker Engine: Socket not found: /d.sock"
+        );
+        let streaming = StartError::Streaming {
+            addr: "127.0.0.1:1".into(),
+            err: std::io::Error::from(std::io::ErrorKind::AddrInUse),
+        };
+        assert_eq!(
+            error_chain(&streaming),
+            "streaming server on 127.0.0.1:1: address in use"
+        );
+        let activation = StartError::Activation {
+            endpoint: "fd://".into(),
+            source: cri_proto::ActivationError::NoSockets,
+        };
+        assert_eq!(
+            error_chain(&activation),
+            "cri socket fd://: no sockets found via socket activation: LISTEN_FDS=0"
+        );
+    }
 }

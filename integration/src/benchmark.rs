@@ -93,7 +93,8 @@ struct Samples {
     wall: Duration,
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
+/// The `p`-th percentile of sorted samples, in milliseconds.
+pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }

@@ -44,6 +44,11 @@ const MAX_EMITTED_FRAGMENT: usize = 16_384;
 /// A header block larger than this is not rewritten (h2's own limit on a header list is 16 MiB).
 const MAX_BLOCK: usize = 16 << 20;
 const READ_CHUNK: usize = 16 * 1024;
+/// httlib-hpack's encoder flags: pick the best representation in the table; add to the dynamic
+/// table; never index (the decoder reports the same two bits as the client used them).
+const ENCODE_BEST: u8 = 0x10;
+const ENCODE_WITH_INDEXING: u8 = httlib_hpack::Decoder::WITH_INDEXING;
+const ENCODE_NEVER_INDEXED: u8 = httlib_hpack::Decoder::NEVER_INDEXED;
 
 /// Would `h2`'s server accept this `:authority` value as it is?
 pub fn is_acceptable_authority(value: &[u8]) -> bool {
@@ -80,8 +85,8 @@ pub struct AuthorityFix<T> {
     output: BytesMut,
     state: State,
     pending: Option<PendingBlock>,
-    decoder: loona_hpack::Decoder<'static>,
-    encoder: loona_hpack::Encoder<'static>,
+    decoder: httlib_hpack::Decoder<'static>,
+    encoder: httlib_hpack::Encoder<'static>,
     rewrites: u64,
 }
 
@@ -94,11 +99,11 @@ impl<T> AuthorityFix<T> {
             output: BytesMut::new(),
             state: State::Preface(PREFACE.len()),
             pending: None,
-            decoder: loona_hpack::Decoder::new(),
+            decoder: httlib_hpack::Decoder::default(),
             // The encoder's dynamic table has the protocol's default size (4096), which is what
             // h2's decoder uses as long as the server advertises no other header table size
             // (tonic's server does not).
-            encoder: loona_hpack::Encoder::new(),
+            encoder: httlib_hpack::Encoder::default(),
             rewrites: 0,
         }
     }
@@ -267,29 +272,35 @@ impl<T> AuthorityFix<T> {
         let Some(block) = self.pending.take() else {
             return;
         };
-        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
-        if let Err(e) = self.decoder.decode_with_cb(&block.fragment, |name, value| {
-            fields.push((name.into_owned(), value.into_owned()));
-        }) {
+        let mut fields: Vec<(Vec<u8>, Vec<u8>, u8)> = Vec::new();
+        let mut encoded_in = block.fragment.clone();
+        if let Err(e) = self.decoder.decode(&mut encoded_in, &mut fields) {
             self.pending = Some(block);
-            self.give_up(&format!("undecodable header block: {e}"));
+            self.give_up(&format!("undecodable header block: {e:?}"));
             return;
         }
-        for (name, value) in &mut fields {
-            if name.as_slice() == b":authority" && !is_acceptable_authority(value) {
+        let mut encoded = Vec::with_capacity(block.fragment.len() + 16);
+        for (name, mut value, flags) in fields {
+            if name.as_slice() == b":authority" && !is_acceptable_authority(&value) {
                 if self.rewrites == 0 {
                     debug!(
-                        authority = %String::from_utf8_lossy(value),
+                        authority = %String::from_utf8_lossy(&value),
                         "client sent an authority h2 refuses; serving it as localhost"
                     );
                 }
                 self.rewrites += 1;
-                *value = REPLACEMENT_AUTHORITY.to_vec();
+                value = REPLACEMENT_AUTHORITY.to_vec();
+            }
+            // The best representation our table has, indexed (or never indexed) as the client
+            // chose; strings go without Huffman coding, the cheapest for h2 to read.
+            let how = ENCODE_BEST | (flags & (ENCODE_WITH_INDEXING | ENCODE_NEVER_INDEXED));
+            if let Err(e) = self.encoder.encode((name, value, how), &mut encoded) {
+                // Our encoder refusing a field it has just decoded cannot happen; should it,
+                // h2 must see a broken connection rather than a wrong header.
+                self.give_up(&format!("header block could not be encoded: {e:?}"));
+                return;
             }
         }
-        let encoded = self
-            .encoder
-            .encode(fields.iter().map(|(n, v)| (n.as_slice(), v.as_slice())));
         let flags = u8::from(block.end_stream) * FLAG_END_STREAM;
         emit_header_frames(
             &mut self.output,

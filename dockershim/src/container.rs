@@ -14,6 +14,7 @@ use bollard::models::{
 use cri_proto::runtime::v1 as cri;
 use tracing::{debug, info};
 
+use crate::crilog::LogWriter;
 use crate::docker::DockerApi;
 use crate::errors::{Result, ShimError};
 use crate::labels;
@@ -86,6 +87,18 @@ pub fn container_state(status: Option<&str>) -> cri::ContainerState {
 /// How long ContainerStatus of an exited container waits for its log copier to finish (as
 /// Docker waits for its own log copier before it marks a container stopped).
 const LOG_DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Creates a container's log directory if needed and opens (creates) its CRI log file.
+async fn open_log(path: &Path) -> Result<LogWriter> {
+    if let Some(dir) = path.parent() {
+        tokio::fs::create_dir_all(dir).await.map_err(|e| {
+            ShimError::internal(format!("create log directory {}: {e}", dir.display()))
+        })?;
+    }
+    LogWriter::open(path)
+        .await
+        .map_err(|e| ShimError::internal(format!("open container log: {e}")))
+}
 
 /// Upstream's image reference for a container: `docker-pullable://repo@digest` when the image
 /// has a repo digest, `docker://sha256:...` otherwise.
@@ -276,7 +289,9 @@ impl<D: DockerApi> Shim<D> {
         Ok(c)
     }
 
-    /// StartContainer: starts it and starts copying its output into its CRI log file.
+    /// StartContainer: opens (creates) its CRI log file, starts it, and starts copying its
+    /// output into the file. The file exists, empty, before the answer (as with containerd):
+    /// the kubelet and critest open it as soon as the start returns.
     pub async fn start_container(&self, id: &str) -> Result<()> {
         let c = self.inspect_app_container(id).await?;
         let full_id = c.id.clone().unwrap_or_else(|| id.to_string());
@@ -286,17 +301,14 @@ impl<D: DockerApi> Shim<D> {
             .and_then(|cfg| cfg.labels.as_ref())
             .and_then(|l| l.get(labels::CONTAINER_LOG_PATH_LABEL_KEY))
             .cloned();
-        if let Some(path) = &log_path
-            && let Some(dir) = Path::new(path).parent()
-        {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                ShimError::internal(format!("create log directory {}: {e}", dir.display()))
-            })?;
-        }
+        let log = match &log_path {
+            Some(path) => Some(open_log(Path::new(path)).await?),
+            None => None,
+        };
         self.docker.start_container(&full_id).await?;
-        if let Some(path) = log_path {
+        if let Some(writer) = log {
             self.logs
-                .start(self.docker.clone(), &full_id, path.into(), 0);
+                .start_into(self.docker.clone(), &full_id, writer, 0);
         }
         info!(container = %full_id, "container started");
         Ok(())

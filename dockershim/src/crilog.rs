@@ -354,7 +354,8 @@ impl LogCopierHandle {
 }
 
 /// Copy a stream of tagged chunks (e.g. bollard `logs(follow=true)` or
-/// `attach` output mapped with [`from_bollard`]) into the CRI log at `path`.
+/// `attach` output mapped with [`from_bollard`]) into the CRI log at `path`,
+/// which the task opens (creates) first.
 /// The task ends when the stream ends or yields an error (after flushing
 /// partial lines as `P`); write errors are logged and copying goes on, like
 /// containerd, so the container never blocks on its output.
@@ -368,12 +369,36 @@ where
     E: std::fmt::Display + Send + 'static,
 {
     let path = path.as_ref().to_path_buf();
+    spawn_copier(async move { LogWriter::open(&path).await }, chunks, max_len)
+}
+
+/// [`spawn_chunk_copier`] into a log file the caller has already opened: the
+/// file exists before the copier starts (StartContainer opens it before it
+/// answers, so a reader that opens it at once finds it, as with containerd).
+pub fn spawn_chunk_copier_into<S, E>(
+    writer: LogWriter,
+    chunks: S,
+    max_len: usize,
+) -> LogCopierHandle
+where
+    S: Stream<Item = Result<(LogStream, Bytes), E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
+    spawn_copier(std::future::ready(Ok(writer)), chunks, max_len)
+}
+
+fn spawn_copier<W, S, E>(writer: W, chunks: S, max_len: usize) -> LogCopierHandle
+where
+    W: std::future::Future<Output = Result<LogWriter, CriLogError>> + Send + 'static,
+    S: Stream<Item = Result<(LogStream, Bytes), E>> + Send + 'static,
+    E: std::fmt::Display + Send + 'static,
+{
     let (reopen_tx, mut reopen_rx) = mpsc::channel::<ReopenRequest>(4);
     let done = CancellationToken::new();
     let ended = done.clone().drop_guard();
     let task = tokio::spawn(async move {
         let _ended = ended;
-        let mut writer = LogWriter::open(&path).await?;
+        let mut writer = writer.await?;
         let mut enc = CriLogEncoder::new(max_len);
         let mut chunks = std::pin::pin!(chunks);
         let mut reopen_open = true;
@@ -650,6 +675,32 @@ mod tests {
         );
         h.abort();
         h.drained().await; // an aborted copier counts as ended
+    }
+
+    #[tokio::test]
+    async fn a_copier_into_an_opened_writer_uses_the_file_that_exists_already() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("0.log");
+        let writer = LogWriter::open(&path).await.unwrap();
+        let meta = std::fs::metadata(&path).expect("open creates the file");
+        assert_eq!(meta.len(), 0, "created empty");
+        let (tx, rx) = mpsc::channel::<Result<(LogStream, Bytes), String>>(4);
+        let h = spawn_chunk_copier_into(
+            writer,
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+            1024,
+        );
+        tx.send(Ok((LogStream::Stderr, Bytes::from_static(b"hi\n"))))
+            .await
+            .unwrap();
+        drop(tx);
+        h.wait().await.unwrap();
+        let lines = read_lines(&path);
+        assert_eq!(lines.len(), 1);
+        assert_eq!(
+            (lines[0].stream, lines[0].content.as_str()),
+            (LogStream::Stderr, "hi")
+        );
     }
 
     #[tokio::test]

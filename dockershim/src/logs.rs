@@ -8,10 +8,28 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 
-use crate::crilog::{self, CriLogError, LogCopierHandle, LogStream};
+use crate::crilog::{self, CriLogError, LogCopierHandle, LogStream, LogWriter};
 use crate::docker::{self, DockerApi};
+
+const MAX_LINE: usize = crilog::DEFAULT_MAX_LINE_SIZE;
+
+/// One chunk of a container's output, for a copier.
+type Chunk = Result<(LogStream, bytes::Bytes), docker::DockerError>;
+
+/// `id`'s output from `since` (unix seconds), as the copier's tagged chunks.
+fn output<D: DockerApi>(docker: &D, id: &str, since: i64) -> impl Stream<Item = Chunk> + use<D> {
+    docker.logs(id, since).map(|r| {
+        r.map(|c| {
+            let stream = match c.stream {
+                docker::LogStream::Stdout => LogStream::Stdout,
+                docker::LogStream::Stderr => LogStream::Stderr,
+            };
+            (stream, c.bytes)
+        })
+    })
+}
 
 /// The running log copiers, by container id.
 #[derive(Default, Clone)]
@@ -20,19 +38,30 @@ pub struct LogManager {
 }
 
 impl LogManager {
-    /// Starts copying `id`'s output (from `since`, unix seconds; 0 = the beginning) into `path`.
-    /// A copier already running for `id` is replaced.
+    /// Starts copying `id`'s output (from `since`, unix seconds; 0 = the beginning) into `path`,
+    /// which the copier opens (creates) by itself a moment later: for containers whose log file
+    /// exists already (adopted after a restart). A copier already running for `id` is replaced.
     pub fn start<D: DockerApi>(&self, docker: Arc<D>, id: &str, path: PathBuf, since: i64) {
-        let chunks = docker.logs(id, since).map(|r| {
-            r.map(|c| {
-                let stream = match c.stream {
-                    docker::LogStream::Stdout => LogStream::Stdout,
-                    docker::LogStream::Stderr => LogStream::Stderr,
-                };
-                (stream, c.bytes)
-            })
-        });
-        let handle = crilog::spawn_chunk_copier(path, chunks, crilog::DEFAULT_MAX_LINE_SIZE);
+        let handle = crilog::spawn_chunk_copier(path, output(&*docker, id, since), MAX_LINE);
+        self.insert(id, handle);
+    }
+
+    /// Like [`LogManager::start`], into a log file already opened with [`LogWriter::open`]:
+    /// StartContainer opens it before it answers, so whoever opens the log right after the
+    /// start (the kubelet, `kubectl logs`, critest) finds it, created and empty, as with
+    /// containerd.
+    pub fn start_into<D: DockerApi>(
+        &self,
+        docker: Arc<D>,
+        id: &str,
+        writer: LogWriter,
+        since: i64,
+    ) {
+        let handle = crilog::spawn_chunk_copier_into(writer, output(&*docker, id, since), MAX_LINE);
+        self.insert(id, handle);
+    }
+
+    fn insert(&self, id: &str, handle: LogCopierHandle) {
         let mut copiers = self.copiers.lock().unwrap_or_else(|p| p.into_inner());
         copiers.retain(|_, h| !h.is_finished());
         if let Some(old) = copiers.insert(id.to_string(), Arc::new(handle)) {

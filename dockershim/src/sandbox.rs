@@ -74,7 +74,7 @@ impl<D: DockerApi> Shim<D> {
     pub(crate) fn sandbox_create_body(
         &self,
         config: &cri::PodSandboxConfig,
-    ) -> ContainerCreateBody {
+    ) -> Result<ContainerCreateBody> {
         let ns = sandbox_ns_options(config);
         let host_net = ns_mode(ns, |o| o.network) == cri::NamespaceMode::Node;
         let host_pid = ns_mode(ns, |o| o.pid) == cri::NamespaceMode::Node;
@@ -135,9 +135,9 @@ impl<D: DockerApi> Shim<D> {
             .linux
             .as_ref()
             .and_then(|l| l.security_context.as_ref());
-        let user = crate::security::apply_sandbox_security(sc, &mut hc);
+        let user = crate::security::apply_sandbox_security(sc, &mut hc)?;
 
-        ContainerCreateBody {
+        Ok(ContainerCreateBody {
             image: Some(self.config.pod_infra_image.clone()),
             hostname: (!host_net && !config.hostname.is_empty()).then(|| config.hostname.clone()),
             labels: Some(docker_labels),
@@ -145,7 +145,7 @@ impl<D: DockerApi> Shim<D> {
             user,
             host_config: Some(hc),
             ..Default::default()
-        }
+        })
     }
 
     /// RunPodSandbox: pause container, checkpoint, DNS, network.
@@ -176,7 +176,7 @@ impl<D: DockerApi> Shim<D> {
             uid: meta.uid.clone(),
             attempt: meta.attempt,
         });
-        let body = self.sandbox_create_body(&config);
+        let body = self.sandbox_create_body(&config)?;
         let id = self.create_named(&name, body).await?;
 
         let ns = sandbox_ns_options(&config);

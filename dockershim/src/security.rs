@@ -10,45 +10,86 @@ use cri_proto::runtime::v1 as cri;
 
 use crate::errors::{Result, ShimError};
 
-/// Appends Docker's `seccomp=` option for a CRI seccomp profile. Absent profile and empty path =
-/// unconfined (as containerd does); RuntimeDefault = Docker's default profile; Localhost = the
-/// JSON file named by the profile, inlined (Docker takes the profile's content).
+/// A CRI seccomp profile, from the `seccomp` field or the deprecated `seccomp_profile_path`.
+#[derive(Debug, PartialEq, Eq)]
+enum Seccomp<'a> {
+    Unconfined,
+    RuntimeDefault,
+    /// The profile's file.
+    Localhost(&'a str),
+}
+
+const LOCALHOST_PREFIX: &str = "localhost/";
+
+/// Which profile a request asks for. The `seccomp` field wins over the deprecated path; an
+/// absent profile and an empty path mean unconfined (as with containerd and upstream
+/// dockershim). A deprecated path is `unconfined`, `runtime/default`, `docker/default` or
+/// `localhost/<file>`; anything else (a bare file path) is refused, as containerd, upstream
+/// dockershim and critest ("should not support a custom seccomp profile without using
+/// localhost/ as a prefix") require.
+fn seccomp_profile<'a>(
+    profile: Option<&'a cri::SecurityProfile>,
+    deprecated_path: &'a str,
+) -> Result<Seccomp<'a>> {
+    use cri::security_profile::ProfileType;
+    if let Some(p) = profile {
+        return Ok(match ProfileType::try_from(p.profile_type) {
+            Ok(ProfileType::RuntimeDefault) => Seccomp::RuntimeDefault,
+            // The ref is a file; a `localhost/` prefix is tolerated, as containerd does.
+            Ok(ProfileType::Localhost) => Seccomp::Localhost(
+                p.localhost_ref
+                    .strip_prefix(LOCALHOST_PREFIX)
+                    .unwrap_or(&p.localhost_ref),
+            ),
+            _ => Seccomp::Unconfined,
+        });
+    }
+    match deprecated_path {
+        "" | "unconfined" => Ok(Seccomp::Unconfined),
+        "runtime/default" | "docker/default" => Ok(Seccomp::RuntimeDefault),
+        p => match p.strip_prefix(LOCALHOST_PREFIX) {
+            Some(file) => Ok(Seccomp::Localhost(file)),
+            None => Err(ShimError::invalid(format!(
+                "unknown seccomp profile option {p:?}: a custom profile is given as \"localhost/<path>\""
+            ))),
+        },
+    }
+}
+
+/// Appends Docker's `seccomp=` option for a CRI seccomp profile (see [`seccomp_profile`] for
+/// what a request may ask). Unconfined = `seccomp=unconfined`; RuntimeDefault = nothing
+/// (Docker's default profile); Localhost = the profile file's content, inlined (Docker takes
+/// the content, not a path), which must be an absolute path to a readable file. Privileged
+/// containers are unconfined whatever they ask (the request is still checked).
 pub fn seccomp_opts(
     profile: Option<&cri::SecurityProfile>,
     deprecated_path: &str,
     privileged: bool,
     out: &mut Vec<String>,
-) {
+) -> Result<()> {
+    let wanted = seccomp_profile(profile, deprecated_path)?;
     if privileged {
         out.push("seccomp=unconfined".to_string());
-        return;
+        return Ok(());
     }
-    if let Some(p) = profile {
-        match cri::security_profile::ProfileType::try_from(p.profile_type) {
-            Ok(cri::security_profile::ProfileType::RuntimeDefault) => {}
-            Ok(cri::security_profile::ProfileType::Localhost) => {
-                out.push(format!("seccomp={}", localhost_profile(&p.localhost_ref)));
-            }
-            _ => out.push("seccomp=unconfined".to_string()),
-        }
-        return;
+    match wanted {
+        Seccomp::Unconfined => out.push("seccomp=unconfined".to_string()),
+        Seccomp::RuntimeDefault => {}
+        Seccomp::Localhost(file) => out.push(format!("seccomp={}", localhost_profile(file)?)),
     }
-    match deprecated_path {
-        "runtime/default" | "docker/default" => {}
-        p if p.starts_with("localhost/") => {
-            out.push(format!(
-                "seccomp={}",
-                localhost_profile(&p["localhost/".len()..])
-            ));
-        }
-        _ => out.push("seccomp=unconfined".to_string()),
-    }
+    Ok(())
 }
 
-/// The content of a localhost seccomp profile; a missing file becomes a path Docker rejects with
-/// a clear message at create time.
-fn localhost_profile(path: &str) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|_| path.to_string())
+/// The content of a localhost seccomp profile (upstream's messages for a relative path and for
+/// a file it cannot read).
+fn localhost_profile(path: &str) -> Result<String> {
+    if !path.starts_with('/') {
+        return Err(ShimError::invalid(format!(
+            "seccomp profile path must be absolute, but got relative path {path:?}"
+        )));
+    }
+    std::fs::read_to_string(path)
+        .map_err(|e| ShimError::invalid(format!("cannot load seccomp profile {path:?}: {e}")))
 }
 
 /// Is AppArmor enabled on this host?
@@ -112,12 +153,13 @@ fn apply_common(privileged: bool, readonly_rootfs: bool, groups: &[i64], hc: &mu
 
 /// Applies a sandbox security context to the pause container's host config; returns its user
 /// (`uid` or `uid:gid`), if one is set. No context means CRI's defaults (seccomp unconfined,
-/// like upstream dockershim and containerd), not Docker's.
+/// like upstream dockershim and containerd), not Docker's. An invalid seccomp profile is
+/// refused (as containerd refuses the sandbox).
 #[allow(deprecated)] // seccomp_profile_path: CRI still sends it; we honour both fields.
 pub fn apply_sandbox_security(
     sc: Option<&cri::LinuxSandboxSecurityContext>,
     hc: &mut HostConfig,
-) -> Option<String> {
+) -> Result<Option<String>> {
     let sc = sc.map_or_else(|| Cow::Owned(Default::default()), Cow::Borrowed);
     apply_common(
         sc.privileged,
@@ -131,14 +173,15 @@ pub fn apply_sandbox_security(
         &sc.seccomp_profile_path,
         sc.privileged,
         &mut opts,
-    );
+    )?;
     apparmor_opts(sc.apparmor.as_ref(), "", &mut opts);
     if !opts.is_empty() {
         hc.security_opt = Some(opts);
     }
-    sc.run_as_user
+    Ok(sc
+        .run_as_user
         .as_ref()
-        .map(|u| docker_user(u.value, sc.run_as_group.as_ref()))
+        .map(|u| docker_user(u.value, sc.run_as_group.as_ref())))
 }
 
 /// Docker's `User`: `user` or `user:group`.
@@ -187,7 +230,7 @@ pub fn apply_container_security(
         &sc.seccomp_profile_path,
         sc.privileged,
         &mut opts,
-    );
+    )?;
     apparmor_opts(sc.apparmor.as_ref(), &sc.apparmor_profile, &mut opts);
     if sc.no_new_privs {
         opts.push("no-new-privileges".to_string());
@@ -229,32 +272,85 @@ mod tests {
         }
     }
 
+    fn opts(profile: Option<&cri::SecurityProfile>, path: &str, privileged: bool) -> Vec<String> {
+        let mut o = Vec::new();
+        seccomp_opts(profile, path, privileged, &mut o).unwrap();
+        o
+    }
+
     #[test]
     fn seccomp_follows_cri_meaning() {
         use cri::security_profile::ProfileType::*;
-        let mut o = Vec::new();
-        seccomp_opts(None, "", false, &mut o);
-        assert_eq!(o, ["seccomp=unconfined"]);
-        let mut o = Vec::new();
-        seccomp_opts(Some(&profile(RuntimeDefault, "")), "", false, &mut o);
-        assert!(o.is_empty());
-        let mut o = Vec::new();
-        seccomp_opts(None, "runtime/default", false, &mut o);
-        assert!(o.is_empty());
+        assert_eq!(opts(None, "", false), ["seccomp=unconfined"]);
+        assert_eq!(opts(None, "unconfined", false), ["seccomp=unconfined"]);
+        assert!(opts(Some(&profile(RuntimeDefault, "")), "", false).is_empty());
+        assert!(opts(None, "runtime/default", false).is_empty());
+        assert!(opts(None, "docker/default", false).is_empty());
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("p.json");
         std::fs::write(&p, r#"{"defaultAction":"SCMP_ACT_ALLOW"}"#).unwrap();
-        let mut o = Vec::new();
-        seccomp_opts(
-            Some(&profile(Localhost, p.to_str().unwrap())),
-            "",
-            false,
-            &mut o,
+        let inlined = [r#"seccomp={"defaultAction":"SCMP_ACT_ALLOW"}"#];
+        let path = p.to_str().unwrap();
+        assert_eq!(opts(Some(&profile(Localhost, path)), "", false), inlined);
+        assert_eq!(
+            opts(
+                Some(&profile(Localhost, &format!("localhost/{path}"))),
+                "",
+                false
+            ),
+            inlined
         );
-        assert_eq!(o, [r#"seccomp={"defaultAction":"SCMP_ACT_ALLOW"}"#]);
-        let mut o = Vec::new();
-        seccomp_opts(None, &format!("localhost/{}", p.display()), false, &mut o);
-        assert_eq!(o.len(), 1);
+        assert_eq!(opts(None, &format!("localhost/{path}"), false), inlined);
+        // The field wins over the deprecated path.
+        assert!(opts(Some(&profile(RuntimeDefault, "")), "unconfined", false).is_empty());
+        // Privileged containers are unconfined.
+        assert_eq!(
+            opts(None, &format!("localhost/{path}"), true),
+            ["seccomp=unconfined"]
+        );
+    }
+
+    #[test]
+    fn seccomp_refuses_what_upstream_refuses() {
+        use cri::security_profile::ProfileType::*;
+        let err = |profile: Option<&cri::SecurityProfile>, path: &str, privileged: bool| {
+            let mut o = Vec::new();
+            match seccomp_opts(profile, path, privileged, &mut o) {
+                Err(e @ ShimError::InvalidArgument(_)) => e.to_string(),
+                other => panic!("{profile:?} {path:?}: {other:?} {o:?}"),
+            }
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("p.json");
+        std::fs::write(&p, "{}").unwrap();
+        let path = p.to_str().unwrap();
+        // critest: "should not support a custom seccomp profile without using localhost/".
+        assert!(err(None, path, false).contains("localhost/"));
+        assert!(err(None, path, true).contains("localhost/"));
+        assert!(err(None, "foo/bar", false).contains("unknown seccomp profile"));
+        // A relative or unreadable localhost profile.
+        assert!(err(None, "localhost/p.json", false).contains("must be absolute"));
+        assert!(err(Some(&profile(Localhost, "p.json")), "", false).contains("must be absolute"));
+        let missing = dir.path().join("missing.json");
+        let missing = missing.to_str().unwrap();
+        assert!(
+            err(Some(&profile(Localhost, missing)), "", false)
+                .contains("cannot load seccomp profile")
+        );
+        // Both security contexts refuse it.
+        let mut hc = HostConfig::default();
+        let sc = cri::LinuxSandboxSecurityContext {
+            #[allow(deprecated)]
+            seccomp_profile_path: path.to_string(),
+            ..Default::default()
+        };
+        assert!(apply_sandbox_security(Some(&sc), &mut hc).is_err());
+        let sc = cri::LinuxContainerSecurityContext {
+            #[allow(deprecated)]
+            seccomp_profile_path: path.to_string(),
+            ..Default::default()
+        };
+        assert!(apply_container_security(Some(&sc), &mut None, &mut hc).is_err());
     }
 
     #[test]
@@ -288,7 +384,7 @@ mod tests {
     #[test]
     fn an_absent_sandbox_context_is_unconfined() {
         let mut hc = HostConfig::default();
-        let user = apply_sandbox_security(None, &mut hc);
+        let user = apply_sandbox_security(None, &mut hc).unwrap();
         assert_eq!(user, None);
         assert_eq!(
             hc.security_opt,

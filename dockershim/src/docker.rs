@@ -263,6 +263,44 @@ fn chunk_of(out: LogOutput) -> Option<LogChunk> {
     }
 }
 
+/// How long a timed-out exec is waited for: for its process to appear, then to be gone.
+const EXEC_END_LIMIT: Duration = Duration::from_secs(10);
+
+impl BollardDocker {
+    /// Ends a timed-out exec's process and waits until Docker has seen it exit, so that a
+    /// timed-out ExecSync leaves nothing running once it answers (critest looks for the process
+    /// at once). Docker has no exec kill, so the process tree is killed from the host. Docker
+    /// reports an exec running before its process exists (pid 0 until runc has started it, which
+    /// takes from tens of milliseconds to more than the timeout on a busy host), so the pid is
+    /// polled for rather than read once.
+    async fn end_exec(&self, exec_id: &str) {
+        let deadline = tokio::time::Instant::now() + EXEC_END_LIMIT;
+        let mut killed = None;
+        loop {
+            match self.docker.inspect_exec(exec_id).await {
+                Ok(info) if info.running != Some(true) => return,
+                Ok(info) => {
+                    if let Some(pid) = info.pid.filter(|p| *p > 0)
+                        && killed != Some(pid)
+                    {
+                        kill_process_tree(pid as libc::pid_t);
+                        killed = Some(pid);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(exec = %exec_id, error = %e, "inspecting a timed-out exec");
+                    return;
+                }
+            }
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(exec = %exec_id, pid = ?killed, "timed-out exec still running after {EXEC_END_LIMIT:?}");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 impl DockerApi for BollardDocker {
     async fn version(&self) -> Result<SystemVersion, DockerError> {
         Ok(self.docker.version().await?)
@@ -387,15 +425,7 @@ impl DockerApi for BollardDocker {
             match timeout {
                 Some(t) if !t.is_zero() => {
                     if tokio::time::timeout(t, collect).await.is_err() {
-                        // Docker has no exec kill: end the process from the host so that a
-                        // timed-out ExecSync leaves nothing running.
-                        if let Ok(info) = self.docker.inspect_exec(&exec_id).await
-                            && let Some(pid) = info.pid
-                            && pid > 0
-                            && info.running == Some(true)
-                        {
-                            kill_process_tree(pid as libc::pid_t);
-                        }
+                        self.end_exec(&exec_id).await;
                         return Err(DockerError::Timeout(t));
                     }
                 }

@@ -91,6 +91,14 @@ pub fn all() -> Vec<Case> {
             container_seccomp_localhost
         ),
         case!(
+            "[container] seccomp_profile_path: localhost/<file> applies, a bare path is refused",
+            container_seccomp_profile_path
+        ),
+        case!(
+            "[container] the log file exists when StartContainer returns",
+            container_log_at_start
+        ),
+        case!(
             "[sandbox] host PID and IPC namespaces, and the pod's own",
             sandbox_host_pid_ipc
         ),
@@ -142,7 +150,7 @@ pub fn all() -> Vec<Case> {
             container_exec_sync
         ),
         case!(
-            "[container] ExecSync with a timeout ends",
+            "[container] ExecSync with a timeout ends and leaves nothing running",
             container_exec_timeout
         ),
         case!(
@@ -1042,31 +1050,78 @@ async fn container_exec_sync(ctx: Ctx) -> CaseResult {
     .await
 }
 
+/// critest's "execSync with timeout": in a container running `top`, ExecSync `sleep 4321` with
+/// a 1 s timeout fails, in time, and right after it no `sleep` runs in the container (the
+/// runtime killed it). Three rounds.
 async fn container_exec_timeout(ctx: Ctx) -> CaseResult {
     in_sandbox(
         &ctx,
         "cf-exect",
         |_| {},
         |mut ctx, id, cfg| async move {
-            let c = container(&mut ctx, &id, &cfg, "x", "sleep 3600", |_| {}, true).await?;
-            let started = std::time::Instant::now();
-            let r = ctx
-                .runtime
-                .exec_sync(cri::ExecSyncRequest {
-                    container_id: c.clone(),
-                    cmd: vec!["sleep".into(), "60".into()],
-                    timeout: 1,
-                })
-                .await;
-            ensure!(
-                r.is_err(),
-                "ExecSync of `sleep 60` with timeout 1 s returned {r:?}"
-            );
-            ensure!(
-                started.elapsed() < Duration::from_secs(30),
-                "ExecSync timeout was not honoured (took {:?})",
-                started.elapsed()
-            );
+            let c = container(&mut ctx, &id, &cfg, "x", "exec top", |_| {}, true).await?;
+            for round in 0..3 {
+                let started = std::time::Instant::now();
+                let r = ctx
+                    .runtime
+                    .exec_sync(cri::ExecSyncRequest {
+                        container_id: c.clone(),
+                        cmd: vec!["sleep".into(), "4321".into()],
+                        timeout: 1,
+                    })
+                    .await;
+                ensure!(
+                    r.is_err(),
+                    "ExecSync of `sleep 4321` with timeout 1 s returned {r:?}"
+                );
+                ensure!(
+                    started.elapsed() < Duration::from_secs(30),
+                    "ExecSync timeout was not honoured (took {:?})",
+                    started.elapsed()
+                );
+                // critest runs `pgrep sleep || true`; this busybox has pidof.
+                let left = exec(&mut ctx, &c, "pidof sleep || true").await?;
+                ensure_eq!(
+                    String::from_utf8_lossy(&left.stdout).trim().to_string(),
+                    String::new(),
+                    format!("round {round}: pids of `sleep` after the timed-out exec")
+                );
+            }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// critest's HostNetwork and reopen-log cases open the log file as soon as StartContainer
+/// returns: it must exist by then (containerd creates it before it starts the task), for a
+/// container that exits at once and for one that keeps logging.
+async fn container_log_at_start(ctx: Ctx) -> CaseResult {
+    in_sandbox(
+        &ctx,
+        "cf-logstart",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            for (i, script) in ["netstat -ln", "while true; do echo hello; sleep 1; done"]
+                .iter()
+                .cycle()
+                .take(6)
+                .enumerate()
+            {
+                let name = format!("c{i}");
+                let c = container(&mut ctx, &id, &cfg, &name, script, |_| {}, false).await?;
+                let path = std::path::Path::new(&cfg.log_directory).join(format!("{name}/0.log"));
+                ctx.runtime
+                    .start_container(cri::StartContainerRequest {
+                        container_id: c.clone(),
+                    })
+                    .await?;
+                ensure!(
+                    std::fs::File::open(&path).is_ok(),
+                    "{} does not exist when StartContainer of `{script}` returned",
+                    path.display()
+                );
+            }
             Ok(())
         },
     )
@@ -2304,6 +2359,97 @@ async fn container_seccomp_localhost(ctx: Ctx) -> CaseResult {
                 exec(&mut ctx, &c, "touch /tmp/allowed").await?.exit_code == 0,
                 "other syscalls are allowed"
             );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// The deprecated `seccomp_profile_path` (what critest v1.26.1 sends): `localhost/<file>`
+/// applies the file, in the sandbox too; `unconfined` and `docker/default` mean what they say;
+/// a bare file path (critest's "should not support a custom seccomp profile without using
+/// localhost/ as a prefix") is refused by CreateContainer.
+#[allow(deprecated)]
+async fn container_seccomp_profile_path(ctx: Ctx) -> CaseResult {
+    let dir = ctx.settings.log_root.join("seccomp");
+    std::fs::create_dir_all(&dir).map_err(|e| CaseError::Fail(format!("profile dir: {e}")))?;
+    let profile = dir.join(format!(
+        "no-mkdir-{}.json",
+        crate::fixtures::unique_name("p")
+    ));
+    std::fs::write(&profile, NO_MKDIR_PROFILE)
+        .map_err(|e| CaseError::Fail(format!("writing the profile: {e}")))?;
+    let path = profile.display().to_string();
+    let local = format!("localhost/{path}");
+    let sandbox_profile = local.clone();
+    in_sandbox(
+        &ctx,
+        "cf-secpath",
+        |c| {
+            c.linux
+                .get_or_insert_with(Default::default)
+                .security_context
+                .get_or_insert_with(Default::default)
+                .seccomp_profile_path = sandbox_profile;
+        },
+        |mut ctx, id, cfg| async move {
+            let with_path = |p: String| {
+                move |c: &mut cri::ContainerConfig| security(c, |s| s.seccomp_profile_path = p)
+            };
+            let bare = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "bare",
+                "sleep 3600",
+                with_path(path.clone()),
+                false,
+            )
+            .await;
+            ensure!(
+                bare.is_err(),
+                "CreateContainer with seccomp_profile_path {path:?} (no localhost/) succeeded"
+            );
+            let c = container(
+                &mut ctx,
+                &id,
+                &cfg,
+                "local",
+                "sleep 3600",
+                with_path(local),
+                true,
+            )
+            .await?;
+            ensure_eq!(
+                proc_status(&mut ctx, &c, "Seccomp").await?,
+                "2".to_string(),
+                "seccomp mode under localhost/<file>"
+            );
+            let r = exec(&mut ctx, &c, "mkdir /tmp/denied").await?;
+            ensure!(
+                r.exit_code != 0,
+                "mkdir succeeded under a profile denying it"
+            );
+            for (name, p, mode) in [
+                ("unconf", "unconfined", "0"),
+                ("dockerdef", "docker/default", "2"),
+            ] {
+                let c = container(
+                    &mut ctx,
+                    &id,
+                    &cfg,
+                    name,
+                    "sleep 3600",
+                    with_path(p.into()),
+                    true,
+                )
+                .await?;
+                ensure_eq!(
+                    proc_status(&mut ctx, &c, "Seccomp").await?,
+                    mode.to_string(),
+                    format!("seccomp mode under {p:?}")
+                );
+            }
             Ok(())
         },
     )

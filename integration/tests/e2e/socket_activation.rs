@@ -10,7 +10,8 @@
 //! root directory given), and the project's `kubelet` binary pointed at
 //! `unix://<that socket>` running a static pod. Then SIGTERM: dockershim exits cleanly, says
 //! STOPPING=1, and leaves the socket file alone (it is systemd's: same inode, mode and group).
-//! Whatever happens, every pod is removed afterwards.
+//! Whatever happens, every pod is removed afterwards. With two passed sockets, `fd://NAME` and
+//! `fd://N` serve the one named, and a name or number not passed fails with a line listing them.
 //!
 //! Needs the test bed, the `dockershim` and `kubelet` binaries (`cargo build --workspace`), and /usr/bin/systemd-socket-activate (Debian's systemd package).
 
@@ -483,4 +484,162 @@ async fn body(tb: Testbed, leftovers: Arc<Mutex<Leftovers>>) {
             .is_err(),
         "the sandbox container is still in Docker"
     );
+}
+
+/// Waits (10 s at most) until every path exists.
+async fn wait_for_sockets(paths: &[&Path], child: &mut Child, log: &Path) {
+    for _ in 0..200 {
+        if paths.iter().all(|p| p.exists()) {
+            return;
+        }
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!(
+                "systemd-socket-activate exited: {st}; log:\n{}",
+                std::fs::read_to_string(log).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("sockets {paths:?} not there after 10 s");
+}
+
+/// Two passed sockets named `first` and `second` (fds 3 and 4): `fd://NAME` and `fd://N` pick
+/// one, and a name or number that was not passed ends the start with a line listing what was.
+#[tokio::test(flavor = "multi_thread")]
+async fn passed_sockets_by_name_and_number() {
+    let test = "socket_activation::passed_sockets_by_name_and_number";
+    if !Path::new(SOCKET_ACTIVATE).exists() {
+        assert!(
+            std::env::var("CRI_TESTBED_REQUIRED").as_deref() != Ok("1"),
+            "{test}: {SOCKET_ACTIVATE} is missing (Debian's systemd package)"
+        );
+        eprintln!("SKIPPED {test}: {SOCKET_ACTIVATE} is missing (Debian's systemd package)");
+        return;
+    }
+    let dockershim = workspace_binary("dockershim")
+        .unwrap_or_else(|e| panic!("{e} (`cargo build --workspace`; hack/test.sh does)"));
+    let tb = Testbed::get(test);
+    let mut cases: Vec<(&str, Option<&str>)> = vec![
+        (
+            "fd://9",
+            Some(
+                "cri socket fd://9: fd 9 was not passed: the passed descriptors are 3 (first), 4 (second)",
+            ),
+        ),
+        (
+            "fd://third",
+            Some(
+                "cri socket fd://third: no passed socket is named \"third\": the passed descriptors are 3 (first), 4 (second)",
+            ),
+        ),
+    ];
+    if tb.is_some() {
+        cases.push(("fd://second", None));
+        cases.push(("fd://4", None));
+    }
+    for (endpoint, want_error) in cases {
+        let dir = tempfile::Builder::new()
+            .prefix("socket-activation-fds-")
+            .tempdir()
+            .expect("tempdir");
+        let (first, second) = (
+            dir.path().join("first.sock"),
+            dir.path().join("second.sock"),
+        );
+        let log = dir.path().join("dockershim.log");
+        let mut cmd = Command::new(SOCKET_ACTIVATE);
+        cmd.arg("-l")
+            .arg(&first)
+            .arg("-l")
+            .arg(&second)
+            .arg("--fdname=first:second")
+            .arg("-E")
+            .arg("NO_COLOR=1")
+            .arg(&dockershim)
+            .arg("--container-runtime-endpoint")
+            .arg(endpoint)
+            .arg("--cri-dockerd-root-directory")
+            .arg(dir.path().join("root"))
+            .arg("--network-plugin=no-op");
+        if let Some(tb) = &tb {
+            cmd.arg("--docker-endpoint")
+                .arg(&tb.docker_endpoint)
+                .arg("--pod-infra-container-image")
+                .arg(&tb.pause_image);
+        }
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(std::fs::File::create(&log).expect("log")));
+        let mut activated = Activated {
+            child: cmd.spawn().expect("spawn systemd-socket-activate"),
+        };
+        wait_for_sockets(&[&first, &second], &mut activated.child, &log).await;
+        let log_text = || std::fs::read_to_string(&log).unwrap_or_default();
+        match want_error {
+            Some(want) => {
+                // Any connection starts the service.
+                let _conn = std::os::unix::net::UnixStream::connect(&first).expect("connect");
+                let mut status = None;
+                for _ in 0..200 {
+                    if let Ok(Some(st)) = activated.child.try_wait() {
+                        status = Some(st);
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                let status = status
+                    .unwrap_or_else(|| panic!("{endpoint}: still running; log:\n{}", log_text()));
+                assert_eq!(status.code(), Some(1), "{endpoint}: {}", log_text());
+                let text = log_text();
+                let last = text.lines().last().unwrap_or_default();
+                assert_eq!(last, format!("dockershim: starting: {want}"), "{endpoint}");
+            }
+            None => {
+                let endpoint_b = format!("unix://{}", second.display());
+                let version = tokio::time::timeout(Duration::from_secs(120), async {
+                    loop {
+                        if let Ok((mut rt, _)) = clients(&endpoint_b).await
+                            && let Ok(v) = rt.version(cri::VersionRequest::default()).await
+                        {
+                            return v.into_inner();
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                })
+                .await
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "{endpoint}: no Version on the second socket; log:\n{}",
+                        log_text()
+                    )
+                });
+                assert_eq!(version.runtime_name, "docker");
+                assert!(
+                    log_text().contains(&format!(
+                        "{endpoint} ({}, passed by the service manager)",
+                        second.display()
+                    )),
+                    "{endpoint}: {}",
+                    log_text()
+                );
+                // SAFETY: kill(2) on the pid of our own child.
+                unsafe { libc::kill(activated.child.id() as libc::pid_t, libc::SIGTERM) };
+                let mut exited = false;
+                for _ in 0..300 {
+                    if let Ok(Some(st)) = activated.child.try_wait() {
+                        assert!(st.success(), "{endpoint}: {st}; log:\n{}", log_text());
+                        exited = true;
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                assert!(
+                    exited,
+                    "{endpoint}: no exit after SIGTERM; log:\n{}",
+                    log_text()
+                );
+                assert!(first.exists() && second.exists(), "the passed sockets stay");
+            }
+        }
+    }
 }

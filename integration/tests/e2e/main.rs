@@ -24,6 +24,7 @@ mod dockershim_logs;
 mod dockershim_network;
 mod dockershim_restart;
 mod grpc_clients;
+mod judges;
 mod kubelet_api_features;
 mod kubelet_api_mode;
 mod kubelet_api_source;

@@ -49,6 +49,7 @@ pub const LOG_LEVELS: &[&str] = &[
 #[command(
     name = "dockershim",
     about = "A CRI runtime.v1 server on the Docker Engine (a drop-in replacement for cri-dockerd 0.3)",
+    long_about = None,
     disable_version_flag = true,
     args_override_self = true,
     color = clap::ColorChoice::Never
@@ -562,7 +563,10 @@ pub fn clap_error_line(e: &clap::Error) -> String {
     ) && let (Some(arg), Some(value)) = (
         text(ContextKind::InvalidArg),
         text(ContextKind::InvalidValue),
-    ) {
+    )
+        // A missing value reads better in clap's words ("a value is required for ...").
+        && !value.is_empty()
+    {
         // "--ipv6-dual-stack[=<BOOL>]" or "--v <N>": the flag alone.
         let flag = arg
             .split([' ', '[', '='])
@@ -576,11 +580,6 @@ pub fn clap_error_line(e: &clap::Error) -> String {
             _ => std::error::Error::source(e)
                 .map(|s| s.to_string())
                 .unwrap_or_else(|| "not a valid value".to_string()),
-        };
-        let reason = if value.is_empty() && reason.is_empty() {
-            "a value is required".to_string()
-        } else {
-            reason
         };
         return format!("invalid value {value:?} for {flag}: {reason}");
     }
@@ -1343,7 +1342,10 @@ mod tests {
         let l = line(&["-v", "x"]);
         assert!(l.starts_with("invalid value \"x\" for --v: "), "{l}");
         let l = line(&["--docker-endpoint"]);
-        assert!(l.contains("--docker-endpoint"), "{l}");
+        assert!(
+            l.starts_with("a value is required for '--docker-endpoint"),
+            "{l}"
+        );
         assert!(!l.contains('\n'));
     }
 }

@@ -109,6 +109,34 @@ pub fn pullable_image_ref(image_id: &str, repo_digests: &[String]) -> String {
     }
 }
 
+/// The container's log file: the sandbox's `log_directory` joined with the container's
+/// `log_path`, which must be relative and stay inside the directory (no `..` component, not
+/// absolute): a `log_path` of `../../etc/x` would otherwise have dockershim create and write
+/// a file anywhere on the host. InvalidArgument otherwise. The check is lexical; the kubelet
+/// creates the directories below `log_directory` itself.
+pub fn container_log_path(log_directory: &str, log_path: &str) -> Result<std::path::PathBuf> {
+    use std::path::Component;
+    let rel = Path::new(log_path);
+    for c in rel.components() {
+        match c {
+            Component::Normal(_) | Component::CurDir => {}
+            Component::ParentDir => {
+                return Err(ShimError::invalid(format!(
+                    "CreateContainer: log_path {log_path:?} leaves the sandbox's log directory \
+                     {log_directory:?} ('..' is not allowed)"
+                )));
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(ShimError::invalid(format!(
+                    "CreateContainer: log_path {log_path:?} must be relative to the sandbox's \
+                     log directory {log_directory:?}"
+                )));
+            }
+        }
+    }
+    Ok(Path::new(log_directory).join(rel))
+}
+
 impl<D: DockerApi> Shim<D> {
     /// Builds the Docker create body of a container in sandbox `sandbox_id`.
     pub(crate) fn container_create_body(
@@ -136,7 +164,7 @@ impl<D: DockerApi> Shim<D> {
             let dir = sandbox_config
                 .map(|s| s.log_directory.as_str())
                 .unwrap_or("");
-            let path = Path::new(dir).join(&config.log_path);
+            let path = container_log_path(dir, &config.log_path)?;
             docker_labels.insert(
                 labels::CONTAINER_LOG_PATH_LABEL_KEY.to_string(),
                 path.to_string_lossy().into_owned(),
@@ -245,6 +273,15 @@ impl<D: DockerApi> Shim<D> {
         let sandbox_meta = sandbox_config.metadata.as_ref().ok_or_else(|| {
             ShimError::invalid("CreateContainer: sandbox_config.metadata is required")
         })?;
+        for (what, value) in [
+            ("metadata.name", &meta.name),
+            ("sandbox_config.metadata.name", &sandbox_meta.name),
+            ("sandbox_config.metadata.namespace", &sandbox_meta.namespace),
+            ("sandbox_config.metadata.uid", &sandbox_meta.uid),
+        ] {
+            crate::naming::check_field(what, value)
+                .map_err(|e| ShimError::invalid(format!("CreateContainer: {e}")))?;
+        }
         let sandbox = self.inspect_sandbox(&req.pod_sandbox_id).await?;
         let sandbox_id = sandbox.id.clone().unwrap_or(req.pod_sandbox_id.clone());
         let body = self.container_create_body(&sandbox_id, &config, Some(sandbox_config))?;
@@ -258,6 +295,7 @@ impl<D: DockerApi> Shim<D> {
                 attempt: sandbox_meta.attempt,
             },
         });
+        let _reserved = crate::sandbox::NameReservation::take(&name)?;
         let id = self.create_named(&name, body).await?;
         debug!(container = %id, name = %meta.name, sandbox = %sandbox_id, "container created");
         Ok(id)
@@ -670,6 +708,33 @@ impl<D: DockerApi> Shim<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn log_path_stays_inside_the_log_directory() {
+        let dir = "/var/log/pods/ns_p_u";
+        for ok in [
+            "web/0.log",
+            "0.log",
+            "./web/1.log",
+            "web//2.log",
+            "a..b/..c.log",
+        ] {
+            let p = container_log_path(dir, ok).unwrap_or_else(|e| panic!("{ok}: {e}"));
+            assert!(p.starts_with(dir), "{ok} -> {}", p.display());
+        }
+        for bad in [
+            "../x.log",
+            "web/../../x.log",
+            "..",
+            "web/..",
+            "/etc/x.log",
+            "//x",
+        ] {
+            let e = container_log_path(dir, bad).expect_err(bad);
+            assert_eq!(e.code(), tonic::Code::InvalidArgument, "{bad}");
+            assert!(e.to_string().contains(bad), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn binds_carry_mode_relabel_and_propagation() {

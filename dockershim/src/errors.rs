@@ -15,6 +15,10 @@ pub enum ShimError {
     /// The sandbox, container or image does not exist.
     #[error("{0}")]
     NotFound(String),
+    /// A sandbox or container with the same metadata (so the same Docker name) exists or is
+    /// being created.
+    #[error("{0}")]
+    AlreadyExists(String),
     /// The object exists but is in the wrong state for the request.
     #[error("{0}")]
     FailedPrecondition(String),
@@ -61,6 +65,7 @@ impl ShimError {
         match self {
             ShimError::InvalidArgument(_) => Code::InvalidArgument,
             ShimError::NotFound(_) => Code::NotFound,
+            ShimError::AlreadyExists(_) => Code::AlreadyExists,
             ShimError::FailedPrecondition(_) => Code::FailedPrecondition,
             ShimError::Unimplemented(_) => Code::Unimplemented,
             ShimError::DeadlineExceeded(_) => Code::DeadlineExceeded,

@@ -120,6 +120,29 @@ fn random_u32() -> u32 {
     h.finish() as u32
 }
 
+/// Checks that one CRI metadata field (pod name, namespace, uid or container name) can be
+/// carried in a Docker container name and read back unchanged. Docker allows
+/// `[a-zA-Z0-9][a-zA-Z0-9_.-]*`, and `_` separates our fields, so a field may hold only ASCII
+/// letters, digits, `.` and `-` (Kubernetes' own names and UIDs always do). dockershim refuses
+/// anything else with InvalidArgument instead of creating a container whose name parses back
+/// into other metadata (see docs/conformance.md). `what` names the field in the message.
+pub fn check_field(what: &str, value: &str) -> Result<(), String> {
+    let bad = value
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '.' || *c == '-'));
+    match bad {
+        None => Ok(()),
+        Some('_') => Err(format!(
+            "{what} {value:?} contains '_', which separates the fields of Docker container \
+             names (k8s_POD_<name>_<namespace>_<uid>_<attempt>): it could not be read back"
+        )),
+        Some(c) => Err(format!(
+            "{what} {value:?} contains {c:?}, which a Docker container name cannot hold \
+             (allowed: ASCII letters, digits, '.' and '-')"
+        )),
+    }
+}
+
 fn split_fields<'a>(kind: &'static str, name: &'a str) -> Result<Vec<&'a str>, NameError> {
     // Docker adds a "/" prefix to names: trim one, like strings.TrimPrefix.
     let name = name.strip_prefix('/').unwrap_or(name);
@@ -241,6 +264,39 @@ mod tests {
         let r = randomize_name("k8s_a_b_c_d_0");
         assert_eq!(r.len(), "k8s_a_b_c_d_0".len() + 9);
         assert_eq!(parse_container_name(&r).unwrap().name, "a");
+    }
+
+    #[test]
+    fn fields_docker_names_cannot_carry_are_refused() {
+        for ok in [
+            "nginx-7c",
+            "kube-system",
+            "0b1c2d3e-aaaa-bbbb-cccc-0123456789ab",
+            "a.b",
+            "A9",
+        ] {
+            assert_eq!(check_field("metadata.name", ok), Ok(()), "{ok}");
+        }
+        let e = check_field("metadata.namespace", "my_ns").unwrap_err();
+        assert!(
+            e.contains("metadata.namespace \"my_ns\" contains '_'"),
+            "{e}"
+        );
+        for bad in ["a b", "a/b", "a:b", "ü", "a%b"] {
+            assert!(check_field("metadata.uid", bad).is_err(), "{bad}");
+        }
+        // Why: a field with '_' parses back as other metadata (or a randomized name).
+        let p = SandboxNameParts {
+            name: "a_b".into(),
+            namespace: "ns".into(),
+            uid: "1".into(),
+            attempt: 0,
+        };
+        let back = parse_sandbox_name(&make_sandbox_name(&p)).unwrap();
+        assert_eq!(
+            (back.name.as_str(), back.namespace.as_str(), back.attempt),
+            ("a", "b", 1)
+        );
     }
 
     #[test]

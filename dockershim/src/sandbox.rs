@@ -69,6 +69,39 @@ fn sandbox_state(running: bool) -> cri::PodSandboxState {
     }
 }
 
+/// Docker names being created by an RPC in flight in this process (containerd's name
+/// registrar): a second RunPodSandbox or CreateContainer for the same name fails at once with
+/// AlreadyExists instead of racing the first one. Docker names are global to the daemon, so the
+/// set is too.
+static RESERVED_NAMES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// A Docker name reserved for the lifetime of the value (see [`RESERVED_NAMES`]).
+#[derive(Debug)]
+pub(crate) struct NameReservation(String);
+
+impl NameReservation {
+    /// Reserves `name`, or fails with AlreadyExists when a request in flight holds it.
+    pub(crate) fn take(name: &str) -> Result<Self> {
+        let mut names = RESERVED_NAMES.lock().unwrap_or_else(|e| e.into_inner());
+        if names.iter().any(|n| n == name) {
+            return Err(ShimError::AlreadyExists(format!(
+                "the name {name:?} is reserved by a request in progress for the same metadata"
+            )));
+        }
+        names.push(name.to_string());
+        Ok(NameReservation(name.to_string()))
+    }
+}
+
+impl Drop for NameReservation {
+    fn drop(&mut self) {
+        let mut names = RESERVED_NAMES.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(i) = names.iter().position(|n| *n == self.0) {
+            names.swap_remove(i);
+        }
+    }
+}
+
 impl<D: DockerApi> Shim<D> {
     /// Builds the Docker create body of a sandbox's pause container.
     pub(crate) fn sandbox_create_body(
@@ -162,6 +195,14 @@ impl<D: DockerApi> Shim<D> {
                 "RunPodSandbox: metadata name, namespace and uid are required",
             ));
         }
+        for (what, value) in [
+            ("metadata.name", &meta.name),
+            ("metadata.namespace", &meta.namespace),
+            ("metadata.uid", &meta.uid),
+        ] {
+            naming::check_field(what, value)
+                .map_err(|e| ShimError::invalid(format!("RunPodSandbox: {e}")))?;
+        }
         if !req.runtime_handler.is_empty() && req.runtime_handler != "docker" {
             return Err(ShimError::invalid(format!(
                 "RuntimeHandler {:?} not supported",
@@ -177,6 +218,9 @@ impl<D: DockerApi> Shim<D> {
             attempt: meta.attempt,
         });
         let body = self.sandbox_create_body(&config)?;
+        // Held until the sandbox runs: a concurrent RunPodSandbox with the same metadata would
+        // otherwise find our container still "created" and race us for the name.
+        let _reserved = NameReservation::take(&name)?;
         let id = self.create_named(&name, body).await?;
 
         let ns = sandbox_ns_options(&config);
@@ -249,8 +293,15 @@ impl<D: DockerApi> Shim<D> {
         Ok(id)
     }
 
-    /// Creates a container under `name`, recovering from a name conflict like upstream: a dead
-    /// container holding the name is removed; a live one makes us pick a randomized name.
+    /// Creates a container under `name` (held by a [`NameReservation`] of the caller). On a
+    /// name conflict it recovers like upstream's `recoverFromCreationConflictIfNeeded`, but never
+    /// lets one name stand for two live containers:
+    /// - the holder has exited (or is dead): it is removed, unforced, and the name reused (a
+    ///   leftover of an earlier failed call, upstream's case);
+    /// - the holder is created, running, paused or restarting: AlreadyExists, naming it (upstream
+    ///   picked a randomized name for a running holder, so the same RunPodSandbox twice left two
+    ///   ready sandboxes);
+    /// - the holder has vanished (Docker's name-conflict bug): a randomized name.
     pub(crate) async fn create_named(
         &self,
         name: &str,
@@ -260,23 +311,42 @@ impl<D: DockerApi> Shim<D> {
             Ok(id) => Ok(id),
             Err(crate::docker::DockerError::Conflict { message }) => {
                 warn!(name, %message, "container name conflict");
-                let existing = self.docker.inspect_container(name).await.ok();
-                let running = existing
-                    .as_ref()
-                    .and_then(|c| c.state.as_ref())
-                    .and_then(|s| s.running)
-                    .unwrap_or(false);
-                if let Some(c) = existing.filter(|_| !running) {
-                    if let Some(old) = c.id.as_deref() {
-                        self.docker.remove_container(old).await?;
-                    }
-                    Ok(self.docker.create_container(name, body).await?)
-                } else {
-                    Ok(self
+                let existing = match self.docker.inspect_container(name).await {
+                    Ok(c) => Some(c),
+                    Err(e) if e.is_not_found() => None,
+                    Err(e) => return Err(e.into()),
+                };
+                let Some(holder) = existing else {
+                    return Ok(self
                         .docker
                         .create_container(&naming::randomize_name(name), body)
-                        .await?)
+                        .await?);
+                };
+                let holder_id = holder.id.clone().unwrap_or_default();
+                let status = holder
+                    .state
+                    .as_ref()
+                    .and_then(|s| s.status)
+                    .map(|s| s.to_string())
+                    .unwrap_or_default();
+                if !matches!(status.as_str(), "exited" | "dead") {
+                    return Err(ShimError::AlreadyExists(format!(
+                        "the name {name:?} is already in use by container {holder_id} ({status}): \
+                         remove it first, or use another attempt number"
+                    )));
                 }
+                match self.docker.remove_container(&holder_id).await {
+                    Ok(()) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => {
+                        return Err(ShimError::AlreadyExists(format!(
+                            "the name {name:?} is in use by container {holder_id}, which could \
+                             not be removed: {e}"
+                        )));
+                    }
+                }
+                info!(name, old = %holder_id, "removed the exited container holding the name");
+                Ok(self.docker.create_container(name, body).await?)
             }
             Err(e) => Err(e.into()),
         }
@@ -626,6 +696,19 @@ impl<D: DockerApi> Shim<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reserved_name_is_refused_until_released() {
+        let name = "k8s_POD_reserve-test_ns_uid_0";
+        let first = NameReservation::take(name).expect("free name");
+        let err = NameReservation::take(name).expect_err("reserved twice");
+        assert_eq!(err.code(), tonic::Code::AlreadyExists);
+        assert!(err.to_string().contains("reserved"), "{err}");
+        let other = NameReservation::take("k8s_POD_reserve-test_ns_uid_1").expect("other name");
+        drop(first);
+        let again = NameReservation::take(name).expect("released");
+        drop((again, other));
+    }
 
     #[test]
     fn resolv_conf_has_servers_searches_and_options() {

@@ -287,32 +287,10 @@ impl CriListener {
                 tokio::spawn(cri_proto::serve_with_listener(router, listener, shutdown))
             }
             CriListener::Activated { listener, .. } => {
-                tokio::spawn(serve_activated(router, listener, shutdown))
+                tokio::spawn(cri_proto::serve_activated(router, listener, shutdown))
             }
         }
     }
-}
-
-/// `serve_with_listener` for a passed socket: the same `:authority` adapter, but the socket
-/// file is not removed on exit (it belongs to the service manager).
-async fn serve_activated(
-    router: tonic::transport::server::Router,
-    listener: tokio::net::UnixListener,
-    shutdown: CancellationToken,
-) -> Result<(), cri_proto::TransportError> {
-    use tokio_stream::StreamExt;
-    let path = listener
-        .local_addr()
-        .ok()
-        .and_then(|a| a.as_pathname().map(std::path::Path::to_path_buf))
-        .unwrap_or_default();
-    let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener)
-        .map(|conn| conn.map(cri_proto::authority::AuthorityFix::new));
-    let result = router
-        .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
-        .await;
-    info!(socket = %path.display(), "CRI server stopped; the passed socket stays with the service manager");
-    result.map_err(|source| cri_proto::TransportError::Serve { path, source })
 }
 
 /// Settings accepted for cri-dockerd's command line that do nothing here, said once at start.

@@ -26,7 +26,7 @@ pub use runtime::v1::runtime_service_client::RuntimeServiceClient;
 pub use runtime::v1::runtime_service_server::{RuntimeService, RuntimeServiceServer};
 pub use transport::{
     MAX_MSG_SIZE, TransportError, bind_unix, connect, image_client, image_server, parse_endpoint,
-    runtime_client, runtime_server, serve_unix, serve_with_listener,
+    runtime_client, runtime_server, serve_activated, serve_unix, serve_with_listener,
 };
 
 /// Encoded `google.protobuf.FileDescriptorSet` for `runtime.v1`, produced by

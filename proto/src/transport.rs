@@ -248,19 +248,39 @@ pub async fn serve_with_listener(
     listener: UnixListener,
     shutdown: CancellationToken,
 ) -> Result<(), TransportError> {
+    serve_listener(router, listener, shutdown, true).await
+}
+
+/// [`serve_with_listener`] for a socket handed over by a service manager (see
+/// [`crate::activation`]): the socket file stays when serving stops, it is not ours.
+pub async fn serve_activated(
+    router: Router,
+    listener: UnixListener,
+    shutdown: CancellationToken,
+) -> Result<(), TransportError> {
+    serve_listener(router, listener, shutdown, false).await
+}
+
+async fn serve_listener(
+    router: Router,
+    listener: UnixListener,
+    shutdown: CancellationToken,
+    remove_on_exit: bool,
+) -> Result<(), TransportError> {
     let path = listener
         .local_addr()
         .ok()
         .and_then(|a| a.as_pathname().map(Path::to_path_buf))
         .unwrap_or_default();
-    let _guard = (!path.as_os_str().is_empty()).then(|| SocketGuard::new(path.clone()));
+    let _guard =
+        (remove_on_exit && !path.as_os_str().is_empty()).then(|| SocketGuard::new(path.clone()));
     // Every connection goes through the `:authority` adapter: Go and grpcio clients send the
     // socket path, which tonic's h2 would refuse (see `authority`).
     let incoming = UnixListenerStream::new(listener).map(|conn| conn.map(AuthorityFix::new));
     let result = router
         .serve_with_incoming_shutdown(incoming, shutdown.cancelled_owned())
         .await;
-    info!(socket = %path.display(), "CRI server stopped");
+    info!(socket = %path.display(), removed = remove_on_exit, "CRI server stopped");
     result.map_err(|source| TransportError::Serve { path, source })
 }
 
@@ -340,23 +360,127 @@ pub fn image_client(channel: Channel) -> ImageServiceClient<Channel> {
         .max_encoding_message_size(MAX_MSG_SIZE)
 }
 
-/// A `RuntimeService` server with 16 MiB limits both ways.
-pub fn runtime_server<S: RuntimeService>(svc: S) -> RuntimeServiceServer<S> {
-    RuntimeServiceServer::new(svc)
-        .max_decoding_message_size(MAX_MSG_SIZE)
-        .max_encoding_message_size(MAX_MSG_SIZE)
+/// A `RuntimeService` server with 16 MiB limits both ways; an oversize request is answered
+/// `RESOURCE_EXHAUSTED` (see [`OversizeAsResourceExhausted`]).
+pub fn runtime_server<S: RuntimeService>(
+    svc: S,
+) -> OversizeAsResourceExhausted<RuntimeServiceServer<S>> {
+    OversizeAsResourceExhausted(
+        RuntimeServiceServer::new(svc)
+            .max_decoding_message_size(MAX_MSG_SIZE)
+            .max_encoding_message_size(MAX_MSG_SIZE),
+    )
 }
 
-/// An `ImageService` server with 16 MiB limits both ways.
-pub fn image_server<S: ImageService>(svc: S) -> ImageServiceServer<S> {
-    ImageServiceServer::new(svc)
-        .max_decoding_message_size(MAX_MSG_SIZE)
-        .max_encoding_message_size(MAX_MSG_SIZE)
+/// An `ImageService` server with 16 MiB limits both ways; an oversize request is answered
+/// `RESOURCE_EXHAUSTED` (see [`OversizeAsResourceExhausted`]).
+pub fn image_server<S: ImageService>(svc: S) -> OversizeAsResourceExhausted<ImageServiceServer<S>> {
+    OversizeAsResourceExhausted(
+        ImageServiceServer::new(svc)
+            .max_decoding_message_size(MAX_MSG_SIZE)
+            .max_encoding_message_size(MAX_MSG_SIZE),
+    )
+}
+
+/// A generated gRPC server whose answer to a request over its decoding limit is
+/// `RESOURCE_EXHAUSTED` with grpc-go's message (`grpc: received message larger than max (N vs.
+/// M)`), as the Go gRPC servers the kubelet was written against (containerd, cri-dockerd)
+/// answer. tonic's decoder says `OUT_OF_RANGE` ("Error, decoded message length too large"); it
+/// refuses such a request before the handler runs, in a trailers-only response, so the status
+/// is in the response headers and is rewritten there. Every other response passes unchanged.
+#[derive(Debug, Clone)]
+pub struct OversizeAsResourceExhausted<S>(pub S);
+
+impl<S: tonic::server::NamedService> tonic::server::NamedService for OversizeAsResourceExhausted<S> {
+    const NAME: &'static str = S::NAME;
+}
+
+impl<S, B, RB> tower::Service<http::Request<B>> for OversizeAsResourceExhausted<S>
+where
+    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<RB>;
+    type Error = S::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let fut = self.0.call(req);
+        Box::pin(async move {
+            let mut resp = fut.await?;
+            oversize_to_resource_exhausted(resp.headers_mut());
+            Ok(resp)
+        })
+    }
+}
+
+/// Rewrites tonic's "decoded message length too large" `OUT_OF_RANGE` status in `headers` into
+/// grpc-go's `RESOURCE_EXHAUSTED`; returns whether it did.
+pub fn oversize_to_resource_exhausted(headers: &mut http::HeaderMap) -> bool {
+    if headers.get("grpc-status").map(|v| v.as_bytes()) != Some(b"11") {
+        return false;
+    }
+    let Some(status) = tonic::Status::from_header_map(headers) else {
+        return false;
+    };
+    let Some(rest) = status
+        .message()
+        .strip_prefix("Error, decoded message length too large: found ")
+    else {
+        return false;
+    };
+    // "{len} bytes, the limit is: {limit} bytes"
+    let mut numbers = rest
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty());
+    let (Some(len), Some(limit)) = (numbers.next(), numbers.next()) else {
+        return false;
+    };
+    let go = tonic::Status::resource_exhausted(format!(
+        "grpc: received message larger than max ({len} vs. {limit})"
+    ));
+    go.add_header(headers).is_ok()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn oversize_status_becomes_resource_exhausted() {
+        let mut h = http::HeaderMap::new();
+        tonic::Status::out_of_range(
+            "Error, decoded message length too large: found 16777227 bytes, the limit is: 16777216 bytes",
+        )
+        .add_header(&mut h)
+        .unwrap();
+        assert!(oversize_to_resource_exhausted(&mut h));
+        let st = tonic::Status::from_header_map(&h).unwrap();
+        assert_eq!(st.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(
+            st.message(),
+            "grpc: received message larger than max (16777227 vs. 16777216)"
+        );
+        // Any other status, OUT_OF_RANGE included, is left alone.
+        for other in [
+            tonic::Status::out_of_range("attempt out of range"),
+            tonic::Status::not_found("decoded message length too large"),
+        ] {
+            let mut h = http::HeaderMap::new();
+            other.add_header(&mut h).unwrap();
+            assert!(!oversize_to_resource_exhausted(&mut h));
+            assert_eq!(tonic::Status::from_header_map(&h).unwrap().code(), other.code());
+        }
+    }
 
     #[test]
     fn parse_unix_url() {

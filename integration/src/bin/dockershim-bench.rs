@@ -724,6 +724,8 @@ async fn main() -> Result<()> {
             tb.pause_image.clone().into(),
             "--sandbox-oom-score-adj".into(),
             "0".into(),
+            // Docker's default bridge, as the raw Docker calls it is compared with.
+            "--network-plugin=no-op".into(),
         ],
     )
     .await?;

@@ -99,7 +99,7 @@ pub fn spawn(
         labels: cfg.node_labels.clone(),
         kubelet_port: cfg.kubelet_port,
         container_runtime_version: runtime_version,
-        kubelet_version: format!("v{}", env!("CARGO_PKG_VERSION")),
+        kubelet_version: crate::version::KUBERNETES_VERSION.to_string(),
     };
     tokio::spawn(node_loop(
         client.clone(),

@@ -207,6 +207,51 @@ pub struct KubeletFlags {
     /// Log verbosity (klog `-v`/`--v`).
     #[arg(short = 'v', long = "v", default_value_t = 0)]
     pub v: i32,
+    /// Log format: `text` or `json` (one JSON object a line).
+    #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+    pub logging_format: String,
+    /// Print the Kubernetes version this kubelet implements and its own version, and exit.
+    #[arg(long)]
+    pub version: bool,
+    /// Cluster DNS server IPs, comma-separated (pods with `ClusterFirst` use them).
+    #[arg(long, value_delimiter = ',')]
+    pub cluster_dns: Vec<String>,
+    /// The cluster's DNS domain (pods search `<ns>.svc.<domain> svc.<domain> <domain>`).
+    #[arg(long, default_value = "")]
+    pub cluster_domain: String,
+    /// The resolver file pods' DNS starts from ("" disables the host's resolvers).
+    #[arg(long, default_value = crate::dns::RESOLV_CONF_DEFAULT)]
+    pub resolv_conf: String,
+    /// Address of the healthz server.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub healthz_bind_address: String,
+    /// Port of the healthz server (0 disables it).
+    #[arg(long, default_value_t = 10248)]
+    pub healthz_port: i32,
+    /// Idle timeout of streaming (exec/attach/port-forward) connections of the embedded
+    /// dockershim.
+    #[arg(long, default_value = "4h", value_parser = parse_duration_arg)]
+    pub streaming_connection_idle_timeout: Duration,
+    /// Period of volume usage calculation (accepted; usage is computed on each request).
+    #[arg(long, default_value = "1m", value_parser = parse_duration_arg)]
+    pub volume_stats_agg_period: Duration,
+    /// oom_score_adj of the kubelet process, in [-1000, 1000].
+    #[arg(long, default_value_t = -999, allow_negative_numbers = true)]
+    pub oom_score_adj: i32,
+    /// Open files limit of the kubelet process.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub max_open_files: u64,
+    /// Refuse to start when swap is on.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub fail_swap_on: bool,
+    /// Deprecated upstream (1.26 takes only `remote`): `remote` (or `docker`, this kubelet's
+    /// embedded dockershim when no endpoint is given).
+    #[arg(long, default_value = "remote", value_parser = ["remote", "docker"])]
+    pub container_runtime: String,
+    /// kubeconfig for TLS bootstrapping, used when --kubeconfig does not exist (TLS
+    /// bootstrapping is not implemented: the kubelet then says so and stays standalone).
+    #[arg(long)]
+    pub bootstrap_kubeconfig: Option<PathBuf>,
 }
 
 /// Parse `--manifest-url-header` values like upstream `ColonSeparatedMultimapStringString`:
@@ -272,7 +317,24 @@ pub fn resolve(
     matches: &ArgMatches,
     file: Option<KubeletConfiguration>,
 ) -> Result<KubeletConfig, ConfigError> {
-    let f = file.unwrap_or_default();
+    let with_file = file.is_some();
+    let mut f = file.unwrap_or_default();
+    let ignored: Vec<String> = f.ignored_fields().into_iter().map(String::from).collect();
+    f.normalize();
+    // With a file, a field it leaves out takes upstream's v1beta1 default, which differs from
+    // the flag's (legacy) default for these two (upstream `applyLegacyDefaults`).
+    if with_file {
+        f.read_only_port.get_or_insert(0);
+        f.address.get_or_insert_with(|| "0.0.0.0".to_string());
+    }
+    if f.enable_server == Some(false) {
+        f.port = Some(0);
+    }
+    // Upstream: nodeStatusReportFrequency defaults to nodeStatusUpdateFrequency when only
+    // the latter is set.
+    if f.node_status_report_frequency.is_none() {
+        f.node_status_report_frequency = f.node_status_update_frequency;
+    }
     let eviction = eviction_config(flags, matches, &f)?;
     let pick = |id: &str, flag: Option<String>, file: Option<String>| {
         if explicit(matches, id) {
@@ -409,7 +471,14 @@ pub fn resolve(
                 max_pods: u32::try_from(val!("max_pods", flags.max_pods, f.max_pods)).unwrap_or(0),
             }),
         },
-        verbosity: flags.v,
+        verbosity: val!(
+            "v",
+            flags.v,
+            f.logging
+                .as_ref()
+                .and_then(|l| l.verbosity)
+                .and_then(|v| i32::try_from(v).ok())
+        ),
         container_log_max_size: {
             let q = val!(
                 "container_log_max_size",
@@ -512,6 +581,80 @@ pub fn resolve(
                 ),
             }
         },
+        dns: crate::dns::DnsConfigurer {
+            cluster_dns: {
+                let list = if explicit(matches, "cluster_dns") {
+                    flags.cluster_dns.clone()
+                } else {
+                    f.cluster_dns
+                        .clone()
+                        .unwrap_or_else(|| flags.cluster_dns.clone())
+                };
+                list.iter()
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| {
+                        s.trim().parse().map_err(|_| ConfigError::Flag {
+                            flag: "cluster-dns",
+                            reason: format!("{s:?} is not an IP address"),
+                        })
+                    })
+                    .collect::<Result<_, _>>()?
+            },
+            cluster_domain: val!(
+                "cluster_domain",
+                flags.cluster_domain.clone(),
+                f.cluster_domain.clone()
+            ),
+            resolver_config: val!(
+                "resolv_conf",
+                flags.resolv_conf.clone(),
+                f.resolv_conf.clone()
+            ),
+            node_ips: Vec::new(),
+        },
+        healthz_bind_address: val!(
+            "healthz_bind_address",
+            flags.healthz_bind_address.clone(),
+            f.healthz_bind_address.clone()
+        ),
+        healthz_port: {
+            let p = val!("healthz_port", flags.healthz_port, f.healthz_port);
+            if !(0..=65535).contains(&p) {
+                return Err(ConfigError::Flag {
+                    flag: "healthz-port",
+                    reason: format!("{p} must be between 0 and 65535, inclusive"),
+                });
+            }
+            p
+        },
+        logging_format: val!(
+            "logging_format",
+            flags.logging_format.clone(),
+            f.logging.as_ref().and_then(|l| l.format.clone())
+        ),
+        streaming_connection_idle_timeout: val!(
+            "streaming_connection_idle_timeout",
+            flags.streaming_connection_idle_timeout,
+            f.streaming_connection_idle_timeout
+        ),
+        oom_score_adj: {
+            let v = val!("oom_score_adj", flags.oom_score_adj, f.oom_score_adj);
+            if !(-1000..=1000).contains(&v) {
+                return Err(ConfigError::Flag {
+                    flag: "oom-score-adj",
+                    reason: format!("{v} must be between -1000 and 1000, inclusive"),
+                });
+            }
+            v
+        },
+        max_open_files: val!(
+            "max_open_files",
+            flags.max_open_files,
+            f.max_open_files.and_then(|n| u64::try_from(n).ok())
+        ),
+        fail_swap_on: val!("fail_swap_on", flags.fail_swap_on, f.fail_swap_on),
+        config_file: flags.config.clone(),
+        ignored_fields: ignored,
         image_credential_file: flags.image_credential_file.clone().or_else(|| {
             let p = flags.root_dir.join("config.json");
             p.exists().then_some(p)
@@ -893,5 +1036,111 @@ mod tests {
             (40, 10250)
         );
         assert!(api.register_node);
+    }
+
+    #[test]
+    fn kubeadm_config_resolves_to_upstream_defaults_and_flags_win() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            include_str!("../../integration/tests/fixtures/kubeadm/config-1.26.yaml"),
+        )
+        .expect("write");
+        let p = path.to_str().expect("utf8");
+        let c = load_with(&["--config", p]);
+        // kubeadm's 0s are upstream's defaults.
+        assert_eq!(c.sync_frequency, Duration::from_secs(60));
+        assert_eq!(c.file_check_frequency, Duration::from_secs(20));
+        assert_eq!(c.runtime_request_timeout, Duration::from_secs(120));
+        assert_eq!(c.image_minimum_gc_age, Duration::from_secs(120));
+        assert_eq!(
+            c.streaming_connection_idle_timeout,
+            Duration::from_secs(4 * 3600)
+        );
+        assert_eq!(
+            c.eviction.pressure_transition_period,
+            Duration::from_secs(300)
+        );
+        // Fields the file leaves out take the v1beta1 defaults.
+        assert_eq!(c.read_only_port, 0);
+        assert_eq!(c.address, "0.0.0.0");
+        assert_eq!(c.port, 10250);
+        assert_eq!(
+            (c.healthz_bind_address.as_str(), c.healthz_port),
+            ("127.0.0.1", 10248)
+        );
+        assert_eq!(
+            c.dns.cluster_dns,
+            vec!["10.96.0.10".parse::<std::net::IpAddr>().expect("ip")]
+        );
+        assert_eq!(c.dns.cluster_domain, "cluster.local");
+        assert_eq!(c.dns.resolver_config, "/run/systemd/resolve/resolv.conf");
+        assert_eq!(c.cgroups.driver, "systemd");
+        assert_eq!(
+            c.static_pod_path,
+            Some(PathBuf::from("/etc/kubernetes/manifests"))
+        );
+        assert_eq!(c.logging_format, "text");
+        assert_eq!(c.verbosity, 0);
+        assert_eq!(c.ignored_fields.len(), 4);
+        // Flags win over the file.
+        let c = load_with(&[
+            "--config",
+            p,
+            "--healthz-port",
+            "0",
+            "--cluster-dns",
+            "10.0.0.10,fd00::a",
+            "--cluster-domain",
+            "example.org",
+            "--resolv-conf=",
+            "--read-only-port",
+            "10255",
+            "-v",
+            "3",
+            "--logging-format",
+            "json",
+        ]);
+        assert_eq!(c.healthz_port, 0);
+        assert_eq!(c.dns.cluster_dns.len(), 2);
+        assert_eq!(c.dns.cluster_domain, "example.org");
+        assert_eq!(c.dns.resolver_config, "");
+        assert_eq!(c.read_only_port, 10255);
+        assert_eq!(c.verbosity, 3);
+        assert_eq!(c.logging_format, "json");
+        // Without a file: the flag defaults (no cluster DNS, /etc/resolv.conf).
+        let c = load_with(&[]);
+        assert!(c.dns.cluster_dns.is_empty());
+        assert_eq!(c.dns.resolver_config, "/etc/resolv.conf");
+        assert_eq!(c.read_only_port, 10255);
+        assert!(c.ignored_fields.is_empty());
+        // kubeadm's flags are accepted.
+        let c = load_with(&[
+            "--container-runtime=remote",
+            "--container-runtime-endpoint=unix:///var/run/containerd/containerd.sock",
+            "--pod-infra-container-image=registry.k8s.io/pause:3.9",
+            "--node-ip=10.1.2.3",
+            "--node-labels=a=b",
+            "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf",
+            "--kubeconfig=/etc/kubernetes/kubelet.conf",
+        ]);
+        let api = c.api.expect("api");
+        assert_eq!(api.node_ip, "10.1.2.3");
+        assert_eq!(api.node_labels.get("a").map(String::as_str), Some("b"));
+        assert!(load(["kubelet", "--cluster-dns", "nope"]).is_err());
+        assert!(load(["kubelet", "--healthz-port", "70000"]).is_err());
+        assert!(load(["kubelet", "--container-runtime", "rkt"]).is_err());
+        // A file with the secure server off, and an update frequency only.
+        std::fs::write(
+            &path,
+            "enableServer: false\nnodeStatusUpdateFrequency: 4s\nlogging:\n  verbosity: 5\n",
+        )
+        .expect("write");
+        let c = load_with(&["--config", p, "--kubeconfig", "/kc"]);
+        assert_eq!(c.port, 0);
+        assert_eq!(c.verbosity, 5);
+        let api = c.api.expect("api");
+        assert_eq!(api.node_status_report_frequency, Duration::from_secs(4));
     }
 }

@@ -11,19 +11,31 @@ use kubelet::kuberuntime::KubeGenericRuntimeManager;
 use kubelet::metrics::Metrics;
 use tokio_util::sync::CancellationToken;
 
-fn init_logging(v: i32) {
-    let default = match v {
-        i32::MIN..=0 => "info",
-        1..=3 => "kubelet=debug,dockershim=info,info",
-        _ => "debug",
+/// Upstream `--fail-swap-on`: the lines of /proc/swaps after its header, when swap is on.
+fn swap_devices() -> Vec<String> {
+    std::fs::read_to_string("/proc/swaps")
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// Process settings upstream applies at start-up: `oomScoreAdj` and `maxOpenFiles` (failures
+/// are logged, as upstream).
+fn apply_process_settings(config: &kubelet::kubeletconfig::KubeletConfig) {
+    if let Err(e) = std::fs::write("/proc/self/oom_score_adj", config.oom_score_adj.to_string()) {
+        tracing::warn!(value = config.oom_score_adj, error = %e, "Failed to ApplyOOMScoreAdj");
+    }
+    let lim = libc::rlimit {
+        rlim_cur: config.max_open_files as libc::rlim_t,
+        rlim_max: config.max_open_files as libc::rlim_t,
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // SAFETY: setrlimit(2) with a valid, initialized struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) } != 0 {
+        tracing::warn!(value = config.max_open_files, error = %std::io::Error::last_os_error(), "Failed to set rlimit on max file handles");
+    }
 }
 
 async fn shutdown_signal() {
@@ -44,13 +56,51 @@ async fn shutdown_signal() {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let (flags, config) = match kubelet::flags::load(std::env::args_os()) {
+    // Like upstream, --version answers before the config file is read.
+    if std::env::args()
+        .skip(1)
+        .any(|a| a == "--version" || a == "--version=true")
+    {
+        print!("{}", kubelet::version::version_text());
+        return Ok(());
+    }
+    let (flags, mut config) = match kubelet::flags::load(std::env::args_os()) {
         Ok(v) => v,
         Err(kubelet::kubeletconfig::ConfigError::Clap(e)) => e.exit(),
         Err(e) => return Err(e).context("invalid configuration"),
     };
-    init_logging(config.verbosity);
-    tracing::info!(node = %config.node_name, root_dir = %config.root_dir.display(), "starting kubelet");
+    kubelet::logging::init(&config.logging_format, config.verbosity);
+    tracing::info!(node = %config.node_name, root_dir = %config.root_dir.display(), version = kubelet::version::KUBERNETES_VERSION, "starting kubelet");
+    if let Some(path) = &config.config_file
+        && !config.ignored_fields.is_empty()
+    {
+        tracing::warn!(
+            "kubelet config file {}: fields accepted but ignored (this kubelet does not implement them): {}",
+            path.display(),
+            config.ignored_fields.join(", ")
+        );
+    }
+    let swaps = swap_devices();
+    if config.fail_swap_on && !swaps.is_empty() {
+        anyhow::bail!(
+            "running with swap on is not supported, please disable swap! or set --fail-swap-on flag to false. /proc/swaps contained: {swaps:?}"
+        );
+    }
+    apply_process_settings(&config);
+    if let (Some(kc), Some(boot)) = (&flags.kubeconfig, &flags.bootstrap_kubeconfig)
+        && !kc.exists()
+    {
+        tracing::error!(kubeconfig = %kc.display(), bootstrap_kubeconfig = %boot.display(), "the kubeconfig does not exist and TLS bootstrapping is not implemented by this kubelet: write the kubeconfig (kubeadm does for the node it inits)");
+    }
+    let node_ip = config
+        .api
+        .as_ref()
+        .map(|a| a.node_ip.clone())
+        .unwrap_or_else(kubelet::kubelet::node_ip);
+    config.dns.node_ips = node_ip.parse().into_iter().collect();
+    if let Some(w) = config.dns.check_limits_for_resolv_conf() {
+        tracing::warn!(reason = "CheckLimitsForResolvConf", "{w}");
+    }
     std::fs::create_dir_all(&config.root_dir)
         .with_context(|| format!("creating root dir {}", config.root_dir.display()))?;
     let cancel = CancellationToken::new();
@@ -64,6 +114,7 @@ async fn main() -> anyhow::Result<()> {
             shim.docker_endpoint = config.docker_endpoint.clone();
             shim.pod_infra_image = config.pod_infra_container_image.clone();
             shim.root_directory = config.root_dir.join("dockershim");
+            shim.streaming_idle_timeout = config.streaming_connection_idle_timeout;
             if flags.network_plugin == "cni" {
                 shim.cni = Some(dockershim::config::CniSettings {
                     bin_dirs: flags
@@ -101,7 +152,9 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!(flag = %cgroups.driver, runtime = %driver, "using the cgroup driver the runtime reports");
         cgroups.driver = driver;
     }
-    let runtime = runtime.with_container_manager(kubelet::cm::ContainerManager::new(cgroups));
+    let runtime = runtime
+        .with_container_manager(kubelet::cm::ContainerManager::new(cgroups))
+        .with_dns(config.dns.clone());
     let runtime = match &config.image_credential_file {
         Some(path) => runtime.with_credentials(
             kubelet::credentials::DockerKeyring::load(path)
@@ -119,7 +172,13 @@ async fn main() -> anyhow::Result<()> {
             config.root_dir.clone(),
         )
     });
+    let healthz = (config.healthz_port > 0).then(|| {
+        kubelet::healthz::join_host_port(&config.healthz_bind_address, config.healthz_port)
+    });
     let kl = Kubelet::new(config, runtime, metrics);
+    if let Some(addr) = healthz {
+        tokio::spawn(kubelet::healthz::run(addr, kl.shared(), cancel.clone()));
+    }
     if port > 0 {
         let (local, serve) = kubelet::server::serve(&addr, kl.shared(), cancel.clone())
             .await

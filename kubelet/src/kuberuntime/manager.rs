@@ -233,6 +233,8 @@ pub struct KubeGenericRuntimeManager {
     cm: Arc<crate::cm::ContainerManager>,
     /// Where events about pods go.
     events: crate::events::EventRecorder,
+    /// Pod DNS (cluster DNS, domain, resolver file).
+    dns: Arc<crate::dns::DnsConfigurer>,
     /// The API objects each pod's last sync fetched, by pod UID (env of new containers).
     api_objects: Arc<std::sync::RwLock<HashMap<String, Arc<crate::apiobjects::ApiObjects>>>>,
 }
@@ -297,6 +299,12 @@ impl KubeGenericRuntimeManager {
                 (names, i.size)
             })
             .collect())
+    }
+
+    /// Pod DNS settings (upstream `dns.Configurer`).
+    pub fn with_dns(mut self, dns: crate::dns::DnsConfigurer) -> Self {
+        self.dns = Arc::new(dns);
+        self
     }
 
     /// Record events through `events`.
@@ -488,6 +496,10 @@ impl KubeGenericRuntimeManager {
             credentials: Arc::default(),
             cm: Arc::default(),
             events: Default::default(),
+            dns: Arc::new(crate::dns::DnsConfigurer {
+                resolver_config: crate::dns::RESOLV_CONF_DEFAULT.into(),
+                ..Default::default()
+            }),
             api_objects: Arc::default(),
         };
         let v = m
@@ -874,7 +886,24 @@ impl KubeGenericRuntimeManager {
         }
 
         let mut sandbox_id = actions.sandbox_id.clone();
-        let mut sandbox_config = generate_pod_sandbox_config(pod, actions.attempt);
+        let dns = match self.dns.get_pod_dns(pod, &self.events) {
+            Ok(d) => d,
+            Err(e) => {
+                // Upstream `generatePodSandboxConfig` fails on an unreadable resolver file.
+                let msg = format!("failed to generate sandbox config for pod {pod_name:?}: {e}");
+                tracing::warn!(pod = %pod_name, error = %e, "failed to generate the pod's DNS config");
+                self.events.event(
+                    pod,
+                    None,
+                    crate::events::EventType::Warning,
+                    "FailedCreatePodSandBox",
+                    msg.clone(),
+                );
+                result.fail("", reasons::CREATE_POD_SANDBOX_ERROR, msg);
+                return result;
+            }
+        };
+        let mut sandbox_config = generate_pod_sandbox_config(pod, actions.attempt, dns);
         if let (Some(linux), Some(parent)) = (
             sandbox_config.linux.as_mut(),
             self.cm.pod_cgroup_parent(pod),

@@ -1,7 +1,7 @@
 //! Building a pod's CRI `PodSandboxConfig` (upstream `kuberuntime_sandbox.go`
 //! `generatePodSandboxConfig` and `dns.go`). This module owns the translation of a pod spec
-//! into sandbox metadata, hostname, log directory, labels, port mappings, namespace options and
-//! DNS configuration. It performs no RPCs; reading the host's resolv.conf is its only I/O.
+//! into sandbox metadata, hostname, log directory, labels, port mappings, namespace options;
+//! the DNS configuration comes from [`crate::dns`]. It performs no RPCs and no I/O.
 
 use std::path::PathBuf;
 
@@ -12,8 +12,6 @@ use super::labels::{new_pod_annotations, new_pod_labels};
 
 /// Where pod logs live (upstream `podLogsRootDirectory`).
 pub const POD_LOGS_ROOT_DIRECTORY: &str = "/var/log/pods";
-/// The host resolver config used for `Default` DNS.
-pub const HOST_RESOLV_CONF: &str = "/etc/resolv.conf";
 
 /// `/var/log/pods/<ns>_<name>_<uid>` (upstream `BuildPodLogsDirectory`).
 pub fn build_pod_logs_directory(namespace: &str, name: &str, uid: &str) -> PathBuf {
@@ -27,69 +25,6 @@ pub fn pod_logs_directory(pod: &Pod) -> PathBuf {
         pod.metadata.name.as_deref().unwrap_or_default(),
         pod.metadata.uid.as_deref().unwrap_or_default(),
     )
-}
-
-/// Parse resolv.conf text into (servers, searches, options) (upstream `parseResolvConf`).
-pub fn parse_resolv_conf(text: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let (mut servers, mut searches, mut options) = (vec![], vec![], vec![]);
-    for line in text.lines() {
-        let line = line.split(['#', ';']).next().unwrap_or_default();
-        let mut f = line.split_whitespace();
-        match f.next() {
-            Some("nameserver") => servers.extend(f.next().map(str::to_string)),
-            Some("search") => searches = f.map(str::to_string).collect(),
-            Some("options") => options.extend(f.map(str::to_string)),
-            _ => {}
-        }
-    }
-    (servers, searches, options)
-}
-
-fn host_dns() -> cri::DnsConfig {
-    let text = std::fs::read_to_string(HOST_RESOLV_CONF).unwrap_or_default();
-    let (servers, searches, options) = parse_resolv_conf(&text);
-    cri::DnsConfig {
-        servers,
-        searches,
-        options,
-    }
-}
-
-/// DNS config for the pod (upstream `GetPodDNS`). With no cluster DNS configured, `ClusterFirst`
-/// and `ClusterFirstWithHostNet` fall back to `Default` (the host's resolv.conf) like upstream;
-/// `None` uses only the pod's `dnsConfig`. The pod's `dnsConfig` is merged in.
-pub fn pod_dns_config(pod: &Pod) -> cri::DnsConfig {
-    let spec = pod.spec.as_ref();
-    let policy = spec
-        .and_then(|s| s.dns_policy.as_deref())
-        .unwrap_or("ClusterFirst");
-    let mut dns = if policy == "None" {
-        cri::DnsConfig::default()
-    } else {
-        host_dns()
-    };
-    if let Some(cfg) = spec.and_then(|s| s.dns_config.as_ref()) {
-        for s in cfg.nameservers.iter().flatten() {
-            if !dns.servers.contains(s) {
-                dns.servers.push(s.clone());
-            }
-        }
-        for s in cfg.searches.iter().flatten() {
-            if !dns.searches.contains(s) {
-                dns.searches.push(s.clone());
-            }
-        }
-        for o in cfg.options.iter().flatten() {
-            let o = match &o.value {
-                Some(v) => format!("{}:{v}", o.name.as_deref().unwrap_or_default()),
-                None => o.name.clone().unwrap_or_default(),
-            };
-            if !o.is_empty() && !dns.options.contains(&o) {
-                dns.options.push(o);
-            }
-        }
-    }
-    dns
 }
 
 fn protocol(p: Option<&str>) -> i32 {
@@ -118,8 +53,13 @@ pub fn namespaces_for_pod(pod: &Pod) -> cri::NamespaceOption {
     }
 }
 
-/// Upstream `generatePodSandboxConfig`.
-pub fn generate_pod_sandbox_config(pod: &Pod, attempt: u32) -> cri::PodSandboxConfig {
+/// Upstream `generatePodSandboxConfig`; `dns` is the pod's DNS from
+/// [`crate::dns::DnsConfigurer::get_pod_dns`].
+pub fn generate_pod_sandbox_config(
+    pod: &Pod,
+    attempt: u32,
+    dns: cri::DnsConfig,
+) -> cri::PodSandboxConfig {
     let spec = pod.spec.as_ref();
     let name = pod.metadata.name.clone().unwrap_or_default();
     let hostname = spec
@@ -156,7 +96,7 @@ pub fn generate_pod_sandbox_config(pod: &Pod, attempt: u32) -> cri::PodSandboxCo
             hostname
         },
         log_directory: pod_logs_directory(pod).to_string_lossy().into_owned(),
-        dns_config: Some(pod_dns_config(pod)),
+        dns_config: Some(dns),
         port_mappings,
         labels: new_pod_labels(pod),
         annotations: new_pod_annotations(pod),
@@ -216,7 +156,7 @@ mod tests {
 
     #[test]
     fn sandbox_config() {
-        let c = generate_pod_sandbox_config(&pod(), 2);
+        let c = generate_pod_sandbox_config(&pod(), 2, cri::DnsConfig::default());
         let m = c.metadata.as_ref().expect("metadata");
         assert_eq!(
             (m.name.as_str(), m.uid.as_str(), m.attempt),
@@ -235,15 +175,5 @@ mod tests {
             .expect("ns");
         assert_eq!(ns.network, cri::NamespaceMode::Node as i32);
         assert_eq!(ns.pid, cri::NamespaceMode::Container as i32);
-    }
-
-    #[test]
-    fn resolv_conf() {
-        let (s, q, o) = parse_resolv_conf(
-            "nameserver 1.1.1.1\n# x\nsearch a b\noptions ndots:5\nnameserver 8.8.8.8",
-        );
-        assert_eq!(s, vec!["1.1.1.1", "8.8.8.8"]);
-        assert_eq!(q, vec!["a", "b"]);
-        assert_eq!(o, vec!["ndots:5"]);
     }
 }

@@ -391,7 +391,9 @@ pub fn image_server<S: ImageService>(svc: S) -> OversizeAsResourceExhausted<Imag
 #[derive(Debug, Clone)]
 pub struct OversizeAsResourceExhausted<S>(pub S);
 
-impl<S: tonic::server::NamedService> tonic::server::NamedService for OversizeAsResourceExhausted<S> {
+impl<S: tonic::server::NamedService> tonic::server::NamedService
+    for OversizeAsResourceExhausted<S>
+{
     const NAME: &'static str = S::NAME;
 }
 
@@ -478,7 +480,10 @@ mod tests {
             let mut h = http::HeaderMap::new();
             other.add_header(&mut h).unwrap();
             assert!(!oversize_to_resource_exhausted(&mut h));
-            assert_eq!(tonic::Status::from_header_map(&h).unwrap().code(), other.code());
+            assert_eq!(
+                tonic::Status::from_header_map(&h).unwrap().code(),
+                other.code()
+            );
         }
     }
 

@@ -12,6 +12,7 @@ mod kubelet_support;
 mod apiserver_fixture;
 mod conformance;
 mod cri_bench;
+mod cri_hardening;
 mod cri_lifecycle;
 mod dockershim_containers;
 mod dockershim_critest;

@@ -1,5 +1,6 @@
 //! `cri-conformance`: runs the CRI conformance suite against any CRI endpoint and prints a table
-//! (plus JUnit XML / JSON on request). Exit code 1 when any case fails.
+//! (plus JUnit XML / JSON on request). Exit code 1 when any case fails (or was not run because
+//! the runtime died).
 
 use std::time::Duration;
 
@@ -114,5 +115,6 @@ async fn main() -> anyhow::Result<()> {
         )?;
     }
     let (_, failed, _) = report::counts(&reports);
-    std::process::exit(if failed > 0 { 1 } else { 0 });
+    let not_run = report::not_run(&reports);
+    std::process::exit(if failed > 0 || not_run > 0 { 1 } else { 0 });
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use cri_proto::runtime::v1 as cri;
 use futures::StreamExt;
 
-use super::{Case, CaseError, CaseResult, Ctx, streaming};
+use super::{Case, CaseError, CaseResult, Ctx, optional, streaming};
 use crate::fixtures::{busybox_container, cleanup_sandboxes, sandbox_config};
 use crate::{ensure, ensure_eq};
 
@@ -188,6 +188,18 @@ pub fn all() -> Vec<Case> {
         ),
         case!("[errors] unknown ids are NotFound", not_found),
         case!(
+            "[errors] a request over 16 MiB is ResourceExhausted",
+            oversize_request
+        ),
+        case!(
+            "[sandbox] RunPodSandbox twice with the same metadata leaves one sandbox",
+            sandbox_same_metadata_twice
+        ),
+        case!(
+            "[container] CreateContainer twice with the same metadata leaves one container",
+            container_same_metadata_twice
+        ),
+        case!(
             "[streaming] exec without tty: stdout, stderr, exit code, stdin EOF",
             streaming::exec_plain
         ),
@@ -290,6 +302,7 @@ pub(super) async fn container(
     crate::fixtures::ensure_image(&mut ctx.image, &image).await?;
     let mut cfg = busybox_container(name, &image, script);
     tweak(&mut cfg);
+    prepare_log_dir(scfg, &cfg)?;
     let id = ctx
         .runtime
         .create_container(cri::CreateContainerRequest {
@@ -308,6 +321,24 @@ pub(super) async fn container(
             .await?;
     }
     Ok(id)
+}
+
+/// Creates the directory the container's log file goes in (`<log_directory>/<container>/` for
+/// `log_path` `<container>/<n>.log`), as the kubelet does before CreateContainer: a runtime
+/// need not create it. The sandbox's `log_directory` itself is made by `sandbox_config`.
+pub(super) fn prepare_log_dir(
+    scfg: &cri::PodSandboxConfig,
+    cfg: &cri::ContainerConfig,
+) -> Result<(), CaseError> {
+    if scfg.log_directory.is_empty() || cfg.log_path.is_empty() {
+        return Ok(());
+    }
+    let path = std::path::Path::new(&scfg.log_directory).join(&cfg.log_path);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CaseError::Fail(format!("log dir {}: {e}", dir.display())))?;
+    }
+    Ok(())
 }
 
 async fn cstatus(ctx: &mut Ctx, id: &str) -> Result<cri::ContainerStatus, CaseError> {
@@ -1488,7 +1519,8 @@ async fn stats_in(ctx: &Ctx, tweak: impl FnOnce(&mut cri::PodSandboxConfig)) -> 
             .pod_sandbox_stats(cri::PodSandboxStatsRequest {
                 pod_sandbox_id: id.clone(),
             })
-            .await?
+            .await
+            .map_err(optional("PodSandboxStats"))?
             .into_inner()
             .stats
             .ok_or_else(|| CaseError::Fail("no sandbox stats".into()))?;
@@ -1509,7 +1541,8 @@ async fn events(ctx: Ctx) -> CaseResult {
     let stream = sub
         .runtime
         .get_container_events(cri::GetEventsRequest {})
-        .await?
+        .await
+        .map_err(optional("GetContainerEvents"))?
         .into_inner();
     in_sandbox(
         &ctx,
@@ -1637,6 +1670,167 @@ async fn idempotency(mut ctx: Ctx) -> CaseResult {
                     })
                     .await?;
             }
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// grpc-go's servers answer a request over their 16 MiB limit RESOURCE_EXHAUSTED; the kubelet
+/// sends no more (its client limit is the same).
+async fn oversize_request(ctx: Ctx) -> CaseResult {
+    // The runtime must serve Version at all (a server refusing everything is no evidence).
+    ctx.runtime
+        .clone()
+        .version(cri::VersionRequest {
+            version: "v1".into(),
+        })
+        .await?;
+    let mut rt = ctx
+        .runtime
+        .clone()
+        .max_encoding_message_size(4 * cri_proto::MAX_MSG_SIZE);
+    let r = rt
+        .version(cri::VersionRequest {
+            version: "v".repeat(cri_proto::MAX_MSG_SIZE + 1),
+        })
+        .await;
+    match r {
+        Ok(_) => Err(CaseError::Fail(
+            "a Version request over 16 MiB was answered".into(),
+        )),
+        Err(s) if s.code() == tonic::Code::ResourceExhausted => Ok(()),
+        Err(s) => Err(CaseError::Fail(format!(
+            "a request over 16 MiB: got {:?} ({}), want ResourceExhausted",
+            s.code(),
+            s.message()
+        ))),
+    }
+}
+
+/// One (name, namespace, uid, attempt) never stands for two live sandboxes: the second
+/// RunPodSandbox fails (containerd: "name is reserved"; dockershim: AlreadyExists).
+async fn sandbox_same_metadata_twice(ctx: Ctx) -> CaseResult {
+    in_sandbox(
+        &ctx,
+        "cf-sbtwice",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let again = ctx
+                .runtime
+                .run_pod_sandbox(cri::RunPodSandboxRequest {
+                    config: Some(cfg.clone()),
+                    runtime_handler: String::new(),
+                })
+                .await;
+            let pod = cfg.labels.get("pod").cloned().unwrap_or_default();
+            let listed = list_sandboxes(
+                &mut ctx,
+                cri::PodSandboxFilter {
+                    label_selector: labels(&[("pod", &pod)]),
+                    ..Default::default()
+                },
+            )
+            .await?;
+            let extra: Vec<String> = listed
+                .iter()
+                .map(|s| s.id.clone())
+                .filter(|s| *s != id)
+                .collect();
+            cleanup_sandboxes(&mut ctx.runtime, &extra).await;
+            match again {
+                Ok(r) => {
+                    return Err(CaseError::Fail(format!(
+                        "the same RunPodSandbox twice succeeded: {id} and {}",
+                        r.into_inner().pod_sandbox_id
+                    )));
+                }
+                Err(s)
+                    if matches!(
+                        s.code(),
+                        tonic::Code::Unimplemented | tonic::Code::Unavailable
+                    ) =>
+                {
+                    return Err(CaseError::from(s));
+                }
+                Err(_) => {}
+            }
+            ensure!(
+                listed.len() == 1 && listed[0].id == id,
+                "one sandbox for one metadata: {listed:?}"
+            );
+            ensure_eq!(
+                listed[0].state,
+                cri::PodSandboxState::SandboxReady as i32,
+                "state of the first sandbox"
+            );
+            Ok(())
+        },
+    )
+    .await
+}
+
+/// The same for containers: a second CreateContainer with the same metadata in the same sandbox
+/// fails while the first container exists (created or running).
+async fn container_same_metadata_twice(ctx: Ctx) -> CaseResult {
+    in_sandbox(
+        &ctx,
+        "cf-ctwice",
+        |_| {},
+        |mut ctx, id, cfg| async move {
+            let first = container(&mut ctx, &id, &cfg, "twice", "sleep 3600", |_| {}, false).await?;
+            let image = ctx.settings.busybox_image.clone();
+            let req = cri::CreateContainerRequest {
+                pod_sandbox_id: id.clone(),
+                config: Some(busybox_container("twice", &image, "sleep 3600")),
+                sandbox_config: Some(cfg.clone()),
+            };
+            let created_again = ctx.runtime.create_container(req.clone()).await;
+            ctx.runtime
+                .start_container(cri::StartContainerRequest {
+                    container_id: first.clone(),
+                })
+                .await?;
+            let running_again = ctx.runtime.create_container(req).await;
+            for (what, r) in [("created", created_again), ("running", running_again)] {
+                match r {
+                    Ok(r) => {
+                        return Err(CaseError::Fail(format!(
+                            "CreateContainer twice ({what} first container) succeeded: {first} and {}",
+                            r.into_inner().container_id
+                        )));
+                    }
+                    Err(s)
+                        if matches!(
+                            s.code(),
+                            tonic::Code::Unimplemented | tonic::Code::Unavailable
+                        ) =>
+                    {
+                        return Err(CaseError::from(s));
+                    }
+                    Err(_) => {}
+                }
+            }
+            let listed = ctx
+                .runtime
+                .list_containers(cri::ListContainersRequest {
+                    filter: Some(cri::ContainerFilter {
+                        pod_sandbox_id: id.clone(),
+                        ..Default::default()
+                    }),
+                })
+                .await?
+                .into_inner()
+                .containers;
+            ensure!(
+                listed.len() == 1 && listed[0].id == first,
+                "one container for one metadata: {listed:?}"
+            );
+            ensure_eq!(
+                listed[0].state,
+                cri::ContainerState::ContainerRunning as i32,
+                "state of the first container"
+            );
             Ok(())
         },
     )
@@ -2135,6 +2329,8 @@ async fn sandbox_port_mapping(ctx: Ctx) -> CaseResult {
     };
     in_sandbox(&ctx, "cf-ports", mapping, |mut ctx, id, cfg| async move {
         pull(&mut ctx, &image, None).await?;
+        std::fs::create_dir_all(std::path::Path::new(&cfg.log_directory).join("web"))
+            .map_err(|e| CaseError::Fail(format!("log dir: {e}")))?;
         // The image's own command: busybox httpd on port 80.
         let cid = ctx
             .runtime
@@ -2656,6 +2852,22 @@ async fn container_privileged(ctx: Ctx) -> CaseResult {
 /// checked in its own tests; containerd 1.6, the reference, answers Unknown, so the suite only
 /// requires an error.)
 async fn invalid_argument(mut ctx: Ctx) -> CaseResult {
+    // A refusal is any error but one saying the RPC is not served at all (containerd 1.6
+    // answers Unknown here, dockershim InvalidArgument).
+    let refused = |what: &str, e: Option<tonic::Status>| -> CaseResult {
+        match e {
+            None => Err(CaseError::Fail(format!("{what} succeeded"))),
+            Some(s)
+                if matches!(
+                    s.code(),
+                    tonic::Code::Unimplemented | tonic::Code::Unavailable
+                ) =>
+            {
+                Err(CaseError::from(s))
+            }
+            Some(_) => Ok(()),
+        }
+    };
     let e = ctx
         .runtime
         .run_pod_sandbox(cri::RunPodSandboxRequest {
@@ -2664,7 +2876,7 @@ async fn invalid_argument(mut ctx: Ctx) -> CaseResult {
         })
         .await
         .err();
-    ensure!(e.is_some(), "RunPodSandbox without metadata succeeded");
+    refused("RunPodSandbox without metadata", e)?;
     let e = ctx
         .image
         .pull_image(cri::PullImageRequest {
@@ -2674,6 +2886,6 @@ async fn invalid_argument(mut ctx: Ctx) -> CaseResult {
         })
         .await
         .err();
-    ensure!(e.is_some(), "PullImage without an image succeeded");
+    refused("PullImage without an image", e)?;
     Ok(())
 }

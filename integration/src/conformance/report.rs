@@ -1,11 +1,13 @@
 //! Output of a conformance run: a readable table (pass / fail / skip with the reason), JUnit XML
-//! for CI systems, and JSON for tools.
+//! for CI systems, and JSON for tools. Cases not run because the runtime had died are one line
+//! of the table (the case during which it died is the failure), a `skipped` entry in JUnit and
+//! `not-run` in JSON.
 
 use std::fmt::Write as _;
 
 use super::{CaseReport, Outcome};
 
-/// Counts of (passed, failed, skipped).
+/// Counts of (passed, failed, skipped); cases not run are in [`not_run`].
 pub fn counts(reports: &[CaseReport]) -> (usize, usize, usize) {
     reports
         .iter()
@@ -13,7 +15,16 @@ pub fn counts(reports: &[CaseReport]) -> (usize, usize, usize) {
             Outcome::Pass => (p + 1, f, s),
             Outcome::Fail(_) => (p, f + 1, s),
             Outcome::Skip(_) => (p, f, s + 1),
+            Outcome::NotRun(_) => (p, f, s),
         })
+}
+
+/// How many cases were not run because the runtime had stopped answering.
+pub fn not_run(reports: &[CaseReport]) -> usize {
+    reports
+        .iter()
+        .filter(|r| matches!(r.outcome, Outcome::NotRun(_)))
+        .count()
 }
 
 /// The readable table, ending with the plain `N passed, N failed, N skipped` line.
@@ -31,11 +42,16 @@ pub fn table(endpoint: &str, reports: &[CaseReport]) -> String {
         "{:<width$}  {:<6}  {:>8}  reason",
         "case", "result", "time"
     );
+    let mut unavailable: Option<&str> = None;
     for r in reports {
         let (res, reason) = match &r.outcome {
             Outcome::Pass => ("pass", String::new()),
             Outcome::Fail(why) => ("FAIL", why.clone()),
             Outcome::Skip(why) => ("skip", why.clone()),
+            Outcome::NotRun(why) => {
+                unavailable.get_or_insert(why);
+                continue;
+            }
         };
         let _ = writeln!(
             out,
@@ -46,8 +62,16 @@ pub fn table(endpoint: &str, reports: &[CaseReport]) -> String {
             reason
         );
     }
+    let n = not_run(reports);
+    if let Some(why) = unavailable {
+        let _ = writeln!(out, "{n} cases not run: {why}");
+    }
     let (p, f, s) = counts(reports);
-    let _ = writeln!(out, "{p} passed, {f} failed, {s} skipped");
+    if n > 0 {
+        let _ = writeln!(out, "{p} passed, {f} failed, {s} skipped, {n} not run");
+    } else {
+        let _ = writeln!(out, "{p} passed, {f} failed, {s} skipped");
+    }
     out
 }
 
@@ -61,6 +85,7 @@ fn xml_escape(s: &str) -> String {
 /// JUnit XML, one testsuite.
 pub fn junit(endpoint: &str, reports: &[CaseReport]) -> String {
     let (_, f, s) = counts(reports);
+    let s = s + not_run(reports);
     let total: f64 = reports.iter().map(|r| r.duration.as_secs_f64()).sum();
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let _ = writeln!(
@@ -92,6 +117,13 @@ pub fn junit(endpoint: &str, reports: &[CaseReport]) -> String {
                     xml_escape(why)
                 );
             }
+            Outcome::NotRun(why) => {
+                let _ = writeln!(
+                    out,
+                    "><skipped message=\"not run: {}\"/></testcase>",
+                    xml_escape(why)
+                );
+            }
         }
     }
     out.push_str("</testsuite>\n");
@@ -106,11 +138,13 @@ pub fn json(endpoint: &str, reports: &[CaseReport]) -> serde_json::Value {
         "passed": p,
         "failed": f,
         "skipped": s,
+        "not_run": not_run(reports),
         "cases": reports.iter().map(|r| {
             let (result, reason) = match &r.outcome {
                 Outcome::Pass => ("pass", ""),
                 Outcome::Fail(w) => ("fail", w.as_str()),
                 Outcome::Skip(w) => ("skip", w.as_str()),
+                Outcome::NotRun(w) => ("not-run", w.as_str()),
             };
             serde_json::json!({"name": r.name, "result": result, "reason": reason, "seconds": r.duration.as_secs_f64()})
         }).collect::<Vec<_>>(),
@@ -156,6 +190,32 @@ mod tests {
         assert!(x.contains("tests=\"3\" failures=\"1\" skipped=\"1\""));
         assert!(x.contains("[a] bad &lt;x&gt;"));
         assert!(x.contains("<failure message=\"label &quot;a&quot; missing\"/>"));
+    }
+
+    #[test]
+    fn cases_not_run_are_one_line() {
+        let mut r = reports();
+        for i in 0..5 {
+            r.push(CaseReport {
+                name: format!("[z] later {i}"),
+                outcome: Outcome::NotRun("runtime unavailable: it died".into()),
+                duration: Duration::ZERO,
+            });
+        }
+        let t = table("unix:///x", &r);
+        assert!(!t.contains("[z] later"), "{t}");
+        assert_eq!(t.matches("runtime unavailable").count(), 1, "{t}");
+        assert!(
+            t.contains("5 cases not run: runtime unavailable: it died"),
+            "{t}"
+        );
+        assert!(
+            t.trim_end()
+                .ends_with("1 passed, 1 failed, 1 skipped, 5 not run")
+        );
+        assert_eq!(counts(&r), (1, 1, 1));
+        assert!(junit("e", &r).contains("skipped=\"6\""));
+        assert_eq!(json("e", &r)["not_run"], 5);
     }
 
     #[test]

@@ -175,6 +175,8 @@ pub fn start_kubelet(
         .arg("memory.available<100Mi")
         .arg("--read-only-port")
         .arg(port.to_string())
+        .arg("--healthz-port")
+        .arg("0")
         .arg("--hostname-override")
         .arg(node)
         .arg("--pod-infra-container-image")

@@ -293,6 +293,9 @@ pub fn kubelet_command(
         .arg("0")
         .arg("--read-only-port")
         .arg(read_only_port.to_string())
+        // Many test kubelets run at once: none takes the healthz port (127.0.0.1:10248).
+        .arg("--healthz-port")
+        .arg("0")
         .arg("--hostname-override")
         .arg(node)
         .arg("--pod-infra-container-image")

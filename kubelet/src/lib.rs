@@ -37,6 +37,7 @@ pub mod pleg;
 pub mod pod_workers;
 pub mod probe_transport;
 pub mod prober;
+pub mod resource;
 pub mod secure_server;
 pub mod server;
 pub mod status;

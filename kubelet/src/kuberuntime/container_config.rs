@@ -12,8 +12,10 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::labels::{new_container_annotations, new_container_labels};
 
-/// Upstream `minShares`.
+/// Upstream `MinShares`.
 pub const MIN_SHARES: i64 = 2;
+/// Upstream `MaxShares` (the kernel's limit).
+pub const MAX_SHARES: i64 = 262_144;
 /// Upstream `sharesPerCPU`.
 pub const SHARES_PER_CPU: i64 = 1024;
 /// Upstream `quotaPeriod` (100 ms in µs).
@@ -22,47 +24,44 @@ pub const QUOTA_PERIOD: i64 = 100_000;
 pub const MIN_QUOTA_PERIOD: i64 = 1000;
 
 /// Parse a quantity into a value scaled by `scale` (1000 for milli-units, 1 for bytes),
-/// rounding up like `Quantity.MilliValue`/`Value`. `None` when malformed.
+/// exactly and rounded up away from zero like upstream's `Quantity.MilliValue`/`Value`
+/// (see [`crate::resource::Quantity`]): `700m` at scale 1000 is 700, `0.1` is 100, `129e6` at
+/// scale 1 is 129000000. A power-of-ten `scale` (10^-18 to 10^18) is `ScaledValue`; any other
+/// is the exact value times `scale`, rounded up. Values past `i64` saturate. `None` when
+/// malformed (surrounding white space is tolerated).
 pub fn parse_quantity_scaled(q: &str, scale: f64) -> Option<i64> {
-    let q = q.trim();
-    let suffixes: [(&str, f64); 15] = [
-        ("Ki", 1024f64),
-        ("Mi", 1024f64.powi(2)),
-        ("Gi", 1024f64.powi(3)),
-        ("Ti", 1024f64.powi(4)),
-        ("Pi", 1024f64.powi(5)),
-        ("Ei", 1024f64.powi(6)),
-        ("n", 1e-9),
-        ("u", 1e-6),
-        ("m", 1e-3),
-        ("k", 1e3),
-        ("M", 1e6),
-        ("G", 1e9),
-        ("T", 1e12),
-        ("P", 1e15),
-        ("E", 1e18),
-    ];
-    let (num, mult) = suffixes
-        .iter()
-        .find_map(|(s, m)| q.strip_suffix(s).map(|n| (n, *m)))
-        .unwrap_or((q, 1.0));
-    let v: f64 = num.parse().ok()?;
-    if !v.is_finite() {
-        return None;
+    let q = crate::resource::Quantity::parse(q.trim()).ok()?;
+    Some(scale_quantity(&q, scale))
+}
+
+/// `q` × `scale`, rounded up away from zero (see [`parse_quantity_scaled`]).
+pub fn scale_quantity(q: &crate::resource::Quantity, scale: f64) -> i64 {
+    let power = (-18..=18).find(|e: &i32| 10f64.powi(*e) == scale);
+    if let Some(e) = power {
+        return q.scaled_value(-e);
     }
-    Some((v * mult * scale).ceil() as i64)
+    // Not a power of ten (no caller uses one): exact when `scale` is a whole number.
+    if scale.is_finite() && scale.fract() == 0.0 && scale.abs() < 9e15 {
+        let s = scale as i128;
+        let n = q.nanos().saturating_mul(s);
+        let (d, r) = (n / 1_000_000_000, n % 1_000_000_000);
+        let v = if r != 0 { d + n.signum() } else { d };
+        return i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX });
+    }
+    let v = (q.nanos() as f64) * scale / 1e9;
+    (if v < 0.0 { v.floor() } else { v.ceil() }) as i64
 }
 
 fn get<'a>(m: Option<&'a BTreeMap<String, Quantity>>, k: &str) -> Option<&'a Quantity> {
     m.and_then(|m| m.get(k))
 }
 
-/// Upstream `MilliCPUToShares`.
+/// Upstream `MilliCPUToShares`: 1024 shares per core, at least 2, at most 262144.
 pub fn milli_cpu_to_shares(milli: i64) -> i64 {
     if milli == 0 {
         return MIN_SHARES;
     }
-    (milli * SHARES_PER_CPU / 1000).max(MIN_SHARES)
+    (milli.saturating_mul(SHARES_PER_CPU) / 1000).clamp(MIN_SHARES, MAX_SHARES)
 }
 
 /// Upstream `MilliCPUToQuota`: (quota, period); quota 0 = unlimited.
@@ -70,7 +69,7 @@ pub fn milli_cpu_to_quota(milli: i64, period: i64) -> i64 {
     if milli == 0 {
         return 0;
     }
-    (milli * period / 1000).max(MIN_QUOTA_PERIOD)
+    (milli.saturating_mul(period) / 1000).max(MIN_QUOTA_PERIOD)
 }
 
 /// Upstream `generateLinuxContainerResources` (without swap/hugepages/QoS-derived OOM score).
@@ -80,7 +79,10 @@ pub fn linux_container_resources(c: &Container) -> cri::LinuxContainerResources 
     let requests = res.and_then(|r| r.requests.as_ref());
     let milli = |q: Option<&Quantity>| q.and_then(|q| parse_quantity_scaled(&q.0, 1000.0));
     let cpu_limit = milli(get(limits, "cpu"));
-    let cpu_request = milli(get(requests, "cpu")).or(cpu_limit);
+    // A zero request with a limit defaults to the limit (upstream `cpuRequest.IsZero()`).
+    let cpu_request = milli(get(requests, "cpu"))
+        .filter(|m| *m != 0)
+        .or(cpu_limit);
     let mut r = cri::LinuxContainerResources {
         cpu_shares: milli_cpu_to_shares(cpu_request.unwrap_or(0)),
         ..Default::default()
@@ -221,7 +223,161 @@ mod tests {
         assert_eq!(parse_quantity_scaled("1.5", 1000.0), Some(1500));
         assert_eq!(parse_quantity_scaled("64Mi", 1.0), Some(64 * 1024 * 1024));
         assert_eq!(parse_quantity_scaled("1G", 1.0), Some(1_000_000_000));
-        assert_eq!(parse_quantity_scaled("x", 1.0), None);
+        assert_eq!(parse_quantity_scaled(" 250m ", 1000.0), Some(250));
+        assert_eq!(parse_quantity_scaled("1.5Ki", 1024.0), Some(1536 * 1024));
+        assert_eq!(parse_quantity_scaled("1n", 1e9), Some(1));
+        assert_eq!(parse_quantity_scaled("1", 1e-3), Some(1));
+        assert_eq!(parse_quantity_scaled("1E", 1000.0), Some(i64::MAX));
+        assert_eq!(parse_quantity_scaled("-1E", 1000.0), Some(i64::MIN));
+        for bad in [
+            "x", "", "1K", "1ki", "1e", "1.5e3m", "1e3.5", "1.2.3", "--1", "0x10", "inf", "NaN",
+            "1 Mi", "Ei",
+        ] {
+            assert_eq!(parse_quantity_scaled(bad, 1000.0), None, "{bad:?}");
+            assert_eq!(parse_quantity_scaled(bad, 1.0), None, "{bad:?}");
+        }
+    }
+
+    fn quantities_of(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                .collect(),
+        )
+    }
+
+    fn container(requests: &[(&str, &str)], limits: &[(&str, &str)]) -> Container {
+        Container {
+            name: "c".into(),
+            resources: Some(ResourceRequirements {
+                requests: quantities_of(requests),
+                limits: quantities_of(limits),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// Upstream's conversions on exact quantities (issue 13): `700m` used to be 701
+    /// millicores through f64 (`9m` 10, `36m` 37), which moved CPU shares and quota, the QoS
+    /// class and `resourceFieldRef` values. Expected values are upstream's: `MilliValue`/`Value`
+    /// of `resource.ParseQuantity`, `MilliCPUToShares` (1024 per core, min 2, max 262144),
+    /// `milliCPUToQuota` (100 ms period, min 1000), `ExtractContainerResourceValue`
+    /// (ceil(value / divisor)) and `GetPodQOS`.
+    #[test]
+    fn upstream_conversions_table() {
+        // cpu: (quantity, MilliValue, Value, shares, quota)
+        for (q, milli, value, shares, quota) in [
+            ("700m", 700, 1, 716, 70_000),
+            ("9m", 9, 1, 9, 1000),
+            ("36m", 36, 1, 36, 3600),
+            ("0.1", 100, 1, 102, 10_000),
+            ("0.5", 500, 1, 512, 50_000),
+            ("1e3", 1_000_000, 1000, MAX_SHARES, 100_000_000),
+            ("1", 1000, 1, 1024, 100_000),
+            ("2500m", 2500, 3, 2560, 250_000),
+            ("1m", 1, 1, 2, 1000),
+            ("1n", 1, 1, 2, 1000),
+            ("0.0005", 1, 1, 2, 1000),
+            ("1.000001", 1001, 2, 1025, 100_100),
+        ] {
+            assert_eq!(
+                parse_quantity_scaled(q, 1000.0),
+                Some(milli),
+                "MilliValue({q})"
+            );
+            assert_eq!(parse_quantity_scaled(q, 1.0), Some(value), "Value({q})");
+            let r = linux_container_resources(&container(&[("cpu", q)], &[("cpu", q)]));
+            assert_eq!(
+                (r.cpu_shares, r.cpu_quota, r.cpu_period),
+                (shares, quota, QUOTA_PERIOD),
+                "cpu {q}"
+            );
+            // Without a request the limit sets the shares too.
+            let r = linux_container_resources(&container(&[("cpu", "0")], &[("cpu", q)]));
+            assert_eq!(r.cpu_shares, shares, "request 0, limit {q}");
+        }
+        // memory: (quantity, Value = memory limit in bytes)
+        for (q, bytes) in [
+            ("1.5Gi", 1_610_612_736),
+            ("100Mi", 104_857_600),
+            ("129e6", 129_000_000),
+            ("123Mi", 128_974_848),
+            ("129M", 129_000_000),
+            ("0.5", 1),
+            ("1e3", 1000),
+            ("1.5Ki", 1536),
+            ("0.1Ki", 103),
+            ("8Ei", i64::MAX),
+        ] {
+            assert_eq!(parse_quantity_scaled(q, 1.0), Some(bytes), "Value({q})");
+            let r = linux_container_resources(&container(&[], &[("memory", q)]));
+            assert_eq!(r.memory_limit_in_bytes, bytes, "memory {q}");
+        }
+        // resourceFieldRef: (resource, quantity, divisor, value)
+        let node = crate::envvars::NodeAllocatable {
+            milli_cpu: 4000,
+            memory: 8 << 30,
+            ephemeral_storage: 100 << 30,
+        };
+        for (resource, q, divisor, want) in [
+            ("limits.cpu", "700m", "1m", "700"),
+            ("limits.cpu", "700m", "100m", "7"),
+            ("limits.cpu", "700m", "1", "1"),
+            ("limits.cpu", "9m", "1m", "9"),
+            ("limits.cpu", "36m", "1m", "36"),
+            ("limits.cpu", "0.1", "1m", "100"),
+            ("limits.cpu", "1e3", "1", "1000"),
+            ("requests.cpu", "0.5", "1m", "500"),
+            ("requests.cpu", "0.5", "1", "1"),
+            ("limits.memory", "1.5Gi", "1Gi", "2"),
+            ("limits.memory", "1.5Gi", "1Mi", "1536"),
+            ("limits.memory", "100Mi", "1Ki", "102400"),
+            ("limits.memory", "129e6", "1M", "129"),
+            ("limits.memory", "123Mi", "1Mi", "123"),
+            ("limits.memory", "123Mi", "1M", "129"),
+            ("requests.memory", "0.5", "1", "1"),
+        ] {
+            let (kind, name) = resource.split_once('.').unwrap();
+            let pair = [(name, q)];
+            let c = if kind == "limits" {
+                container(&[], &pair)
+            } else {
+                container(&pair, &[])
+            };
+            let fs = k8s_openapi::api::core::v1::ResourceFieldSelector {
+                resource: resource.into(),
+                divisor: Some(Quantity(divisor.into())),
+                ..Default::default()
+            };
+            assert_eq!(
+                crate::envvars::container_resource_value(&fs, &c, &node).as_deref(),
+                Ok(want),
+                "{resource} {q} / {divisor}"
+            );
+        }
+        // QoS class: (requests cpu, limits cpu, class); memory 100Mi requested and limited.
+        for (req, lim, class) in [
+            ("700m", "0.7", "Guaranteed"),
+            ("36m", "37m", "Burstable"),
+            ("9m", "10m", "Burstable"),
+            ("700m", "701m", "Burstable"),
+            ("1e3", "1000", "Guaranteed"),
+            ("0.5", "500m", "Guaranteed"),
+        ] {
+            let pod = Pod {
+                spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                    containers: vec![container(
+                        &[("cpu", req), ("memory", "100Mi")],
+                        &[("cpu", lim), ("memory", "104857600")],
+                    )],
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            assert_eq!(crate::status::get_pod_qos(&pod), class, "{req} / {lim}");
+        }
     }
 
     #[test]

@@ -171,8 +171,10 @@ impl<D: DockerApi> Shim<D> {
         Ok(img.id.unwrap_or_default())
     }
 
-    /// RemoveImage by id, tag or digest. Removing an absent image succeeds. An id removes every
-    /// tag of the image (like upstream).
+    /// RemoveImage by id, tag or digest. Removing an absent image succeeds. An image with
+    /// several tags is removed tag by tag (Docker refuses to remove it by id unforced); otherwise
+    /// the reference goes in one Docker call, which also removes the image's digests — as
+    /// upstream's dockershim and cri-dockerd do.
     pub async fn remove_image(&self, req: cri::RemoveImageRequest) -> Result<()> {
         let reference = req
             .image
@@ -185,11 +187,10 @@ impl<D: DockerApi> Shim<D> {
             Err(e) => return Err(e.into()),
         };
         let id = img.id.clone().unwrap_or_default();
-        let targets: Vec<String> = if is_image_id(&reference) || reference == id {
-            let mut t = real_tags(img.repo_tags.clone());
-            t.extend(real_digests(img.repo_digests.clone()));
-            t.push(id);
-            t
+        let tags = real_tags(img.repo_tags.clone());
+        let targets: Vec<String> = if (is_image_id(&reference) || reference == id) && tags.len() > 1
+        {
+            tags
         } else {
             vec![reference]
         };

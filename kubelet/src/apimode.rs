@@ -53,6 +53,22 @@ pub struct ApiModeConfig {
     pub node_lease_duration_seconds: i32,
     pub kubelet_port: i32,
     pub max_pods: u32,
+    /// Taints of the Node at its registration (`--register-with-taints`,
+    /// `registerWithTaints`); upstream sets them only when it creates the Node.
+    pub register_with_taints: Vec<k8s_openapi::api::core::v1::Taint>,
+}
+
+/// The Node to register: [`initial_node`] with the configured taints.
+pub fn node_to_register(
+    inputs: &NodeSpecInputs,
+    machine: &Machine,
+    taints: &[k8s_openapi::api::core::v1::Taint],
+) -> k8s_openapi::api::core::v1::Node {
+    let mut node = initial_node(inputs, machine);
+    if !taints.is_empty() {
+        node.spec.get_or_insert_with(Default::default).taints = Some(taints.to_vec());
+    }
+    node
 }
 
 /// A client from a kubeconfig file (client certificates and bearer tokens are kube-rs's).
@@ -152,7 +168,14 @@ async fn node_loop(
         if !cfg.register_node {
             break None;
         }
-        match syncer.register(&initial_node(&inputs, &machine)).await {
+        match syncer
+            .register(&node_to_register(
+                &inputs,
+                &machine,
+                &cfg.register_with_taints,
+            ))
+            .await
+        {
             Ok(n) => {
                 info!(node = %inputs.node_name, "node registered");
                 break Some(n);
@@ -273,5 +296,27 @@ async fn pod_status_loop(client: Client, shared: Arc<KubeletShared>, cancel: Can
             .collect();
         syncer.sync_batch(&pods).await;
         syncer.retain(&|uid| known.contains(uid));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registered_node_carries_the_taints() {
+        let inputs = NodeSpecInputs {
+            node_name: "n".into(),
+            ..Default::default()
+        };
+        let m = Machine::default();
+        assert!(node_to_register(&inputs, &m, &[]).spec.is_none());
+        let t = k8s_openapi::api::core::v1::Taint {
+            key: "k".into(),
+            effect: "NoSchedule".into(),
+            ..Default::default()
+        };
+        let node = node_to_register(&inputs, &m, std::slice::from_ref(&t));
+        assert_eq!(node.spec.and_then(|s| s.taints), Some(vec![t]));
     }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches, Parser};
+use k8s_openapi::api::core::v1::Taint;
 
 use crate::duration::parse_duration_arg;
 use crate::kubeletconfig::{ConfigError, KubeletConfig, KubeletConfiguration, system_hostname};
@@ -248,6 +249,9 @@ pub struct KubeletFlags {
     /// embedded dockershim when no endpoint is given).
     #[arg(long, default_value = "remote", value_parser = ["remote", "docker"])]
     pub container_runtime: String,
+    /// Taints of the Node at registration: `key=value:Effect` or `key:Effect`, comma-separated.
+    #[arg(long, default_value = "")]
+    pub register_with_taints: String,
     /// kubeconfig for TLS bootstrapping, used when --kubeconfig does not exist (TLS
     /// bootstrapping is not implemented: the kubelet then says so and stays standalone).
     #[arg(long)]
@@ -303,6 +307,65 @@ pub fn parse_node_labels(s: &str) -> Result<BTreeMap<String, String>, ConfigErro
                 reason: format!("malformed pair {pair:?}, expect key=value"),
             })?;
             Ok((k.trim().to_string(), v.trim().to_string()))
+        })
+        .collect()
+}
+
+const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+fn taint(key: &str, value: Option<&str>, effect: &str) -> Result<Taint, String> {
+    if key.is_empty() {
+        return Err("empty taint key".into());
+    }
+    if !TAINT_EFFECTS.contains(&effect) {
+        return Err(format!(
+            "invalid taint effect {effect:?}, must be one of {}",
+            TAINT_EFFECTS.join(", ")
+        ));
+    }
+    Ok(Taint {
+        key: key.to_string(),
+        value: value.filter(|v| !v.is_empty()).map(str::to_string),
+        effect: effect.to_string(),
+        time_added: None,
+    })
+}
+
+/// Parse `--register-with-taints` (upstream `ParseTaints`): `key=value:Effect` or
+/// `key:Effect`, comma-separated.
+pub fn parse_taints(s: &str) -> Result<Vec<Taint>, ConfigError> {
+    s.split(',')
+        .filter(|p| !p.trim().is_empty())
+        .map(|spec| {
+            let bad = |reason: String| ConfigError::Flag {
+                flag: "register-with-taints",
+                reason: format!("{spec:?}: {reason}"),
+            };
+            let (kv, effect) = spec
+                .trim()
+                .rsplit_once(':')
+                .ok_or_else(|| bad("want key=value:Effect".into()))?;
+            let (key, value) = match kv.split_once('=') {
+                Some((k, v)) => (k, Some(v)),
+                None => (kv, None),
+            };
+            taint(key, value, effect).map_err(bad)
+        })
+        .collect()
+}
+
+fn file_taints(t: &[crate::kubeletconfig::Taint]) -> Result<Vec<Taint>, ConfigError> {
+    t.iter()
+        .map(|t| {
+            taint(
+                t.key.as_deref().unwrap_or_default(),
+                t.value.as_deref(),
+                t.effect.as_deref().unwrap_or_default(),
+            )
+            .map_err(|reason| ConfigError::Flag {
+                flag: "register-with-taints",
+                reason: format!("registerWithTaints: {reason}"),
+            })
         })
         .collect()
 }
@@ -469,6 +532,14 @@ pub fn resolve(
                 ),
                 kubelet_port: val!("port", flags.port, f.port),
                 max_pods: u32::try_from(val!("max_pods", flags.max_pods, f.max_pods)).unwrap_or(0),
+                register_with_taints: if explicit(matches, "register_with_taints") {
+                    parse_taints(&flags.register_with_taints)?
+                } else {
+                    match &f.register_with_taints {
+                        Some(t) => file_taints(t)?,
+                        None => parse_taints(&flags.register_with_taints)?,
+                    }
+                },
             }),
         },
         verbosity: val!(
@@ -1129,6 +1200,41 @@ mod tests {
         assert_eq!(api.node_ip, "10.1.2.3");
         assert_eq!(api.node_labels.get("a").map(String::as_str), Some("b"));
         assert!(load(["kubelet", "--cluster-dns", "nope"]).is_err());
+        let c = load_with(&[
+            "--kubeconfig=/kc",
+            "--register-with-taints=dedicated=infra:NoSchedule,gpu:NoExecute",
+        ]);
+        let t = c.api.expect("api").register_with_taints;
+        assert_eq!(t.len(), 2);
+        assert_eq!(
+            (
+                t[0].key.as_str(),
+                t[0].value.as_deref(),
+                t[0].effect.as_str()
+            ),
+            ("dedicated", Some("infra"), "NoSchedule")
+        );
+        assert_eq!((t[1].key.as_str(), t[1].value.as_deref()), ("gpu", None));
+        for bad in ["a=b:Sometimes", "novalue", "=v:NoSchedule"] {
+            let arg = format!("--register-with-taints={bad}");
+            assert!(
+                load(["kubelet", "--kubeconfig=/kc", &arg]).is_err(),
+                "{bad}"
+            );
+        }
+        std::fs::write(
+            &path,
+            "registerWithTaints:\n- key: k\n  value: v\n  effect: NoExecute\n",
+        )
+        .expect("write");
+        let t = load_with(&["--config", p, "--kubeconfig=/kc"])
+            .api
+            .expect("api")
+            .register_with_taints;
+        assert_eq!(
+            (t[0].key.as_str(), t[0].effect.as_str()),
+            ("k", "NoExecute")
+        );
         assert!(load(["kubelet", "--healthz-port", "70000"]).is_err());
         assert!(load(["kubelet", "--container-runtime", "rkt"]).is_err());
         // A file with the secure server off, and an update frequency only.

@@ -939,12 +939,6 @@ impl KubeletConfiguration {
             "memoryThrottlingFactor",
             self.memory_throttling_factor.is_some() && gate("MemoryQoS"),
         );
-        note(
-            "registerWithTaints",
-            self.register_with_taints
-                .as_ref()
-                .is_some_and(|v| !v.is_empty()),
-        );
         note("tracing", self.tracing.is_some());
         note(
             "localStorageCapacityIsolation",
@@ -1205,7 +1199,6 @@ mod tests {
             "memorySwap",
             "shutdownGracePeriod",
             "shutdownGracePeriodCriticalPods",
-            "registerWithTaints",
             "tracing",
             "logging.vmodule",
         ] {

@@ -8,6 +8,8 @@
 //!   `staticPodPath`, answers `ok` on `http://127.0.0.1:10248/healthz`, names every ignored
 //!   field in one warning line, and its pods get cluster DNS (`nameserver 10.96.0.10`, search
 //!   `default.svc.cluster.local svc.cluster.local cluster.local` then the host's, `ndots:5`).
+//! - kubeadm's drop-in (`packaging/kubeadm/10-kubeadm.conf`), expanded as systemd does with
+//!   kubeadm-flags.env and KUBELET_EXTRA_ARGS, starts it.
 //! - `kubelet --version` prints `Kubernetes v1.26.1`.
 //! - A config file with a misspelled field stops the kubelet with the field and its line.
 //! - Pod DNS on both runtimes (containerd's CRI and the embedded dockershim): the container's
@@ -25,8 +27,7 @@ use kubelet_support::*;
 const KUBEADM_CONFIG: &str = include_str!("../fixtures/kubeadm/config-1.26.yaml");
 const KUBEADM_FLAGS: &str = include_str!("../fixtures/kubeadm/kubeadm-flags-1.26.env");
 /// The host resolver file the test kubelets use (a node with systemd-resolved's search line).
-const HOST_RESOLV_CONF: &str =
-    "# the node's resolver\nnameserver 10.255.0.53\nnameserver 10.255.0.54\nsearch host.example corp.example\noptions timeout:2 attempts:3\n";
+const HOST_RESOLV_CONF: &str = "# the node's resolver\nnameserver 10.255.0.53\nnameserver 10.255.0.54\nsearch host.example corp.example\noptions timeout:2 attempts:3\n";
 
 /// (nameservers, search domains, options) of a resolv.conf text.
 fn resolv(text: &str) -> (Vec<String>, Vec<String>, Vec<String>) {
@@ -116,7 +117,9 @@ async fn kubeadm_config_runs_static_pods_with_healthz_and_cluster_dns() {
     let healthz_port = match std::net::TcpListener::bind("127.0.0.1:10248") {
         Ok(_) => 10248,
         Err(_) => {
-            eprintln!("127.0.0.1:10248 is taken on this host: the test moves healthz with --healthz-port");
+            eprintln!(
+                "127.0.0.1:10248 is taken on this host: the test moves healthz with --healthz-port"
+            );
             free_port()
         }
     };
@@ -226,7 +229,10 @@ fn misspelled_config_field_stops_the_kubelet_with_its_name_and_line() {
     let config = dir.path().join("config.yaml");
     std::fs::write(
         &config,
-        KUBEADM_CONFIG.replace("clusterDomain: cluster.local", "clusterDomian: cluster.local"),
+        KUBEADM_CONFIG.replace(
+            "clusterDomain: cluster.local",
+            "clusterDomian: cluster.local",
+        ),
     )
     .expect("write");
     let out = std::process::Command::new(kubelet_binary())
@@ -251,7 +257,13 @@ async fn pod_dns(kind: RuntimeKind) {
     std::fs::write(&resolv_conf, HOST_RESOLV_CONF).expect("resolv.conf");
     let u = |n: &str| format!("{}-{n}", k.node);
     let (cf, def, none, hn, hnc) = (u("cf"), u("def"), u("none"), u("hn"), u("hnc"));
-    let uids = [cf.clone(), def.clone(), none.clone(), hn.clone(), hnc.clone()];
+    let uids = [
+        cf.clone(),
+        def.clone(),
+        none.clone(),
+        hn.clone(),
+        hnc.clone(),
+    ];
     let image = &tb.busybox_image;
     let manifests = [
         ("cf.yaml", "cf", &cf, ""),
@@ -347,4 +359,139 @@ async fn pod_dns_containerd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pod_dns_dockershim() {
     pod_dns(RuntimeKind::Dockershim).await;
+}
+
+/// The arguments of `ExecStart` in `dropin` as systemd expands them: `Environment=` and the
+/// given environment files' variables, `$VAR` split at whitespace.
+fn expand_dropin(dropin: &str, env_files: &[(&str, String)]) -> Vec<String> {
+    let mut env = std::collections::HashMap::new();
+    let mut assign = |line: &str| {
+        if let Some((k, v)) = line.trim().trim_matches('"').split_once('=') {
+            env.insert(k.to_string(), v.trim_matches('"').to_string());
+        }
+    };
+    let mut exec = None;
+    for line in dropin.lines() {
+        if let Some(v) = line.strip_prefix("Environment=") {
+            assign(v);
+        } else if let Some(path) = line.strip_prefix("EnvironmentFile=") {
+            let path = path.trim_start_matches('-');
+            if let Some((_, text)) = env_files.iter().find(|(p, _)| *p == path) {
+                text.lines()
+                    .filter(|l| !l.trim_start().starts_with('#'))
+                    .for_each(&mut assign);
+            }
+        } else if let Some(cmd) = line.strip_prefix("ExecStart=")
+            && !cmd.is_empty()
+        {
+            exec = Some(cmd.to_string());
+        }
+    }
+    exec.expect("ExecStart")
+        .split_whitespace()
+        .flat_map(|w| match w.strip_prefix('$') {
+            Some(var) => env
+                .get(var)
+                .map(|v| v.split_whitespace().map(String::from).collect())
+                .unwrap_or_default(),
+            None => vec![w.to_string()],
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeadm_dropin_starts_the_kubelet_with_kubeadm_flags_and_extra_args() {
+    let tb = require_testbed!("kubelet_kubeadm_dropin");
+    let mut k = Kubelet::new(RuntimeKind::Containerd, "kdrop");
+    let dropin = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../packaging/kubeadm/10-kubeadm.conf"),
+    )
+    .expect("packaging/kubeadm/10-kubeadm.conf");
+    let resolv_conf = k.dir.path().join("resolv.conf");
+    std::fs::write(&resolv_conf, HOST_RESOLV_CONF).expect("resolv.conf");
+    let config = k.dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        kubeadm_config(k.dir.path(), &k.manifests, &resolv_conf),
+    )
+    .expect("config");
+    let healthz = free_port();
+    let flags_env = format!(
+        "KUBELET_KUBEADM_ARGS=\"{}\"\n",
+        kubeadm_flags(&tb.containerd_endpoint, &tb.pause_image).join(" ")
+    );
+    let extra = format!(
+        "KUBELET_EXTRA_ARGS=\"--root-dir {} --hostname-override {} --read-only-port {} --port 0 --healthz-port {healthz} --node-ip 10.1.2.3 --node-labels tier=test --eviction-hard memory.available<100Mi\"\n",
+        k.root.display(),
+        k.node,
+        k.port
+    );
+    let args = expand_dropin(
+        &dropin,
+        &[
+            ("/var/lib/kubelet/kubeadm-flags.env", flags_env),
+            ("/etc/default/kubelet", extra),
+        ],
+    );
+    assert_eq!(args[0], "/usr/local/bin/kubelet");
+    // The test's own paths: no /etc/kubernetes or /var/lib/kubelet of this host is read.
+    let tmp = k.dir.path().display().to_string();
+    let args: Vec<String> = args[1..]
+        .iter()
+        .map(|a| {
+            a.replace("/etc/kubernetes/", &format!("{tmp}/etc-kubernetes/"))
+                .replace(
+                    "/var/lib/kubelet/config.yaml",
+                    &config.display().to_string(),
+                )
+        })
+        .collect();
+    for want in [
+        "--container-runtime=remote",
+        "--bootstrap-kubeconfig=",
+        "--kubeconfig=",
+        "--config=",
+        "--node-ip",
+    ] {
+        assert!(
+            args.iter().any(|a| a.starts_with(want)),
+            "{want} in {args:?}"
+        );
+    }
+    let uid = format!("{}-static", k.node);
+    k.write_manifest(
+        "static.yaml",
+        &pod_manifest("static", &uid, &tb.busybox_image, "sleep 3600", ""),
+    );
+    let log = std::fs::File::create(&k.log).expect("log");
+    let mut cmd = tokio::process::Command::new(kubelet_binary());
+    cmd.args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .env("NO_COLOR", "1")
+        .kill_on_drop(true);
+    k.child = Some(cmd.spawn().expect("spawn kubelet"));
+    let outcome = tokio::spawn({
+        let (port, log, uid) = (k.port, k.log.clone(), uid.clone());
+        async move {
+            wait_for("the static pod running", &log, || async {
+                running_ids(&pod(port, &uid).await?)
+            })
+            .await;
+            assert_eq!(
+                http_get_status(healthz, "/healthz").await,
+                Some((200, "ok".to_string()))
+            );
+            let text = std::fs::read_to_string(&log).expect("log");
+            assert!(
+                text.contains("TLS bootstrapping is not implemented"),
+                "no kubeconfig: the kubelet says why it stays standalone\n{text}"
+            );
+        }
+    })
+    .await;
+    k.shutdown(&tb, std::slice::from_ref(&uid)).await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
 }

@@ -3,11 +3,12 @@
 //! TLS with the serving certificate from `--tls-cert-file`/`--tls-private-key-file`, or a
 //! self-signed one made once in `--cert-dir`; clients authenticate with a certificate signed by
 //! `--client-ca-file`; without one a request is anonymous and refused (401) unless
-//! `--anonymous-auth`. Besides the read-only endpoints (`/pods`, `/healthz`, `/metrics`,
-//! `/containerLogs/...`) it serves `/runningpods/`, `/stats/summary` (from the CRI's stats),
-//! and `/exec`, `/attach` and `/portForward`, which ask the runtime for a streaming URL (CRI
-//! Exec / Attach / PortForward) and proxy the client's upgraded connection to it, so
-//! `kubectl exec`, `attach`, `port-forward` and `logs` work through the API server.
+//! `--anonymous-auth`. Besides the read-only endpoints (`/pods`, `/healthz`, `/metrics`) it
+//! serves the debugging ones the read-only server refuses: `/containerLogs/...` (only here,
+//! as upstream), `/runningpods/`, and `/exec`, `/attach` and `/portForward`, which ask the
+//! runtime for a streaming URL (CRI Exec / Attach / PortForward) and proxy the client's
+//! upgraded connection to it, so `kubectl exec`, `attach`, `port-forward` and `logs` work
+//! through the API server; and `/stats/summary` (from the CRI's stats).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -544,10 +545,17 @@ async fn route(
             };
         }
     }
+    if let Some(rest) = path.strip_prefix("/containerLogs/") {
+        // Upstream's GETOnlyRestfulFilter.
+        if req.method() != hyper::Method::GET && req.method() != hyper::Method::HEAD {
+            return text(StatusCode::METHOD_NOT_ALLOWED, "method not allowed\n");
+        }
+        return crate::server::container_logs(&shared, rest, &query).await;
+    }
     match path.trim_end_matches('/') {
         "/runningpods" => json(&running_pods(&shared)),
         "/stats/summary" => stats_summary(&shared, &root_dir).await,
-        _ => crate::server::route(&shared, req.method(), &path, &query).await,
+        _ => crate::server::handle(&shared, req.method(), &path).map(|b| b.boxed()),
     }
 }
 

@@ -1,10 +1,14 @@
-//! The kubelet's read-only HTTP server (upstream `pkg/kubelet/server`, the `--read-only-port`
-//! endpoints): `GET /pods` (a v1 `PodList` of the pods this kubelet runs, with live status),
-//! `GET /healthz` (`ok`, or 500 with the failing check), `GET /metrics` (Prometheus text) and
-//! `GET /containerLogs/<namespace>/<pod>/<container>` (upstream `getContainerLogs`, with
-//! `tailLines`, `sinceSeconds`, `sinceTime`, `timestamps`, `limitBytes`, `previous`, `follow`;
-//! follow streams). Built on hyper 1; one task per connection; stops when the token is
-//! cancelled.
+//! The kubelet's read-only HTTP server (upstream `pkg/kubelet/server`
+//! `ListenAndServeKubeletReadOnlyServer`, `--read-only-port`, unauthenticated): `GET /pods` (a
+//! v1 `PodList` of the pods this kubelet runs, with live status), `GET /healthz` (`ok`, or 500
+//! with the failing check) and `GET /metrics` (Prometheus text). Like upstream's, it has no
+//! debugging handlers: `/containerLogs/`, `/exec/`, `/attach/`, `/portForward/`, `/run/`,
+//! `/runningpods/`, `/logs/` and `/debug/pprof/` answer 405 "Debug endpoints are disabled."
+//! (upstream `InstallDebuggingDisabledHandlers`); container logs are served only by the
+//! authenticated server ([`crate::secure_server`]), through [`container_logs`] (upstream
+//! `getContainerLogs`, with `tailLines`, `sinceSeconds`, `sinceTime`, `timestamps`,
+//! `limitBytes`, `previous`, `follow`; follow streams). Built on hyper 1; one task per
+//! connection; stops when the token is cancelled.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -306,17 +310,39 @@ pub async fn container_logs(shared: &KubeletShared, rest: &str, query: &str) -> 
     r
 }
 
-/// Route one request, including the asynchronous endpoints.
+/// The debugging endpoints' paths (upstream `InstallDebuggingDisabledHandlers`): the read-only
+/// server answers them 405, whatever follows the prefix.
+pub const DEBUG_PATHS: [&str; 8] = [
+    "/run/",
+    "/exec/",
+    "/attach/",
+    "/portForward/",
+    "/containerLogs/",
+    "/runningpods/",
+    "/debug/pprof/",
+    "/logs/",
+];
+
+/// Is `path` one of the debugging endpoints (a prefix of [`DEBUG_PATHS`], with or without its
+/// trailing slash)?
+pub fn is_debug_path(path: &str) -> bool {
+    DEBUG_PATHS
+        .iter()
+        .any(|p| path.starts_with(p) || path == p.trim_end_matches('/'))
+}
+
+/// Route one request of the read-only server: the debugging endpoints are disabled.
 pub async fn route(
     shared: &KubeletShared,
     method: &Method,
     path: &str,
-    query: &str,
+    _query: &str,
 ) -> Response<Body> {
-    if let Some(rest) = path.strip_prefix("/containerLogs/")
-        && (method == Method::GET || method == Method::HEAD)
-    {
-        return container_logs(shared, rest, query).await;
+    if is_debug_path(path) {
+        return text(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "Debug endpoints are disabled.",
+        );
     }
     boxed(handle(shared, method, path))
 }
@@ -370,4 +396,39 @@ pub async fn serve(
         }
     };
     Ok((local, fut))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debugging_endpoints_are_not_read_only() {
+        for p in [
+            "/containerLogs/default/web/main",
+            "/containerLogs/default/web/main?follow=true",
+            "/containerLogs",
+            "/exec/default/web/main",
+            "/attach/default/web/main",
+            "/portForward/default/web",
+            "/run/default/web/main",
+            "/runningpods/",
+            "/runningpods",
+            "/logs/",
+            "/logs/syslog",
+            "/debug/pprof/heap",
+        ] {
+            assert!(is_debug_path(p), "{p}");
+        }
+        for p in [
+            "/pods",
+            "/healthz",
+            "/metrics",
+            "/stats/summary",
+            "/containerLogsX",
+            "/",
+        ] {
+            assert!(!is_debug_path(p), "{p}");
+        }
+    }
 }

@@ -1,5 +1,6 @@
-//! End to end: container logs served by the `kubelet` BINARY's read-only server
-//! (`GET /containerLogs/<ns>/<pod>/<container>`) on both runtimes (containerd's CRI and the
+//! End to end: container logs served by the `kubelet` BINARY's authenticated server on `--port`
+//! (`GET /containerLogs/<ns>/<pod>/<container>`; upstream serves them there only, and the
+//! read-only port answers 405) on both runtimes (containerd's CRI and the
 //! embedded dockershim on Docker): `tailLines`, `timestamps`, `limitBytes`, `sinceSeconds`,
 //! `follow` on a container that exits, `previous` after a restart, error answers, and log
 //! rotation with a small `--container-log-max-size`: rotated files appear, at most
@@ -14,6 +15,74 @@ use kubelet_support::*;
 
 fn logs_path(k: &Kubelet, pod: &str, query: &str) -> String {
     format!("/containerLogs/default/{}/main?{query}", k.pod_name(pod))
+}
+
+/// Flags for the kubelet's secure server on `port`, serving anonymous requests (upstream's
+/// default `--anonymous-auth=true` with AlwaysAllow authorization).
+pub(crate) fn secure_port_flags(port: u16) -> Vec<String> {
+    vec![
+        "--port".into(),
+        port.to_string(),
+        "--anonymous-auth=true".into(),
+    ]
+}
+
+fn dechunk(mut s: &str) -> Option<String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = s.split_once("\r\n")?;
+        let n = usize::from_str_radix(size.trim(), 16).ok()?;
+        if n == 0 {
+            return Some(out);
+        }
+        out.push_str(rest.get(..n)?);
+        s = rest.get(n + 2..)?;
+    }
+}
+
+/// `GET path` on the kubelet's secure port over TLS (its self-signed certificate accepted,
+/// no client certificate): (status code, body), de-chunked.
+pub(crate) async fn secure_get_status(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = kubelet::probe_transport::insecure_client_config(None).ok()?;
+    let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let name = tokio_rustls::rustls::pki_types::ServerName::try_from("localhost").ok()?;
+    let mut s = tls.connect(name, tcp).await.ok()?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    // The server may close without a TLS close_notify: what was read is the answer.
+    while let Ok(n) = s.read(&mut chunk).await {
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let code: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
+    let chunked = head.lines().any(|l| {
+        l.to_ascii_lowercase()
+            .starts_with("transfer-encoding: chunked")
+    });
+    let body = if chunked {
+        dechunk(body)?
+    } else {
+        body.to_string()
+    };
+    Some((code, body))
+}
+
+/// `GET path` on the secure port: the body when the answer is 200.
+pub(crate) async fn secure_get(port: u16, path: &str) -> Option<String> {
+    match secure_get_status(port, path).await? {
+        (200, b) => Some(b),
+        _ => None,
+    }
 }
 
 async fn kubelet_logs(kind: RuntimeKind) {
@@ -68,31 +137,47 @@ async fn kubelet_logs(kind: RuntimeKind) {
             "  restartPolicy: Never\n",
         ),
     );
-    k.spawn(
-        &tb,
-        &[
-            "--container-log-max-size=4Ki".into(),
-            "--container-log-max-files=3".into(),
-            "--container-log-monitor-interval=1s".into(),
-        ],
-    );
+    let sport = free_port();
+    let mut flags = secure_port_flags(sport);
+    flags.extend([
+        "--container-log-max-size=4Ki".into(),
+        "--container-log-max-files=3".into(),
+        "--container-log-monitor-interval=1s".into(),
+    ]);
+    k.spawn(&tb, &flags);
     let (port, log) = (k.port, k.log.clone());
     let body = async {
         // Plain, tail, timestamps, limitBytes, sinceSeconds.
         let all = wait_for("all lines of the logs pod", &log, || async {
-            let b = http_get(port, &logs_path(&k, "lines", "")).await?;
+            let b = secure_get(sport, &logs_path(&k, "lines", "")).await?;
             b.contains("err-line").then_some(b)
         })
         .await;
         let expected: String = (1..=10).map(|i| format!("line-{i}\n")).collect();
         assert_eq!(all, format!("{expected}err-line\n"), "stdout and stderr");
-        let tail = http_get(port, &logs_path(&k, "lines", "tailLines=3"))
+        // The read-only port serves no logs (upstream's debugging handlers are disabled there).
+        let (code, msg) = http_get_status(port, &logs_path(&k, "lines", ""))
+            .await
+            .expect("read-only answer");
+        assert_eq!(
+            (code, msg.as_str()),
+            (405, "Debug endpoints are disabled.\n"),
+            "read-only /containerLogs"
+        );
+        let (code, _) = http_get_status(port, &logs_path(&k, "lines", "follow=true"))
+            .await
+            .expect("read-only follow answer");
+        assert_eq!(code, 405, "read-only /containerLogs?follow=true");
+        let tail = secure_get(sport, &logs_path(&k, "lines", "tailLines=3"))
             .await
             .expect("tail");
         assert_eq!(tail, "line-9\nline-10\nerr-line\n");
-        let ts = http_get(port, &logs_path(&k, "lines", "tailLines=2&timestamps=true"))
-            .await
-            .expect("timestamps");
+        let ts = secure_get(
+            sport,
+            &logs_path(&k, "lines", "tailLines=2&timestamps=true"),
+        )
+        .await
+        .expect("timestamps");
         let ts_lines: Vec<&str> = ts.lines().collect();
         assert_eq!(ts_lines.len(), 2, "{ts:?}");
         for (l, want) in ts_lines.iter().zip(["line-10", "err-line"]) {
@@ -103,32 +188,32 @@ async fn kubelet_logs(kind: RuntimeKind) {
                 "RFC3339 timestamp: {stamp:?}"
             );
         }
-        let limited = http_get(port, &logs_path(&k, "lines", "limitBytes=9"))
+        let limited = secure_get(sport, &logs_path(&k, "lines", "limitBytes=9"))
             .await
             .expect("limit");
         assert_eq!(limited, "line-1\nli");
-        let since = http_get(port, &logs_path(&k, "lines", "sinceSeconds=86400"))
+        let since = secure_get(sport, &logs_path(&k, "lines", "sinceSeconds=86400"))
             .await
             .expect("since");
         assert_eq!(since, all);
         // Errors: unknown pod and container, no previous instance, bad options.
-        let (code, _) = http_get_status(port, "/containerLogs/default/nope/main")
+        let (code, _) = secure_get_status(sport, "/containerLogs/default/nope/main")
             .await
             .expect("404");
         assert_eq!(code, 404);
-        let (code, _) = http_get_status(
-            port,
+        let (code, _) = secure_get_status(
+            sport,
             &format!("/containerLogs/default/{}/other", k.pod_name("lines")),
         )
         .await
         .expect("404");
         assert_eq!(code, 404);
-        let (code, msg) = http_get_status(port, &logs_path(&k, "lines", "previous=true"))
+        let (code, msg) = secure_get_status(sport, &logs_path(&k, "lines", "previous=true"))
             .await
             .expect("400");
         assert_eq!(code, 400);
         assert!(msg.contains("previous terminated container"), "{msg}");
-        let (code, _) = http_get_status(port, &logs_path(&k, "lines", "tailLines=-1"))
+        let (code, _) = secure_get_status(sport, &logs_path(&k, "lines", "tailLines=-1"))
             .await
             .expect("400");
         assert_eq!(code, 400);
@@ -140,7 +225,7 @@ async fn kubelet_logs(kind: RuntimeKind) {
         .await;
         let followed = tokio::time::timeout(
             DEADLINE,
-            http_get(port, &logs_path(&k, "once", "follow=true")),
+            secure_get(sport, &logs_path(&k, "once", "follow=true")),
         )
         .await
         .expect("the follow stream ends when the container exits")
@@ -153,8 +238,8 @@ async fn kubelet_logs(kind: RuntimeKind) {
             let c = &p["status"]["containerStatuses"][0];
             c["state"]["running"].as_object()?;
             (c["restartCount"].as_i64()? >= 1).then_some(())?;
-            let prev = http_get(port, &logs_path(&k, "restart", "previous=true")).await?;
-            let cur = http_get(port, &logs_path(&k, "restart", "")).await?;
+            let prev = secure_get(sport, &logs_path(&k, "restart", "previous=true")).await?;
+            let cur = secure_get(sport, &logs_path(&k, "restart", "")).await?;
             (!cur.is_empty()).then_some((prev, cur))
         })
         .await;
@@ -172,13 +257,13 @@ async fn kubelet_logs(kind: RuntimeKind) {
             k.pod_name("rotate")
         ));
         wait_for("the rotating container to finish writing", &log, || async {
-            let b = http_get(port, &logs_path(&k, "rotate", "tailLines=1")).await?;
+            let b = secure_get(sport, &logs_path(&k, "rotate", "tailLines=1")).await?;
             (b == "rot-done\n").then_some(())
         })
         .await;
         // Let a last rotation (checked every second) settle before reading the whole log.
         tokio::time::sleep(std::time::Duration::from_secs(3)).await;
-        let whole = http_get(port, &logs_path(&k, "rotate", ""))
+        let whole = secure_get(sport, &logs_path(&k, "rotate", ""))
             .await
             .expect("whole log");
         let files: Vec<String> = std::fs::read_dir(&logdir)
@@ -206,7 +291,7 @@ async fn kubelet_logs(kind: RuntimeKind) {
             nums.windows(2).all(|w| w[1] == w[0] + 1),
             "no gap in the served log"
         );
-        let tail = http_get(port, &logs_path(&k, "rotate", "tailLines=30"))
+        let tail = secure_get(sport, &logs_path(&k, "rotate", "tailLines=30"))
             .await
             .expect("tail over rotated files");
         let want: String = (571..600)

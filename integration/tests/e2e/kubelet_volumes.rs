@@ -169,13 +169,15 @@ spec:
             "    imagePullPolicy: IfNotPresent\n    terminationMessagePolicy: FallbackToLogsOnError\n",
         ),
     );
-    k.spawn(&tb, &[]);
+    // Container logs are served on the secure port only.
+    let sport = free_port();
+    k.spawn(&tb, &crate::kubelet_logs::secure_port_flags(sport));
     let (port, log) = (k.port, k.log.clone());
     let vols_dir = k.root.join("pods").join(&vols_uid);
     let body = async {
         let out = wait_for("the volume pod's report", &log, || async {
-            let b = http_get(
-                port,
+            let b = crate::kubelet_logs::secure_get(
+                sport,
                 &format!("/containerLogs/default/{}/main", k.pod_name("vols")),
             )
             .await?;

@@ -191,19 +191,28 @@ pub fn select(
         .collect()
 }
 
-/// Whether the runtime still answers: a Version call within 5 s that ends in anything but a
-/// transport failure (an error status is an answer).
+/// Whether the runtime still answers: a Version call that ends in anything but a transport
+/// failure (an error status is an answer). Three tries, each given 5 s, a second apart, so that
+/// a runtime that is only slow on a busy host is not taken for dead.
 pub async fn runtime_answers(ctx: &Ctx) -> Result<(), String> {
-    let mut rt = ctx.runtime.clone();
-    let call = rt.version(cri_proto::runtime::v1::VersionRequest {
-        version: "v1".into(),
-    });
-    match tokio::time::timeout(Duration::from_secs(5), call).await {
-        Err(_) => Err("Version did not answer within 5 s".into()),
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(s)) if is_transport_failure(&s) => Err(format!("{:?}: {}", s.code(), s.message())),
-        Ok(Err(_)) => Ok(()),
+    let mut last = String::new();
+    for attempt in 0..3 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        let mut rt = ctx.runtime.clone();
+        let call = rt.version(cri_proto::runtime::v1::VersionRequest {
+            version: "v1".into(),
+        });
+        match tokio::time::timeout(Duration::from_secs(5), call).await {
+            Err(_) => last = "Version did not answer within 5 s".into(),
+            Ok(Err(s)) if is_transport_failure(&s) => {
+                last = format!("{:?}: {}", s.code(), s.message())
+            }
+            Ok(_) => return Ok(()),
+        }
     }
+    Err(last)
 }
 
 /// A status that says the runtime could not be reached, rather than an answer from it.

@@ -285,6 +285,7 @@ async fn killable_proxy(
     let mut conns = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
+            biased;
             _ = kill.cancelled() => break,
             acc = listener.accept() => {
                 let Ok((mut a, _)) = acc else { continue };
@@ -297,9 +298,11 @@ async fn killable_proxy(
             }
         }
     }
-    conns.abort_all();
+    // The socket goes first: once a client sees its connection die, nothing answers any more.
     drop(listener);
     let _ = std::fs::remove_file(&listen);
+    conns.abort_all();
+    while conns.join_next().await.is_some() {}
 }
 
 /// A runtime dying mid-run is reported once, by the case during which it died; the cases after

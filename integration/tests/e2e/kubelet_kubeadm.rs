@@ -10,6 +10,7 @@
 //!   `default.svc.cluster.local svc.cluster.local cluster.local` then the host's, `ndots:5`).
 //! - kubeadm's drop-in (`packaging/kubeadm/10-kubeadm.conf`), expanded as systemd does with
 //!   kubeadm-flags.env and KUBELET_EXTRA_ARGS, starts it.
+//! - `logging.format: json` gives one JSON object a line.
 //! - `kubelet --version` prints `Kubernetes v1.26.1`.
 //! - A config file with a misspelled field stops the kubelet with the field and its line.
 //! - Pod DNS on both runtimes (containerd's CRI and the embedded dockershim): the container's
@@ -494,4 +495,60 @@ async fn kubeadm_dropin_starts_the_kubelet_with_kubeadm_flags_and_extra_args() {
     if let Err(e) = outcome {
         std::panic::resume_unwind(e.into_panic());
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logging_format_json_writes_one_object_a_line() {
+    let tb = require_testbed!("kubelet_json_logging");
+    let mut k = Kubelet::new(RuntimeKind::Containerd, "kjson");
+    let config = k.dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nenableServer: false\nhealthzPort: 0\nreadOnlyPort: {}\nlogging:\n  format: json\n  verbosity: 2\n",
+            k.port
+        ),
+    )
+    .expect("config");
+    let log = std::fs::File::create(&k.log).expect("log");
+    let mut cmd = tokio::process::Command::new(kubelet_binary());
+    cmd.arg("--config")
+        .arg(&config)
+        .arg("--container-runtime-endpoint")
+        .arg(&tb.containerd_endpoint)
+        .arg("--root-dir")
+        .arg(&k.root)
+        .arg("--hostname-override")
+        .arg(&k.node)
+        .arg("--eviction-hard")
+        .arg("memory.available<100Mi")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true);
+    k.child = Some(cmd.spawn().expect("spawn kubelet"));
+    let port = k.port;
+    wait_for("the read-only port", &k.log, || async {
+        http_get(port, "/healthz").await
+    })
+    .await;
+    if let Some(mut c) = k.child.take() {
+        stop_kubelet(&mut c).await;
+    }
+    let text = std::fs::read_to_string(&k.log).expect("log");
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: not JSON: {l}")))
+        .collect();
+    assert!(lines.len() > 3, "{text}");
+    for l in &lines {
+        assert!(l["ts"].as_f64().is_some() && l["msg"].is_string(), "{l}");
+        assert!(l.get("v").is_some() || l.get("err").is_some(), "{l}");
+    }
+    let start = lines
+        .iter()
+        .find(|l| l["msg"] == "starting kubelet")
+        .expect("the start line");
+    assert_eq!(start["v"], 0);
+    assert_eq!(start["version"], "v1.26.1");
 }

@@ -214,7 +214,8 @@ impl DnsConfigurer {
             }
             PodDnsType::Cluster => {
                 let msg = "kubelet does not have ClusterDNS IP configured and cannot create Pod using \"ClusterFirst\" policy. Falling back to \"Default\" policy.";
-                tracing::warn!(pod = %pod_name, reason = "MissingClusterDNS", "{msg}");
+                // Upstream only records the events (every sync of such a pod makes them).
+                tracing::debug!(pod = %pod_name, reason = "MissingClusterDNS", "{msg}");
                 events.event(
                     pod,
                     None,

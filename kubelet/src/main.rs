@@ -22,6 +22,21 @@ fn swap_devices() -> Vec<String> {
         .collect()
 }
 
+/// Why graceful node shutdown does nothing here, for the ignored-fields line: this kubelet
+/// takes no systemd-logind inhibitor lock (upstream's mechanism), whether logind is there or not.
+fn logind_note() -> String {
+    let bus = std::path::Path::new("/run/dbus/system_bus_socket").exists();
+    let logind = std::path::Path::new("/run/systemd/seats").exists();
+    format!(
+        " (graceful node shutdown is not implemented: no systemd-logind inhibitor lock is taken; systemd-logind {} on this host, so pods are not stopped before the node shuts down)",
+        if bus && logind {
+            "is reachable"
+        } else {
+            "is not reachable"
+        }
+    )
+}
+
 /// Process settings upstream applies at start-up: `oomScoreAdj` and `maxOpenFiles` (failures
 /// are logged, as upstream).
 fn apply_process_settings(config: &kubelet::kubeletconfig::KubeletConfig) {
@@ -74,10 +89,19 @@ async fn main() -> anyhow::Result<()> {
     if let Some(path) = &config.config_file
         && !config.ignored_fields.is_empty()
     {
+        let shutdown = config
+            .ignored_fields
+            .iter()
+            .any(|f| f.starts_with("shutdownGracePeriod"));
         tracing::warn!(
-            "kubelet config file {}: fields accepted but ignored (this kubelet does not implement them): {}",
+            "kubelet config file {}: fields accepted but ignored (this kubelet does not implement them): {}{}",
             path.display(),
-            config.ignored_fields.join(", ")
+            config.ignored_fields.join(", "),
+            if shutdown {
+                logind_note()
+            } else {
+                String::new()
+            }
         );
     }
     let swaps = swap_devices();

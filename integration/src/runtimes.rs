@@ -199,6 +199,29 @@ impl ShimProcess {
         Self::spawn(&Self::binary()?, dir, args).await
     }
 
+    /// Starts cri-dockerd (the binary named by `CRI_DOCKERD`, an outside judge built by hand)
+    /// on the test bed exactly as [`ShimProcess::start`] starts dockershim: same Docker, pause
+    /// image and CNI network. Its sandboxes get oom_score_adj 0 through
+    /// `CRI_DOCKERD_SANDBOX_OOM_SCORE_ADJ`, which a build for these hosts must honour (they
+    /// refuse cri-dockerd's -998).
+    pub async fn start_cri_dockerd(
+        tb: &Testbed,
+        dir: &std::path::Path,
+    ) -> anyhow::Result<ShimProcess> {
+        let bin = std::env::var_os("CRI_DOCKERD")
+            .map(std::path::PathBuf::from)
+            .ok_or_else(|| {
+                anyhow::anyhow!("CRI_DOCKERD is not set (path to a cri-dockerd v0.3 binary)")
+            })?;
+        let mut args: Vec<std::ffi::OsString> = vec![
+            "--pod-infra-container-image".into(),
+            tb.pause_image.clone().into(),
+        ];
+        args.extend(tb.dockershim_args());
+        let env = [("CRI_DOCKERD_SANDBOX_OOM_SCORE_ADJ", "0")];
+        Self::spawn_with_env(&bin, dir, args, &env).await
+    }
+
     /// Starts `binary` with its socket and root directory in `dir` and `args`, and waits (30 s
     /// at most) for the socket.
     pub async fn spawn(
@@ -206,17 +229,29 @@ impl ShimProcess {
         dir: &std::path::Path,
         args: impl IntoIterator<Item = std::ffi::OsString>,
     ) -> anyhow::Result<ShimProcess> {
+        Self::spawn_with_env(binary, dir, args, &[]).await
+    }
+
+    /// [`ShimProcess::spawn`] with extra environment variables for the child.
+    pub async fn spawn_with_env(
+        binary: &std::path::Path,
+        dir: &std::path::Path,
+        args: impl IntoIterator<Item = std::ffi::OsString>,
+        env: &[(&str, &str)],
+    ) -> anyhow::Result<ShimProcess> {
         use anyhow::Context;
         use std::process::Stdio;
         let sock = dir.join("dockershim.sock");
         let endpoint = format!("unix://{}", sock.display());
         let log = std::fs::File::create(dir.join("dockershim.log"))?;
+        // cri-dockerd's flag names, which dockershim shares, so either binary can be spawned.
         let child = std::process::Command::new(binary)
             .arg("--container-runtime-endpoint")
             .arg(&endpoint)
-            .arg("--root-directory")
+            .arg("--cri-dockerd-root-directory")
             .arg(dir.join("root"))
             .args(args)
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)

@@ -1,8 +1,10 @@
 //! `cri-bench`: the CRI benchmark against one or more runtime endpoints, interleaved in one
 //! run, printing a markdown table (with each operation's p50 ratio to the first endpoint) and
 //! optionally JSON. `--runtime-endpoint dockershim` starts this workspace's `dockershim` binary
-//! as a separate process on the test bed's Docker and CNI network. Without any endpoint it
-//! compares dockershim with the test bed's containerd.
+//! as a separate process on the test bed's Docker and CNI network; `--runtime-endpoint
+//! cri-dockerd` starts the cri-dockerd binary named by `CRI_DOCKERD` the same way (an outside
+//! judge, built by hand). Without any endpoint it compares cri-dockerd (when `CRI_DOCKERD` is
+//! set, as the reference), dockershim and the test bed's containerd.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,7 +19,8 @@ use integration::testbed::Testbed;
 #[command(name = "cri-bench", about = "Benchmark and compare CRI runtimes")]
 struct Args {
     /// CRI endpoint to measure (repeat to compare; the first is the reference). `dockershim`
-    /// starts our dockershim binary. Default: dockershim and the test bed's containerd.
+    /// starts our dockershim binary, `cri-dockerd` the one `CRI_DOCKERD` names. Default:
+    /// [cri-dockerd,] dockershim and the test bed's containerd.
     #[arg(long = "runtime-endpoint")]
     endpoints: Vec<String>,
     /// Parallel workers per phase.
@@ -51,18 +54,27 @@ async fn main() -> Result<()> {
             anyhow!("no --runtime-endpoint and no test bed (run as root after hack/testbed.sh up)")
         })?;
         endpoints = vec!["dockershim".into(), tb.containerd_endpoint.clone()];
+        if std::env::var_os("CRI_DOCKERD").is_some() {
+            endpoints.insert(0, "cri-dockerd".into());
+        }
     }
     let mut shims = Vec::new();
     let mut targets = Vec::new();
     for ep in &endpoints {
-        let (name, url) = if ep == "dockershim" {
+        let (name, url) = if ep == "dockershim" || ep == "cri-dockerd" {
             let tb = tb
                 .as_ref()
-                .ok_or_else(|| anyhow!("`dockershim` needs the test bed"))?;
-            let shim = ShimProcess::start(tb, tmp.path()).await?;
+                .ok_or_else(|| anyhow!("`{ep}` needs the test bed"))?;
+            let dir = tmp.path().join(ep);
+            std::fs::create_dir_all(&dir)?;
+            let shim = if ep == "dockershim" {
+                ShimProcess::start(tb, &dir).await?
+            } else {
+                ShimProcess::start_cri_dockerd(tb, &dir).await?
+            };
             let url = shim.endpoint.clone();
             shims.push(shim);
-            ("dockershim".to_string(), url)
+            (ep.clone(), url)
         } else {
             (ep.clone(), ep.clone())
         };

@@ -19,8 +19,10 @@ use tokio::process::{Child, Command};
 pub const DEADLINE: Duration = Duration::from_secs(150);
 pub const UID_LABEL: &str = "io.kubernetes.pod.uid";
 
+/// The `kubelet` of this test binary's cargo profile and target directory.
 pub fn kubelet_binary() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/debug/kubelet")
+    integration::runtimes::workspace_binary("kubelet")
+        .unwrap_or_else(|e| panic!("{e} (hack/test.sh builds the workspace)"))
 }
 
 pub fn free_port() -> u16 {

@@ -56,6 +56,8 @@ pub struct ApiModeConfig {
     /// Taints of the Node at its registration (`--register-with-taints`,
     /// `registerWithTaints`); upstream sets them only when it creates the Node.
     pub register_with_taints: Vec<k8s_openapi::api::core::v1::Taint>,
+    /// Images in the node status (`nodeStatusMaxImages`; -1: all).
+    pub node_status_max_images: i32,
 }
 
 /// The Node to register: [`initial_node`] with the configured taints.
@@ -214,7 +216,7 @@ async fn node_loop(
                 };
                 // Upstream `setNodeImages`: the largest 50, kept from the last good listing.
                 if let Ok(list) = shared.runtime.image_names_and_sizes().await {
-                    images = crate::nodestatus::top_images(list);
+                    images = crate::nodestatus::top_images_max(list, cfg.node_status_max_images);
                 }
                 let st = node_status(&inputs, &machine, &health, images.clone(), syncer.last_status());
                 if let Err(e) = syncer.sync(st).await {

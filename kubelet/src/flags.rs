@@ -249,6 +249,9 @@ pub struct KubeletFlags {
     /// embedded dockershim when no endpoint is given).
     #[arg(long, default_value = "remote", value_parser = ["remote", "docker"])]
     pub container_runtime: String,
+    /// Images reported in the node status (-1: no cap).
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true)]
+    pub node_status_max_images: i32,
     /// Taints of the Node at registration: `key=value:Effect` or `key:Effect`, comma-separated.
     #[arg(long, default_value = "")]
     pub register_with_taints: String,
@@ -532,6 +535,20 @@ pub fn resolve(
                 ),
                 kubelet_port: val!("port", flags.port, f.port),
                 max_pods: u32::try_from(val!("max_pods", flags.max_pods, f.max_pods)).unwrap_or(0),
+                node_status_max_images: {
+                    let n = val!(
+                        "node_status_max_images",
+                        flags.node_status_max_images,
+                        f.node_status_max_images
+                    );
+                    if n < -1 {
+                        return Err(ConfigError::Flag {
+                            flag: "node-status-max-images",
+                            reason: format!("{n} must be -1 or greater"),
+                        });
+                    }
+                    n
+                },
                 register_with_taints: if explicit(matches, "register_with_taints") {
                     parse_taints(&flags.register_with_taints)?
                 } else {

@@ -801,10 +801,6 @@ impl KubeletConfiguration {
                 .is_some_and(|p| p != Duration::from_millis(100)),
         );
         note(
-            "nodeStatusMaxImages",
-            self.node_status_max_images.is_some_and(|n| n != 50),
-        );
-        note(
             "contentType",
             self.content_type
                 .as_deref()

@@ -289,12 +289,21 @@ pub fn node_status(
     }
 }
 
-/// The top 50 images by size, as upstream reports them.
-pub fn top_images(mut images: Vec<(Vec<String>, u64)>) -> Vec<ContainerImage> {
+/// Upstream's default `nodeStatusMaxImages`.
+pub const DEFAULT_NODE_STATUS_MAX_IMAGES: i32 = 50;
+
+/// The top 50 images by size, as upstream reports them by default.
+pub fn top_images(images: Vec<(Vec<String>, u64)>) -> Vec<ContainerImage> {
+    top_images_max(images, DEFAULT_NODE_STATUS_MAX_IMAGES)
+}
+
+/// The `max` largest images (`nodeStatusMaxImages`: -1 is no cap, 0 none).
+pub fn top_images_max(mut images: Vec<(Vec<String>, u64)>, max: i32) -> Vec<ContainerImage> {
     images.sort_by_key(|i| std::cmp::Reverse(i.1));
+    let take = usize::try_from(max).unwrap_or(usize::MAX);
     images
         .into_iter()
-        .take(50)
+        .take(take)
         .map(|(names, size)| ContainerImage {
             names: Some(names),
             size_bytes: Some(size as i64),
@@ -566,6 +575,9 @@ mod tests {
     #[test]
     fn top_images_are_the_largest_fifty() {
         let imgs: Vec<_> = (0..60u64).map(|i| (vec![format!("i{i}")], i)).collect();
+        assert_eq!(top_images_max(imgs.clone(), 0).len(), 0);
+        assert_eq!(top_images_max(imgs.clone(), -1).len(), imgs.len());
+        assert_eq!(top_images_max(imgs.clone(), 3).len(), 3);
         let top = top_images(imgs);
         assert_eq!(top.len(), 50);
         assert_eq!(top[0].size_bytes, Some(59));

@@ -335,6 +335,7 @@ impl Kubelet {
             pod_config_has_api: self.config.api.is_some(),
             container_gc,
             container_gc_period: self.config.container_gc_period,
+            max_pods: i64::from(self.config.max_pods),
         };
         let mut sync_tick = tokio::time::interval(SYNC_TICK);
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_PERIOD);
@@ -376,6 +377,8 @@ struct SyncLoop {
     pod_config_has_api: bool,
     container_gc: crate::gc::ContainerGc,
     container_gc_period: Duration,
+    /// `--max-pods`: admission rejects a pod beyond it (`OutOfpods`).
+    max_pods: i64,
 }
 
 /// Is the runtime pod called `pod_name` this node's? Deviation from upstream, which owns the
@@ -435,13 +438,44 @@ impl SyncLoop {
         });
     }
 
-    /// Upstream `canAdmitPod` (the eviction admit handler): a rejected pod never starts and
-    /// is Failed with reason `Evicted`.
+    /// Upstream `filterOutInactivePods` over the pod manager's pods other than `except`: those
+    /// not rejected or evicted, and not terminal unless still terminating.
+    fn active_pod_count(&self, except: &str) -> usize {
+        let evicted = self
+            .shared
+            .evicted
+            .read()
+            .map(|e| e.clone())
+            .unwrap_or_default();
+        let uids: Vec<String> = self
+            .shared
+            .pods
+            .read()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
+        uids.iter()
+            .filter(|uid| uid.as_str() != except && !evicted.contains(*uid))
+            .filter(|uid| {
+                self.workers.is_terminating(uid)
+                    || !self
+                        .shared
+                        .status
+                        .get_pod_status(uid)
+                        .is_some_and(|s| matches!(s.phase.as_deref(), Some("Succeeded" | "Failed")))
+            })
+            .count()
+    }
+
+    /// Upstream `canAdmitPod`: the eviction admit handler, then the predicate admit handler's
+    /// pod count (`--max-pods`). A rejected pod never starts and is Failed with reason
+    /// `Evicted`, or `OutOfpods` with message "Pod Node didn't have enough resource: pods,
+    /// requested: 1, used: N, capacity: M" (upstream `rejectPod`). Deviation: upstream treats
+    /// static pods as critical and first tries to preempt non-critical pods for them.
     fn admit(&mut self, pod: &Pod) -> bool {
-        let Err(message) = self.shared.eviction.admit(pod) else {
-            return true;
-        };
         let uid = uid_of(pod);
+        let Err(message) = self.shared.eviction.admit(pod) else {
+            return self.admit_pod_count(pod);
+        };
         tracing::warn!(pod = %crate::container::pod_full_name(pod), message = %message, "pod rejected at admission");
         self.set_evicted(&uid, true);
         let mut status = k8s_openapi::api::core::v1::PodStatus {
@@ -450,6 +484,22 @@ impl SyncLoop {
         };
         crate::pod_workers::evicted_status(&mut status, &message);
         self.shared.status.set_pod_status(&uid, status);
+        false
+    }
+
+    /// The predicate admit handler's pod count: a pod beyond `--max-pods` is rejected.
+    fn admit_pod_count(&mut self, pod: &Pod) -> bool {
+        let uid = uid_of(pod);
+        let Err(e) = crate::resource::fit_pod_count(self.active_pod_count(&uid), self.max_pods)
+        else {
+            return true;
+        };
+        let (reason, message) = (e.reason(), e.to_string());
+        tracing::warn!(pod = %crate::container::pod_full_name(pod), reason = %reason, message = %message, "pod rejected at admission");
+        self.set_evicted(&uid, true);
+        self.shared
+            .status
+            .set_pod_status(&uid, rejected_status(pod, &reason, &message));
         false
     }
 
@@ -661,9 +711,37 @@ impl SyncLoop {
     }
 }
 
+/// Upstream `rejectPod`'s status: Failed with `reason` and "Pod " + `message`.
+pub fn rejected_status(
+    pod: &Pod,
+    reason: &str,
+    message: &str,
+) -> k8s_openapi::api::core::v1::PodStatus {
+    k8s_openapi::api::core::v1::PodStatus {
+        phase: Some("Failed".into()),
+        reason: Some(reason.into()),
+        message: Some(format!("Pod {message}")),
+        qos_class: Some(crate::status::get_pod_qos(pod).into()),
+        ..Default::default()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pod_beyond_max_pods_is_failed_out_of_pods() {
+        let e = crate::resource::fit_pod_count(3, 3).unwrap_err();
+        let s = rejected_status(&Pod::default(), &e.reason(), &e.to_string());
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!(s.reason.as_deref(), Some("OutOfpods"));
+        assert_eq!(
+            s.message.as_deref(),
+            Some("Pod Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3")
+        );
+        assert_eq!(s.qos_class.as_deref(), Some("BestEffort"));
+    }
 
     #[test]
     fn ownership_by_node_suffix() {

@@ -36,6 +36,7 @@ mod kubelet_eviction;
 mod kubelet_gc;
 mod kubelet_kubeadm;
 mod kubelet_logs;
+mod kubelet_max_pods;
 mod kubelet_node_api;
 mod kubelet_pods;
 mod kubelet_probes;

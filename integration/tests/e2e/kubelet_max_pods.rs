@@ -2,9 +2,9 @@
 //! CRI and the embedded dockershim on Docker). With `--max-pods=3`, three static pods run; a
 //! fourth is rejected at admission as upstream's predicate admit handler rejects it: reason
 //! `OutOfpods`, message "Node didn't have enough resource: pods, requested: 1, used: 3,
-//! capacity: 3" in the kubelet's log, and in `/pods` phase Failed with that reason and "Pod "
-//! + the message (upstream `rejectPod`); the runtime never sees it and the three others keep
-//! running. Once one of the three is removed, a new pod is admitted and runs, while the
+//! capacity: 3" in the kubelet's log, and in `/pods` phase Failed with that reason and the
+//! message after "Pod " (upstream `rejectPod`); the runtime never sees it and the three others
+//! keep running. Once one of the three is removed, a new pod is admitted and runs, while the
 //! rejected one stays Failed.
 
 use crate::kubelet_support;

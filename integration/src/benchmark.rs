@@ -18,7 +18,9 @@ use serde::Serialize;
 use tokio::time::Instant;
 use tonic::transport::Channel;
 
-use crate::fixtures::{busybox_container, cleanup_sandboxes, ensure_image, sandbox_config};
+use crate::fixtures::{
+    busybox_container, cleanup_sandboxes, ensure_image, prepare_log_dir, sandbox_config,
+};
 
 /// The operations, in the order a round runs them.
 pub const OPERATIONS: &[&str] = &[
@@ -236,11 +238,15 @@ async fn round(
         let mut rt = rt.clone();
         let image = image.clone();
         async move {
+            let config = busybox_container("app", &image, "sleep 3600");
+            if let Some(sandbox) = &u.config {
+                prepare_log_dir(sandbox, &config);
+            }
             let r = with_timeout(
                 to,
                 rt.create_container(cri::CreateContainerRequest {
                     pod_sandbox_id: u.sandbox.clone(),
-                    config: Some(busybox_container("app", &image, "sleep 3600")),
+                    config: Some(config),
                     sandbox_config: u.config.clone(),
                 }),
             )
@@ -444,11 +450,13 @@ async fn populate(t: &mut Target, s: &Settings, n: usize) -> Result<String, toni
     .await?
     .pod_sandbox_id;
     for i in 0..n {
+        let container = busybox_container(&format!("c{i}"), &s.image, "sleep 3600");
+        prepare_log_dir(&config, &container);
         let id = with_timeout(
             s.timeout,
             t.rt.create_container(cri::CreateContainerRequest {
                 pod_sandbox_id: sid.clone(),
-                config: Some(busybox_container(&format!("c{i}"), &s.image, "sleep 3600")),
+                config: Some(container),
                 sandbox_config: Some(config.clone()),
             }),
         )

@@ -66,6 +66,16 @@ pub fn busybox_container(name: &str, image: &str, script: &str) -> cri::Containe
     }
 }
 
+/// Creates the directory a container's log file goes in (`<log_directory>/<container>/` for
+/// [`busybox_container`]), as the kubelet does before CreateContainer: cri-dockerd, like
+/// upstream's dockershim, expects it; containerd and our dockershim create it themselves.
+pub fn prepare_log_dir(sandbox: &cri::PodSandboxConfig, container: &cri::ContainerConfig) {
+    let path = std::path::Path::new(&sandbox.log_directory).join(&container.log_path);
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+}
+
 /// Stops and removes every sandbox of a test, whatever the test's outcome (best effort).
 pub async fn cleanup_sandboxes(rt: &mut RuntimeServiceClient<Channel>, ids: &[String]) {
     for id in ids {

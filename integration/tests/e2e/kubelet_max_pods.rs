@@ -89,6 +89,95 @@ async fn kubelet_max_pods(kind: RuntimeKind) {
     }
 }
 
+/// API-server mode: the rejected pod's status is written to the API.
+async fn api_pods_beyond_max_pods(kind: RuntimeKind) {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Api, DeleteParams, PostParams};
+    let tb = require_testbed!(&format!("kubelet_max_pods_api[{}]", kind.name()));
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = integration::apiserver::ApiServer::start()
+        .await
+        .expect("fixture");
+    let dir = tempfile::Builder::new()
+        .prefix("kubelet-maxpods-")
+        .tempdir()
+        .expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
+    let (root, log) = (dir.path().join("root"), dir.path().join("kubelet.log"));
+    let node = integration::fixtures::unique_name("maxpapi");
+    let mut cmd = kubelet_command(kind, &tb, &root, None, free_port(), &node, &log);
+    cmd.arg("--kubeconfig").arg(&kubeconfig).arg("--max-pods=1");
+    let mut child = cmd.spawn().expect("spawn kubelet");
+    let config = kube::Config::new(server.url().parse().expect("url"));
+    let pods: Api<Pod> =
+        Api::namespaced(kube::Client::try_from(config).expect("client"), "default");
+    let new_pod = |name: &str| -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "nodeName": node, "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "main", "image": tb.busybox_image,
+                    "imagePullPolicy": "IfNotPresent", "command": ["sleep", "3600"]}]
+            }
+        }))
+        .expect("pod")
+    };
+    let (first, second) = (format!("{node}-first"), format!("{node}-second"));
+    let mut uids = Vec::new();
+    let body = async {
+        let p = pods
+            .create(&PostParams::default(), &new_pod(&first))
+            .await
+            .expect("create first");
+        uids.extend(p.metadata.uid.clone());
+        wait_for("the first pod Running in the API", &log, || async {
+            let p = pods.get_opt(&first).await.ok()??;
+            (p.status?.phase.as_deref() == Some("Running")).then_some(())
+        })
+        .await;
+        let p = pods
+            .create(&PostParams::default(), &new_pod(&second))
+            .await
+            .expect("create second");
+        uids.extend(p.metadata.uid.clone());
+        let status = wait_for("the second pod Failed in the API", &log, || async {
+            let s = pods.get_opt(&second).await.ok()??.status?;
+            (s.phase.as_deref() == Some("Failed")).then_some(s)
+        })
+        .await;
+        assert_eq!(status.reason.as_deref(), Some("OutOfpods"), "{status:?}");
+        assert_eq!(
+            status.message.as_deref(),
+            Some("Pod Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1"),
+            "{status:?}"
+        );
+        let first_status = pods.get(&first).await.expect("first").status;
+        assert_eq!(
+            first_status.and_then(|s| s.phase).as_deref(),
+            Some("Running"),
+            "the admitted pod keeps running"
+        );
+        for name in [&first, &second] {
+            let _ = pods
+                .delete(name, &DeleteParams::default().grace_period(0))
+                .await;
+        }
+    };
+    let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(body)).await;
+    stop_kubelet(&mut child).await;
+    cleanup_all(kind, &tb, &uids).await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_max_pods_api_containerd() {
+    api_pods_beyond_max_pods(RuntimeKind::Containerd).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_max_pods_containerd() {
     kubelet_max_pods(RuntimeKind::Containerd).await;

@@ -336,6 +336,7 @@ impl Kubelet {
             container_gc,
             container_gc_period: self.config.container_gc_period,
             max_pods: i64::from(self.config.max_pods),
+            events: runtime.events().clone(),
         };
         let mut sync_tick = tokio::time::interval(SYNC_TICK);
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_PERIOD);
@@ -379,6 +380,8 @@ struct SyncLoop {
     container_gc_period: Duration,
     /// `--max-pods`: admission rejects a pod beyond it (`OutOfpods`).
     max_pods: i64,
+    /// Events about pods rejected at admission.
+    events: crate::events::EventRecorder,
 }
 
 /// Is the runtime pod called `pod_name` this node's? Deviation from upstream, which owns the
@@ -469,7 +472,7 @@ impl SyncLoop {
     /// Upstream `canAdmitPod`: the eviction admit handler, then the predicate admit handler's
     /// pod count (`--max-pods`). A rejected pod never starts and is Failed with reason
     /// `Evicted`, or `OutOfpods` with message "Pod Node didn't have enough resource: pods,
-    /// requested: 1, used: N, capacity: M" (upstream `rejectPod`). Deviation: upstream treats
+    /// requested: 1, used: N, capacity: M" and a Warning event (upstream `rejectPod`). Deviation: upstream treats
     /// static pods as critical and first tries to preempt non-critical pods for them.
     fn admit(&mut self, pod: &Pod) -> bool {
         let uid = uid_of(pod);
@@ -496,6 +499,13 @@ impl SyncLoop {
         };
         let (reason, message) = (e.reason(), e.to_string());
         tracing::warn!(pod = %crate::container::pod_full_name(pod), reason = %reason, message = %message, "pod rejected at admission");
+        self.events.event(
+            pod,
+            None,
+            crate::events::EventType::Warning,
+            &reason,
+            message.clone(),
+        );
         self.set_evicted(&uid, true);
         self.shared
             .status

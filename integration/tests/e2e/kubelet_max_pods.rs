@@ -153,6 +153,23 @@ async fn api_pods_beyond_max_pods(kind: RuntimeKind) {
             Some("Pod Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1"),
             "{status:?}"
         );
+        // And a Warning event with the reason and message (upstream `rejectPod`).
+        let second_uid = p.metadata.uid.clone();
+        let events: Api<k8s_openapi::api::core::v1::Event> =
+            Api::namespaced(pods.clone().into_client(), "default");
+        let event = wait_for("the OutOfpods event", &log, || async {
+            let list = events.list(&Default::default()).await.ok()?;
+            list.items.into_iter().find(|e| {
+                e.involved_object.uid == second_uid && e.reason.as_deref() == Some("OutOfpods")
+            })
+        })
+        .await;
+        assert_eq!(event.type_.as_deref(), Some("Warning"), "{event:?}");
+        assert_eq!(
+            event.message.as_deref(),
+            Some("Node didn't have enough resource: pods, requested: 1, used: 1, capacity: 1"),
+            "{event:?}"
+        );
         let first_status = pods.get(&first).await.expect("first").status;
         assert_eq!(
             first_status.and_then(|s| s.phase).as_deref(),

@@ -86,19 +86,25 @@ fn is_alnum_lower(b: u8) -> bool {
     b.is_ascii_lowercase() || b.is_ascii_digit()
 }
 
-/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
-pub fn is_dns1123_label(s: &str) -> bool {
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?` of any length.
+fn is_dns1123_label_shape(s: &str) -> bool {
     let b = s.as_bytes();
     !b.is_empty()
-        && b.len() <= 63
         && is_alnum_lower(b[0])
         && is_alnum_lower(b[b.len() - 1])
         && b.iter().all(|&c| is_alnum_lower(c) || c == b'-')
 }
 
-/// Dot-separated DNS-1123 labels, at most 253 characters.
+/// `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
+pub fn is_dns1123_label(s: &str) -> bool {
+    s.len() <= 63 && is_dns1123_label_shape(s)
+}
+
+/// Dot-separated DNS-1123 labels, at most 253 characters in all. As upstream's
+/// `IsDNS1123Subdomain`, the parts between dots are not limited to 63 characters each: a pod
+/// name of 64 characters without a dot is valid.
 pub fn is_dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns1123_label)
+    s.len() <= 253 && s.split('.').all(is_dns1123_label_shape)
 }
 
 /// IANA service name (port names): 1-15 chars of `[a-z0-9-]`, at least one letter, no leading,
@@ -291,6 +297,10 @@ mod tests {
         assert!(!is_dns1123_label("A"));
         assert!(!is_dns1123_label("-a"));
         assert!(!is_dns1123_label(&"a".repeat(64)));
+        assert!(is_dns1123_subdomain(&"a".repeat(64)));
+        assert!(is_dns1123_subdomain(&format!("{}.b", "a".repeat(100))));
+        assert!(!is_dns1123_subdomain(&"a".repeat(254)));
+        assert!(!is_dns1123_subdomain("a..b"));
         assert!(is_dns1123_subdomain("a.b-c"));
         assert!(!is_dns1123_subdomain("a..b"));
         assert!(is_iana_svc_name("http"));

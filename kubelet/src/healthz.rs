@@ -7,16 +7,13 @@
 //! As upstream, a port that cannot be bound is logged and retried every 5 s; the kubelet runs
 //! on.
 
-use std::convert::Infallible;
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
-use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
-use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -93,36 +90,16 @@ async fn serve_listener(
     shared: Arc<KubeletShared>,
     cancel: CancellationToken,
 ) {
-    loop {
-        let (stream, _) = tokio::select! {
-            _ = cancel.cancelled() => return,
-            a = listener.accept() => match a {
-                Ok(a) => a,
-                Err(e) => {
-                    tracing::warn!(error = %e, "healthz accept failed");
-                    continue;
-                }
-            },
-        };
-        let shared = Arc::clone(&shared);
-        tokio::spawn(async move {
-            let svc = service_fn(move |req: Request<Incoming>| {
-                let shared = Arc::clone(&shared);
-                async move {
-                    let r = handle(
-                        req.method(),
-                        req.uri().path(),
-                        req.uri().query().unwrap_or_default(),
-                        shared.healthz(),
-                    );
-                    Ok::<_, Infallible>(r)
-                }
-            });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), svc)
-                .await;
-        });
-    }
+    crate::server::serve_http1(listener, cancel, move |req: Request<Incoming>| {
+        let r = handle(
+            req.method(),
+            req.uri().path(),
+            req.uri().query().unwrap_or_default(),
+            shared.healthz(),
+        );
+        async move { r }
+    })
+    .await
 }
 
 /// Serve healthz on `addr` (`host:port`) until `cancel`; a bind failure is logged and retried

@@ -347,6 +347,46 @@ pub async fn route(
     boxed(handle(shared, method, path))
 }
 
+/// Accepts plain HTTP/1 connections on `listener` until `cancel`, each request answered by
+/// `handler` (the read-only server and the healthz server).
+pub(crate) async fn serve_http1<H, F, B>(
+    listener: TcpListener,
+    cancel: CancellationToken,
+    handler: H,
+) where
+    H: Fn(Request<Incoming>) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    loop {
+        let (stream, _) = tokio::select! {
+            _ = cancel.cancelled() => return,
+            a = listener.accept() => match a {
+                Ok(a) => a,
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed");
+                    continue;
+                }
+            },
+        };
+        let handler = handler.clone();
+        tokio::spawn(async move {
+            let svc = service_fn(move |req: Request<Incoming>| {
+                let r = handler(req);
+                async move { Ok::<_, Infallible>(r.await) }
+            });
+            if let Err(e) = hyper::server::conn::http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await
+            {
+                tracing::debug!(error = %e, "http connection error");
+            }
+        });
+    }
+}
+
 /// Bind `addr` (`host:port`); returns the listener's local address and the serving future.
 pub async fn serve(
     addr: &str,
@@ -363,38 +403,14 @@ pub async fn serve(
         addr: addr.to_string(),
         source,
     })?;
-    let fut = async move {
-        loop {
-            let (stream, _) = tokio::select! {
-                _ = cancel.cancelled() => return,
-                a = listener.accept() => match a {
-                    Ok(a) => a,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "accept failed");
-                        continue;
-                    }
-                },
-            };
-            let shared = Arc::clone(&shared);
-            tokio::spawn(async move {
-                let svc = service_fn(move |req: Request<Incoming>| {
-                    let shared = Arc::clone(&shared);
-                    async move {
-                        let path = req.uri().path().to_string();
-                        let query = req.uri().query().unwrap_or_default().to_string();
-                        let r = route(&shared, req.method(), &path, &query).await;
-                        Ok::<_, Infallible>(r)
-                    }
-                });
-                if let Err(e) = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await
-                {
-                    tracing::debug!(error = %e, "http connection error");
-                }
-            });
+    let fut = serve_http1(listener, cancel, move |req: Request<Incoming>| {
+        let shared = Arc::clone(&shared);
+        async move {
+            let path = req.uri().path().to_string();
+            let query = req.uri().query().unwrap_or_default().to_string();
+            route(&shared, req.method(), &path, &query).await
         }
-    };
+    });
     Ok((local, fut))
 }
 

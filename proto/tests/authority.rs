@@ -3,34 +3,19 @@
 //! with the authorities real clients send; the same bytes against tonic without the adapter
 //! are reset, which proves the client reproduces the failure the adapter exists for.
 
+mod common;
+
+use common::VersionOnly;
 use std::path::Path;
 
+use cri_proto::TransportError;
 use cri_proto::runtime::v1::{VersionRequest, VersionResponse};
-use cri_proto::{RuntimeService, TransportError};
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixStream;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Server;
-use tonic::{Request, Response, Status};
-
-struct VersionOnly;
-
-#[tonic::async_trait]
-impl RuntimeService for VersionOnly {
-    async fn version(
-        &self,
-        req: Request<VersionRequest>,
-    ) -> Result<Response<VersionResponse>, Status> {
-        Ok(Response::new(VersionResponse {
-            version: "0.1.0".into(),
-            runtime_name: "test".into(),
-            runtime_version: req.into_inner().version,
-            runtime_api_version: "v1".into(),
-        }))
-    }
-}
 
 /// How one call ended.
 #[derive(Debug, PartialEq)]

@@ -1,35 +1,20 @@
 //! End-to-end tests of the unix-socket transport: a tiny RuntimeService that
 //! only implements `Version`, served on a temp-dir socket.
 
+mod common;
+
+use common::VersionOnly;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use cri_proto::runtime::v1::runtime_service_client::RuntimeServiceClient;
-use cri_proto::runtime::v1::{StatusRequest, VersionRequest, VersionResponse};
-use cri_proto::{MAX_MSG_SIZE, RuntimeService, TransportError};
+use cri_proto::runtime::v1::{StatusRequest, VersionRequest};
+use cri_proto::{MAX_MSG_SIZE, TransportError};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tonic::Code;
 use tonic::transport::Server;
-use tonic::{Code, Request, Response, Status};
-
-/// Echoes the request's `version` back in `runtime_version`.
-struct VersionOnly;
-
-#[tonic::async_trait]
-impl RuntimeService for VersionOnly {
-    async fn version(
-        &self,
-        req: Request<VersionRequest>,
-    ) -> Result<Response<VersionResponse>, Status> {
-        Ok(Response::new(VersionResponse {
-            version: "0.1.0".into(),
-            runtime_name: "test".into(),
-            runtime_version: req.into_inner().version,
-            runtime_api_version: "v1".into(),
-        }))
-    }
-}
 
 struct Running {
     path: PathBuf,

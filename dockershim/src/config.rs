@@ -789,80 +789,9 @@ pub fn parse_go_bool(s: &str) -> Result<bool, String> {
 /// A Go duration (`time.ParseDuration`): a sequence of decimal numbers, each with an optional
 /// fraction and a unit (`ns`, `us`/`µs`, `ms`, `s`, `m`, `h`), like `4h`, `1h30m`, `1.5s`,
 /// `250ms`. A number without a unit is an error, except `0`. Negative durations are refused:
-/// no flag here has a use for them.
+/// no flag here has a use for them. The parser is the kubelet's (`node_common::duration`).
 pub fn parse_go_duration(s: &str) -> Result<Duration, String> {
-    let orig = s;
-    let invalid = || format!("invalid duration {orig:?}");
-    let (negative, mut rest) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
-    if rest == "0" {
-        return Ok(Duration::ZERO);
-    }
-    if rest.is_empty() {
-        return Err(invalid());
-    }
-    const MAX_NANOS: u128 = i64::MAX as u128;
-    let mut total: u128 = 0;
-    while !rest.is_empty() {
-        let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let (int_part, after_int) = rest.split_at(int_len);
-        let (frac_part, after_num) = match after_int.strip_prefix('.') {
-            Some(r) => {
-                let n = r.bytes().take_while(u8::is_ascii_digit).count();
-                (&r[..n], &r[n..])
-            }
-            None => ("", after_int),
-        };
-        if int_part.is_empty() && frac_part.is_empty() {
-            return Err(invalid());
-        }
-        let unit_len = after_num
-            .find(|c: char| c == '.' || c.is_ascii_digit())
-            .unwrap_or(after_num.len());
-        let (unit, next) = after_num.split_at(unit_len);
-        if unit.is_empty() {
-            return Err(format!(
-                "missing unit in duration {orig:?} (e.g. 30s, 1m0s, 2h)"
-            ));
-        }
-        let scale: u128 = match unit {
-            "ns" => 1,
-            "us" | "µs" | "μs" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60 * 1_000_000_000,
-            "h" => 3600 * 1_000_000_000,
-            _ => {
-                return Err(format!(
-                    "unknown unit {unit:?} in duration {orig:?} (units: ns, us, ms, s, m, h)"
-                ));
-            }
-        };
-        let whole: u128 = if int_part.is_empty() {
-            0
-        } else {
-            int_part.parse().map_err(|_| invalid())?
-        };
-        let mut nanos = whole.checked_mul(scale).ok_or_else(invalid)?;
-        // The fraction, to nanosecond precision (Go truncates the same way).
-        let mut frac_scale = scale;
-        for d in frac_part.bytes().take(30) {
-            frac_scale /= 10;
-            nanos += u128::from(d - b'0') * frac_scale;
-        }
-        total = total.checked_add(nanos).ok_or_else(invalid)?;
-        if total > MAX_NANOS {
-            return Err(format!("duration {orig:?} is too long"));
-        }
-        rest = next;
-    }
-    if negative && total > 0 {
-        return Err(format!("duration {orig:?} must not be negative"));
-    }
-    Ok(Duration::from_nanos(total as u64))
+    node_common::duration::parse_duration(s).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

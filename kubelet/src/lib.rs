@@ -17,7 +17,7 @@ pub mod config;
 pub mod container;
 pub mod credentials;
 pub mod dns;
-pub mod duration;
+pub use node_common::duration;
 pub mod envvars;
 pub mod evented_pleg;
 pub mod events;

@@ -2,16 +2,19 @@
 //! `metav1.Duration` wire form). This module owns parsing strings such as `1m30s`, `1.5h`,
 //! `300ms` or `0` into [`std::time::Duration`], formatting a duration back exactly like Go
 //! prints it (`1m30s`, `2h45m0s`, `300ms`, `0s`), clap value parsing for duration flags, and
-//! serde helpers (`#[serde(with = "crate::duration::serde_go")]`) for YAML/JSON config fields.
+//! serde helpers (`#[serde(with = "node_common::duration::serde_go")]`) for YAML/JSON config fields.
 
 use std::time::Duration;
 
 /// Why a duration string could not be parsed (wording follows Go's `time: invalid duration`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DurationError {
-    /// Empty, malformed, or negative input.
+    /// Empty or malformed input.
     #[error("time: invalid duration {0:?}")]
     Invalid(String),
+    /// A negative duration other than zero, which `std::time::Duration` cannot hold.
+    #[error("time: invalid duration {0:?} (must not be negative)")]
+    Negative(String),
     /// A number without a unit (Go only allows a bare `0`).
     #[error("time: missing unit in duration {0:?}")]
     MissingUnit(String),
@@ -24,7 +27,7 @@ pub enum DurationError {
         input: String,
     },
     /// The value does not fit (Go: > ~290 years).
-    #[error("time: invalid duration {0:?} (overflow)")]
+    #[error("time: invalid duration {0:?} (overflow: too long)")]
     Overflow(String),
 }
 
@@ -45,14 +48,14 @@ fn unit_nanos(unit: &str) -> Option<u128> {
 pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
     let invalid = || DurationError::Invalid(input.to_string());
     let mut s = input;
+    // Go accepts a sign; a negative zero ("-0", "-0s") is zero, anything else negative cannot be
+    // represented.
+    let mut negative = false;
     if let Some(rest) = s.strip_prefix('+') {
         s = rest;
-    } else if s.starts_with('-') {
-        // "-0" is fine in Go; anything else negative cannot be represented.
-        if s == "-0" {
-            return Ok(Duration::ZERO);
-        }
-        return Err(invalid());
+    } else if let Some(rest) = s.strip_prefix('-') {
+        s = rest;
+        negative = true;
     }
     if s == "0" {
         return Ok(Duration::ZERO);
@@ -110,6 +113,9 @@ pub fn parse_duration(input: &str) -> Result<Duration, DurationError> {
             return Err(overflow());
         }
         s = rest;
+    }
+    if negative && total > 0 {
+        return Err(DurationError::Negative(input.to_string()));
     }
     let secs = u64::try_from(total / 1_000_000_000).map_err(|_| invalid())?;
     // Remainder of a division by 1e9 always fits in u32.
@@ -253,6 +259,12 @@ mod tests {
         ));
         assert!(matches!(
             parse_duration("-1s"),
+            Err(DurationError::Negative(_))
+        ));
+        assert_eq!(parse_duration("-0s"), Ok(Duration::ZERO));
+        assert_eq!(parse_duration("-0"), Ok(Duration::ZERO));
+        assert!(matches!(
+            parse_duration("-"),
             Err(DurationError::Invalid(_))
         ));
         assert!(matches!(

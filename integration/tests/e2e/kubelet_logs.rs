@@ -27,19 +27,6 @@ pub(crate) fn secure_port_flags(port: u16) -> Vec<String> {
     ]
 }
 
-fn dechunk(mut s: &str) -> Option<String> {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = s.split_once("\r\n")?;
-        let n = usize::from_str_radix(size.trim(), 16).ok()?;
-        if n == 0 {
-            return Some(out);
-        }
-        out.push_str(rest.get(..n)?);
-        s = rest.get(n + 2..)?;
-    }
-}
-
 /// `GET path` on the kubelet's secure port over TLS (its self-signed certificate accepted,
 /// no client certificate): (status code, body), de-chunked.
 pub(crate) async fn secure_get_status(port: u16, path: &str) -> Option<(u16, String)> {
@@ -62,19 +49,7 @@ pub(crate) async fn secure_get_status(port: u16, path: &str) -> Option<(u16, Str
         }
         buf.extend_from_slice(&chunk[..n]);
     }
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let code: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
-    let chunked = head.lines().any(|l| {
-        l.to_ascii_lowercase()
-            .starts_with("transfer-encoding: chunked")
-    });
-    let body = if chunked {
-        dechunk(body)?
-    } else {
-        body.to_string()
-    };
-    Some((code, body))
+    crate::kubelet_support::parse_http_response(&buf)
 }
 
 /// `GET path` on the secure port: the body when the answer is 200.

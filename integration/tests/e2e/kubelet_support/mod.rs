@@ -46,7 +46,7 @@ pub async fn http_get_status(port: u16, path: &str) -> Option<(u16, String)> {
 
 /// An HTTP/1.1 response as read to its end: (status code, body), de-chunked.
 pub fn parse_http_response(buf: &[u8]) -> Option<(u16, String)> {
-    let text = String::from_utf8_lossy(&buf).into_owned();
+    let text = String::from_utf8_lossy(buf).into_owned();
     let (head, body) = text.split_once("\r\n\r\n")?;
     let code: u16 = head.split_whitespace().nth(1)?.parse().ok()?;
     let chunked = head.lines().any(|l| {

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::apistatus::{ApiStatusSyncer, PodState};
-use crate::config::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
+use crate::types::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
 use crate::kubelet::KubeletShared;
 use crate::nodestatus::{
     Health, LeaseRenewer, Machine, NodeSpecInputs, NodeStatusSyncer, initial_node, node_status,

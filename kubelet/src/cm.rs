@@ -12,8 +12,8 @@ use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use crate::kuberuntime::container_config::parse_quantity_scaled;
-use crate::status::get_pod_qos;
+use crate::resource::parse_quantity_scaled;
+use crate::qos::get_pod_qos;
 
 /// Upstream `guaranteedOOMScoreAdj`.
 pub const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
@@ -55,9 +55,7 @@ pub struct ContainerManager {
 impl ContainerManager {
     /// A manager with the node's memory read from `/proc/meminfo`.
     pub fn new(config: CgroupConfig) -> Self {
-        let memory_capacity = std::fs::read_to_string("/proc/meminfo")
-            .map(|m| crate::nodestatus::mem_total(&m))
-            .unwrap_or(0);
+        let memory_capacity = crate::fsstats::mem_total(&crate::fsstats::read_meminfo());
         Self {
             config,
             memory_capacity,

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use crate::kuberuntime::container_config::parse_quantity_scaled;
+use crate::resource::parse_quantity_scaled;
 
 const OPERATOR: u8 = b'$';
 const REFERENCE_OPENER: u8 = b'(';
@@ -165,7 +165,7 @@ impl NodeAllocatable {
             })
             .map(|kb| kb * 1024)
             .unwrap_or(0);
-        let ephemeral_storage = crate::volumemanager::fs_capacity(root_dir)
+        let ephemeral_storage = crate::fsstats::fs_capacity(root_dir)
             .map(|(cap, _)| i64::try_from(cap).unwrap_or(i64::MAX))
             .unwrap_or(0);
         Self {

@@ -21,11 +21,12 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
+use crate::types::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
 use crate::kuberuntime::KubeGenericRuntimeManager;
-use crate::kuberuntime::container_config::parse_quantity_scaled;
+use crate::resource::parse_quantity_scaled;
 use crate::kuberuntime::labels::POD_UID_LABEL;
-use crate::status::get_pod_qos;
+use crate::fsstats::{device_of, dir_usage, fs_stats, meminfo_field};
+use crate::qos::get_pod_qos;
 
 /// Upstream `evictionMonitoringPeriod`.
 pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);
@@ -434,7 +435,7 @@ pub fn is_critical(pod: &Pod) -> bool {
         .metadata
         .annotations
         .as_ref()
-        .is_some_and(|a| a.contains_key(crate::config::CONFIG_MIRROR_ANNOTATION));
+        .is_some_and(|a| a.contains_key(crate::types::CONFIG_MIRROR_ANNOTATION));
     let priority = pod.spec.as_ref().and_then(|s| s.priority).unwrap_or(0);
     is_static || mirror || priority >= SYSTEM_CRITICAL_PRIORITY
 }
@@ -615,21 +616,15 @@ pub struct EvictRequest {
 
 /// `MemTotal` and `MemAvailable` of `/proc/meminfo`, in bytes.
 pub fn parse_meminfo(text: &str) -> Option<Observation> {
-    let field = |name: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-    };
     Some(Observation {
-        available: field("MemAvailable")?,
-        capacity: field("MemTotal")?,
+        available: meminfo_field(text, "MemAvailable")?,
+        capacity: meminfo_field(text, "MemTotal")?,
     })
 }
 
 /// (bytes, inodes) observations of the filesystem holding `path`.
 fn statvfs(path: &Path) -> Option<(Observation, Observation)> {
-    let s = crate::volumemanager::fs_stats(path)?;
+    let s = fs_stats(path)?;
     Some((
         Observation {
             available: s.available,
@@ -640,11 +635,6 @@ fn statvfs(path: &Path) -> Option<(Observation, Observation)> {
             capacity: s.inodes,
         },
     ))
-}
-
-fn device_of(path: &Path) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| m.dev())
 }
 
 /// Signals of the node: memory from `/proc/meminfo`, nodefs from the kubelet's root
@@ -688,36 +678,6 @@ pub fn observe(root_dir: &Path, imagefs: Option<&Path>) -> Observations {
         );
     }
     obs
-}
-
-/// Bytes and files under `dir`, not crossing into other filesystems (a Memory emptyDir
-/// counts as memory, not disk).
-pub fn dir_usage(dir: &Path) -> (u64, u64) {
-    use std::os::unix::fs::MetadataExt;
-    let Some(dev) = device_of(dir) else {
-        return (0, 0);
-    };
-    let (mut bytes, mut files) = (0u64, 0u64);
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in rd.flatten() {
-            let Ok(m) = e.path().symlink_metadata() else {
-                continue;
-            };
-            if m.dev() != dev {
-                continue;
-            }
-            files += 1;
-            bytes += m.blocks() * 512;
-            if m.is_dir() {
-                stack.push(e.path());
-            }
-        }
-    }
-    (bytes, files)
 }
 
 /// The eviction manager task (upstream `managerImpl`).

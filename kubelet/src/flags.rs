@@ -516,7 +516,7 @@ pub fn resolve(
                 node_ip: flags
                     .node_ip
                     .clone()
-                    .unwrap_or_else(crate::kubelet::node_ip),
+                    .unwrap_or_else(crate::nodestatus::node_ip),
                 node_labels: parse_node_labels(&flags.node_labels)?,
                 node_status_update_frequency: val!(
                     "node_status_update_frequency",
@@ -573,7 +573,7 @@ pub fn resolve(
                 flags.container_log_max_size.clone(),
                 f.container_log_max_size
             );
-            crate::kuberuntime::container_config::parse_quantity_scaled(&q, 1.0)
+            crate::resource::parse_quantity_scaled(&q, 1.0)
                 .and_then(|v| u64::try_from(v).ok())
                 .ok_or_else(|| ConfigError::Flag {
                     flag: "container-log-max-size",

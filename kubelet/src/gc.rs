@@ -16,7 +16,7 @@
 //! first seen less than `minAge` ago are kept.
 //!
 //! Deviations (shared test-bed runtimes): only pods whose names end in this node's name are
-//! collected (see `kubelet::owned_by_node`), and images can be limited to a repo-tag prefix.
+//! collected (see `types::owned_by_node`), and images can be limited to a repo-tag prefix.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -201,7 +201,7 @@ impl ContainerGc {
         let owned = |labels: &HashMap<String, String>| {
             labels
                 .get(POD_NAME_LABEL)
-                .is_some_and(|n| crate::kubelet::owned_by_node(n, &self.node_name))
+                .is_some_and(|n| crate::types::owned_by_node(n, &self.node_name))
                 && labels.contains_key(POD_UID_LABEL)
         };
         let containers: Vec<GcContainer> = self
@@ -367,7 +367,7 @@ pub fn select_images(
 fn fs_of(path: &Path) -> Option<(u64, u64)> {
     path.ancestors()
         .find(|p| p.exists())
-        .and_then(crate::volumemanager::fs_capacity)
+        .and_then(crate::fsstats::fs_capacity)
 }
 
 /// The image garbage collector (upstream `realImageGCManager`).

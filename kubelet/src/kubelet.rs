@@ -16,7 +16,8 @@ use tokio_util::sync::CancellationToken;
 use crate::config::file::FileSource;
 use crate::config::http::HttpSource;
 use crate::config::podconfig::PodConfig;
-use crate::config::{FILE_SOURCE, HTTP_SOURCE, PodOperation, PodUpdate};
+use crate::config::{PodOperation, PodUpdate};
+use crate::types::{FILE_SOURCE, HTTP_SOURCE, owned_by_node};
 use crate::kubeletconfig::KubeletConfig;
 use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::metrics::Metrics;
@@ -105,17 +106,6 @@ impl KubeletShared {
     }
 }
 
-/// The node's primary IP (the source address of the default route), or loopback.
-pub fn node_ip() -> String {
-    std::net::UdpSocket::bind("0.0.0.0:0")
-        .and_then(|s| {
-            s.connect("8.8.8.8:53")?;
-            s.local_addr()
-        })
-        .map(|a| a.ip().to_string())
-        .unwrap_or_else(|_| "127.0.0.1".into())
-}
-
 /// The kubelet (upstream `Kubelet`).
 #[derive(Debug)]
 pub struct Kubelet {
@@ -199,7 +189,7 @@ impl Kubelet {
                     let src = crate::config::apiserver::ApiSource::new(
                         client.clone(),
                         self.config.node_name.clone(),
-                        pod_config.channel(crate::config::API_SOURCE),
+                        pod_config.channel(crate::types::API_SOURCE),
                     )
                     .with_mirrors(self.shared.mirrors.clone());
                     tokio::spawn(src.run(cancel.child_token()));
@@ -315,7 +305,7 @@ impl Kubelet {
             status: self.shared.status.clone(),
             cache,
             metrics: Arc::clone(&self.shared.metrics),
-            host_ip: node_ip(),
+            host_ip: crate::nodestatus::node_ip(),
             sync_frequency: self.config.sync_frequency,
             root_dir: self.config.root_dir.clone(),
             probes: probe_results,
@@ -382,16 +372,6 @@ struct SyncLoop {
     max_pods: i64,
     /// Events about pods rejected at admission.
     events: crate::events::EventRecorder,
-}
-
-/// Is the runtime pod called `pod_name` this node's? Deviation from upstream, which owns the
-/// whole runtime: several kubelets may share one runtime (the test bed), and this kubelet only
-/// runs static pods, whose names all end in `-<node name>`; housekeeping and garbage collection
-/// leave other pods alone.
-pub fn owned_by_node(pod_name: &str, node_name: &str) -> bool {
-    pod_name
-        .strip_suffix(node_name)
-        .is_some_and(|rest| rest.ends_with('-') && rest.len() > 1)
 }
 
 fn uid_of(pod: &Pod) -> String {
@@ -482,7 +462,7 @@ impl SyncLoop {
         tracing::warn!(pod = %crate::container::pod_full_name(pod), message = %message, "pod rejected at admission");
         self.set_evicted(&uid, true);
         let mut status = k8s_openapi::api::core::v1::PodStatus {
-            qos_class: Some(crate::status::get_pod_qos(pod).into()),
+            qos_class: Some(crate::qos::get_pod_qos(pod).into()),
             ..Default::default()
         };
         crate::pod_workers::evicted_status(&mut status, &message);
@@ -731,7 +711,7 @@ pub fn rejected_status(
         phase: Some("Failed".into()),
         reason: Some(reason.into()),
         message: Some(format!("Pod {message}")),
-        qos_class: Some(crate::status::get_pod_qos(pod).into()),
+        qos_class: Some(crate::qos::get_pod_qos(pod).into()),
         ..Default::default()
     }
 }
@@ -751,14 +731,5 @@ mod tests {
             Some("Pod Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3")
         );
         assert_eq!(s.qos_class.as_deref(), Some("BestEffort"));
-    }
-
-    #[test]
-    fn ownership_by_node_suffix() {
-        assert!(owned_by_node("web-node1", "node1"));
-        assert!(!owned_by_node("web-node12", "node1"));
-        assert!(!owned_by_node("webnode1", "node1"));
-        assert!(!owned_by_node("-node1", "node1"));
-        assert!(!owned_by_node("", "node1"));
     }
 }

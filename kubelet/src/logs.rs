@@ -702,7 +702,7 @@ impl ContainerLogManager {
             }
         };
         for (id, pod_name, log_path) in containers {
-            if log_path.is_empty() || !crate::kubelet::owned_by_node(&pod_name, &self.node_name) {
+            if log_path.is_empty() || !crate::types::owned_by_node(&pod_name, &self.node_name) {
                 continue;
             }
             let rt = self.runtime.clone();

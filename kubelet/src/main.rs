@@ -120,7 +120,7 @@ async fn main() -> anyhow::Result<()> {
         .api
         .as_ref()
         .map(|a| a.node_ip.clone())
-        .unwrap_or_else(kubelet::kubelet::node_ip);
+        .unwrap_or_else(kubelet::nodestatus::node_ip);
     config.dns.node_ips = node_ip.parse().into_iter().collect();
     if let Some(w) = config.dns.check_limits_for_resolv_conf() {
         tracing::warn!(reason = "CheckLimitsForResolvConf", "{w}");
@@ -213,7 +213,7 @@ async fn main() -> anyhow::Result<()> {
     if let Some((secure_addr, tls, node_name, root_dir)) = secure {
         let hosts = vec![
             node_name,
-            kubelet::kubelet::node_ip(),
+            kubelet::nodestatus::node_ip(),
             "localhost".to_string(),
             "127.0.0.1".to_string(),
         ];

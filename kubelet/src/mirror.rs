@@ -18,7 +18,7 @@ use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::config::{CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION};
+use crate::types::{CONFIG_HASH_ANNOTATION, CONFIG_MIRROR_ANNOTATION};
 
 /// How often mirror pods are reconciled.
 pub const MIRROR_SYNC_PERIOD: Duration = Duration::from_secs(1);

@@ -21,6 +21,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use kube::{Api, Client};
 use tokio::time::Instant;
 
+use crate::fsstats::mem_total;
+
 /// The namespace of node leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 
@@ -57,16 +59,6 @@ fn read_trim(path: &str) -> String {
     std::fs::read_to_string(path)
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
-}
-
-/// `MemTotal` of a `/proc/meminfo` text, in bytes.
-pub fn mem_total(meminfo: &str) -> u64 {
-    meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
 }
 
 /// `PRETTY_NAME` of an os-release text.
@@ -486,6 +478,17 @@ impl LeaseRenewer {
         self.latest = Some(lease.clone());
         Ok(lease)
     }
+}
+
+/// The node's primary IP (the source address of the default route), or loopback.
+pub fn node_ip() -> String {
+    std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| {
+            s.connect("8.8.8.8:53")?;
+            s.local_addr()
+        })
+        .map(|a| a.ip().to_string())
+        .unwrap_or_else(|_| "127.0.0.1".into())
 }
 
 #[cfg(test)]

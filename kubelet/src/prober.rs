@@ -263,7 +263,7 @@ impl ProbeWorker {
         let (mut current_id, mut successes, mut failures) = (String::new(), 0, 0);
         // Host-network pods are probed on the node's address (their podIP upstream).
         let host_ip =
-            crate::container::is_host_network_pod(&self.pod).then(crate::kubelet::node_ip);
+            crate::container::is_host_network_pod(&self.pod).then(crate::nodestatus::node_ip);
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {

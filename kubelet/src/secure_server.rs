@@ -399,7 +399,7 @@ fn running_pods(shared: &KubeletShared) -> serde_json::Value {
         .filter(|p| {
             p.is_running()
                 && (known.contains(&p.id)
-                    || crate::kubelet::owned_by_node(&p.name, &shared.node_name))
+                    || crate::types::owned_by_node(&p.name, &shared.node_name))
         })
         .map(|p| {
             serde_json::json!({
@@ -495,25 +495,26 @@ async fn stats_summary(shared: &KubeletShared, root_dir: &Path) -> Response<Body
         let cpu = sum(&|c| c["cpu"]["usageCoreNanoSeconds"].as_u64());
         let nano = sum(&|c| c["cpu"]["usageNanoCores"].as_u64());
         let (vol_bytes, vol_inodes) =
-            crate::eviction::dir_usage(&root_dir.join("pods").join(uid).join("volumes"));
+            crate::fsstats::dir_usage(&root_dir.join("pods").join(uid).join("volumes"));
         p["cpu"] =
             serde_json::json!({"time": now, "usageCoreNanoSeconds": cpu, "usageNanoCores": nano});
         p["memory"] = serde_json::json!({"time": now, "workingSetBytes": ws, "usageBytes": usage});
         p["ephemeral-storage"] =
             serde_json::json!({"time": now, "usedBytes": vol_bytes, "inodesUsed": vol_inodes});
     }
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let mem = crate::eviction::parse_meminfo(&meminfo);
-    let fs = crate::volumemanager::fs_capacity(root_dir);
+    let meminfo = crate::fsstats::read_meminfo();
+    let field = |name| crate::fsstats::meminfo_field(&meminfo, name);
+    let mem = field("MemTotal").zip(field("MemAvailable"));
+    let fs = crate::fsstats::fs_capacity(root_dir);
     let image_fs = rt.image_fs().await.ok().flatten();
     let summary = serde_json::json!({
         "node": {
             "nodeName": shared.node_name,
-            "memory": mem.map(|m| serde_json::json!({
+            "memory": mem.map(|(capacity, available)| serde_json::json!({
                 "time": now,
-                "availableBytes": m.available,
-                "workingSetBytes": m.capacity.saturating_sub(m.available),
-                "usageBytes": m.capacity.saturating_sub(m.available),
+                "availableBytes": available,
+                "workingSetBytes": capacity.saturating_sub(available),
+                "usageBytes": capacity.saturating_sub(available),
             })),
             "fs": fs.map(|(cap, avail)| serde_json::json!({
                 "time": now, "capacityBytes": cap, "availableBytes": avail,

@@ -86,39 +86,6 @@ pub enum VolumeError {
     },
 }
 
-/// What statvfs(3) says of a filesystem: bytes and inodes, total and available.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FsStats {
-    pub capacity: u64,
-    pub available: u64,
-    pub inodes: u64,
-    pub inodes_free: u64,
-}
-
-/// The filesystem holding `path` (statvfs).
-pub fn fs_stats(path: &Path) -> Option<FsStats> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs(3) with a valid NUL-terminated path and a zeroed out-struct.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: see above; `st` outlives the call.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    let frsize = st.f_frsize;
-    Some(FsStats {
-        capacity: st.f_blocks * frsize,
-        available: st.f_bavail * frsize,
-        inodes: st.f_files,
-        inodes_free: st.f_favail,
-    })
-}
-
-/// (capacity, available) bytes of the filesystem holding `path` (statvfs).
-pub fn fs_capacity(path: &Path) -> Option<(u64, u64)> {
-    fs_stats(path).map(|s| (s.capacity, s.available))
-}
-
 fn plugin_dir(pod_dir: &Path, plugin: &str, name: &str) -> PathBuf {
     pod_dir.join("volumes").join(plugin).join(name)
 }
@@ -448,7 +415,7 @@ fn set_up_volume(
                 .size_limit
                 .as_ref()
                 .and_then(|q| {
-                    crate::kuberuntime::container_config::parse_quantity_scaled(&q.0, 1.0)
+                    crate::resource::parse_quantity_scaled(&q.0, 1.0)
                 })
                 .and_then(|v| u64::try_from(v).ok())
                 .filter(|v| *v > 0);

@@ -15,23 +15,10 @@ pub mod validation;
 use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
 
-/// Source name of the file source (upstream `kubetypes.FileSource`).
-pub const FILE_SOURCE: &str = "file";
-/// Source name of the http source (upstream `kubetypes.HTTPSource`).
-pub const HTTP_SOURCE: &str = "http";
-/// Source name of the apiserver source (upstream `kubetypes.ApiserverSource`).
-pub const API_SOURCE: &str = "api";
-/// Pseudo-source meaning "every source" (upstream `kubetypes.AllSource`).
-pub const ALL_SOURCE: &str = "*";
-
-/// Annotation naming the source a pod came from.
-pub const CONFIG_SOURCE_ANNOTATION: &str = "kubernetes.io/config.source";
-/// Annotation holding the static pod's content hash (its UID).
-pub const CONFIG_HASH_ANNOTATION: &str = "kubernetes.io/config.hash";
-/// Annotation with the time the kubelet first saw the pod.
-pub const CONFIG_FIRST_SEEN_ANNOTATION: &str = "kubernetes.io/config.seen";
-/// Annotation marking a mirror pod.
-pub const CONFIG_MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub use crate::types::{
+    ALL_SOURCE, API_SOURCE, CONFIG_FIRST_SEEN_ANNOTATION, CONFIG_HASH_ANNOTATION,
+    CONFIG_MIRROR_ANNOTATION, CONFIG_SOURCE_ANNOTATION, FILE_SOURCE, HTTP_SOURCE,
+};
 
 /// The operation a [`PodUpdate`] carries (upstream `kubetypes.PodOperation`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

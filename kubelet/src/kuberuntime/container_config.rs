@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::labels::{new_container_annotations, new_container_labels};
+use crate::resource::parse_quantity_scaled;
 
 /// Upstream `MinShares`.
 pub const MIN_SHARES: i64 = 2;
@@ -22,35 +23,6 @@ pub const SHARES_PER_CPU: i64 = 1024;
 pub const QUOTA_PERIOD: i64 = 100_000;
 /// Upstream `minQuotaPeriod`.
 pub const MIN_QUOTA_PERIOD: i64 = 1000;
-
-/// Parse a quantity into a value scaled by `scale` (1000 for milli-units, 1 for bytes),
-/// exactly and rounded up away from zero like upstream's `Quantity.MilliValue`/`Value`
-/// (see [`crate::resource::Quantity`]): `700m` at scale 1000 is 700, `0.1` is 100, `129e6` at
-/// scale 1 is 129000000. A power-of-ten `scale` (10^-18 to 10^18) is `ScaledValue`; any other
-/// is the exact value times `scale`, rounded up. Values past `i64` saturate. `None` when
-/// malformed (surrounding white space is tolerated).
-pub fn parse_quantity_scaled(q: &str, scale: f64) -> Option<i64> {
-    let q = crate::resource::Quantity::parse(q.trim()).ok()?;
-    Some(scale_quantity(&q, scale))
-}
-
-/// `q` × `scale`, rounded up away from zero (see [`parse_quantity_scaled`]).
-pub fn scale_quantity(q: &crate::resource::Quantity, scale: f64) -> i64 {
-    let power = (-18..=18).find(|e: &i32| 10f64.powi(*e) == scale);
-    if let Some(e) = power {
-        return q.scaled_value(-e);
-    }
-    // Not a power of ten (no caller uses one): exact when `scale` is a whole number.
-    if scale.is_finite() && scale.fract() == 0.0 && scale.abs() < 9e15 {
-        let s = scale as i128;
-        let n = q.nanos().saturating_mul(s);
-        let (d, r) = (n / 1_000_000_000, n % 1_000_000_000);
-        let v = if r != 0 { d + n.signum() } else { d };
-        return i64::try_from(v).unwrap_or(if v < 0 { i64::MIN } else { i64::MAX });
-    }
-    let v = (q.nanos() as f64) * scale / 1e9;
-    (if v < 0.0 { v.floor() } else { v.ceil() }) as i64
-}
 
 fn get<'a>(m: Option<&'a BTreeMap<String, Quantity>>, k: &str) -> Option<&'a Quantity> {
     m.and_then(|m| m.get(k))
@@ -376,7 +348,7 @@ mod tests {
                 }),
                 ..Default::default()
             };
-            assert_eq!(crate::status::get_pod_qos(&pod), class, "{req} / {lim}");
+            assert_eq!(crate::qos::get_pod_qos(&pod), class, "{req} / {lim}");
         }
     }
 

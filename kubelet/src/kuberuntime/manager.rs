@@ -1205,7 +1205,7 @@ impl KubeGenericRuntimeManager {
             restart_count,
             &image_ref,
             target.ips,
-            &crate::kubelet::node_ip(),
+            &crate::nodestatus::node_ip(),
             &self.api_objects_for(pod),
         )
         .map_err(|e| {

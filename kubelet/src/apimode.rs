@@ -19,11 +19,11 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::apistatus::{ApiStatusSyncer, PodState};
-use crate::types::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
 use crate::kubelet::KubeletShared;
 use crate::nodestatus::{
     Health, LeaseRenewer, Machine, NodeSpecInputs, NodeStatusSyncer, initial_node, node_status,
 };
+use crate::types::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
 
 /// How often pod statuses are checked for writing.
 pub const STATUS_SYNC_PERIOD: Duration = Duration::from_secs(1);

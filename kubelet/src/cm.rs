@@ -12,8 +12,8 @@ use std::path::Path;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-use crate::resource::parse_quantity_scaled;
 use crate::qos::get_pod_qos;
+use crate::resource::parse_quantity_scaled;
 
 /// Upstream `guaranteedOOMScoreAdj`.
 pub const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;

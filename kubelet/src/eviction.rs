@@ -21,12 +21,12 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::types::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
-use crate::kuberuntime::KubeGenericRuntimeManager;
-use crate::resource::parse_quantity_scaled;
-use crate::kuberuntime::labels::POD_UID_LABEL;
 use crate::fsstats::{device_of, dir_usage, fs_stats, meminfo_field};
+use crate::kuberuntime::KubeGenericRuntimeManager;
+use crate::kuberuntime::labels::POD_UID_LABEL;
 use crate::qos::get_pod_qos;
+use crate::resource::parse_quantity_scaled;
+use crate::types::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
 
 /// Upstream `evictionMonitoringPeriod`.
 pub const MONITORING_PERIOD: Duration = Duration::from_secs(10);

@@ -400,13 +400,7 @@ impl ImageGcManager {
         &self,
         now: DateTime<Utc>,
     ) -> Result<(Vec<GcImage>, HashSet<String>), RuntimeError> {
-        let list = self
-            .runtime
-            .img("list_images", self.runtime.timeout(), |mut c| async move {
-                c.list_images(cri::ListImagesRequest::default()).await
-            })
-            .await?
-            .images;
+        let list = self.runtime.image_service().list_images(None).await?;
         let containers = self.runtime.list_containers(HashMap::new()).await?;
         let mut used_refs: HashSet<String> = HashSet::new();
         for c in &containers {
@@ -416,20 +410,15 @@ impl ImageGcManager {
             }
         }
         used_refs.insert(self.sandbox_image.clone());
-        let req = cri::ImageStatusRequest {
-            image: Some(cri::ImageSpec {
-                image: self.sandbox_image.clone(),
-                ..Default::default()
-            }),
-            verbose: false,
+        let sandbox_image = cri::ImageSpec {
+            image: self.sandbox_image.clone(),
+            ..Default::default()
         };
-        if let Ok(r) = self
+        if let Ok(Some(i)) = self
             .runtime
-            .img("image_status", self.runtime.timeout(), |mut c| async move {
-                c.image_status(req).await
-            })
+            .image_service()
+            .image_status(sandbox_image)
             .await
-            && let Some(i) = r.image
         {
             used_refs.insert(i.id);
         }
@@ -526,19 +515,11 @@ impl ImageGcManager {
         let mut freed = 0u64;
         for (id, size) in victims {
             tracing::info!(image = %id, size, "removing unused image");
-            let req = cri::RemoveImageRequest {
-                image: Some(cri::ImageSpec {
-                    image: id.clone(),
-                    ..Default::default()
-                }),
+            let spec = cri::ImageSpec {
+                image: id.clone(),
+                ..Default::default()
             };
-            match self
-                .runtime
-                .img("remove_image", self.runtime.timeout(), |mut c| async move {
-                    c.remove_image(req).await
-                })
-                .await
-            {
+            match self.runtime.image_service().remove_image(spec).await {
                 Ok(_) => {
                     freed += size;
                     if let Ok(mut r) = self.records.lock() {

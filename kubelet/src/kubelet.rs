@@ -17,7 +17,6 @@ use crate::config::file::FileSource;
 use crate::config::http::HttpSource;
 use crate::config::podconfig::PodConfig;
 use crate::config::{PodOperation, PodUpdate};
-use crate::types::{FILE_SOURCE, HTTP_SOURCE, owned_by_node};
 use crate::kubeletconfig::KubeletConfig;
 use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::metrics::Metrics;
@@ -25,6 +24,7 @@ use crate::pleg::{GenericPleg, PlegState, PodCache, PodLifecycleEvent, PodLifecy
 use crate::pod_workers::{PodWork, PodWorkers, SyncContext, WorkerDone};
 use crate::prober::ProbeManager;
 use crate::status::StatusManager;
+use crate::types::{FILE_SOURCE, HTTP_SOURCE, owned_by_node};
 
 /// Upstream `housekeepingPeriod`.
 pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);

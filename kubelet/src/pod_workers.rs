@@ -296,7 +296,6 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
     };
     // Upstream `WaitForAttachAndMount`: no containers start before the volumes are ready.
     let mounted = crate::volumemanager::mount_pod_volumes(pod, &ctx.pod_dir(uid), &objects);
-    ctx.runtime.set_api_objects(uid, Some(objects));
     if let Err(e) = mounted {
         ctx.runtime.events().event(
             pod,
@@ -313,7 +312,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
         );
         return false;
     }
-    let result = ctx.runtime.sync_pod(pod, &status, backoff).await;
+    let result = ctx.runtime.sync_pod(pod, &status, &objects, backoff).await;
     for e in &result.errors {
         tracing::warn!(pod = %pod_full_name(pod), container = %e.target, reason = %e.reason, message = %e.message, "sync step failed");
     }
@@ -425,7 +424,6 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
         tracing::warn!(pod = %name, error = %e, "cannot remove the containers of a terminated pod");
     }
     ctx.cache.delete(uid);
-    ctx.runtime.set_api_objects(uid, None);
     ctx.tokens.forget(uid);
     if work.evict.is_none() {
         ctx.status.remove(uid);

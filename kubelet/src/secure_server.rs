@@ -249,13 +249,7 @@ async fn streaming_url(
                 stderr: stderr && !tty,
                 ..Default::default()
             };
-            rt.rt(
-                "exec",
-                rt.timeout(),
-                |mut c| async move { c.exec(req).await },
-            )
-            .await
-            .map(|r| r.url)
+            rt.runtime_service().exec(req).await
         }
         ("attach", [ns, pod, container]) | ("attach", [ns, pod, _, container]) => {
             let (_, id) = find_target(shared, ns, pod, Some(container)).await?;
@@ -267,11 +261,7 @@ async fn streaming_url(
                 stderr: stderr && !tty,
                 ..Default::default()
             };
-            rt.rt("attach", rt.timeout(), |mut c| async move {
-                c.attach(req).await
-            })
-            .await
-            .map(|r| r.url)
+            rt.runtime_service().attach(req).await
         }
         ("portForward", [ns, pod]) | ("portForward", [ns, pod, _]) => {
             let (sandbox, _) = find_target(shared, ns, pod, None).await?;
@@ -284,11 +274,7 @@ async fn streaming_url(
                 pod_sandbox_id: sandbox,
                 port,
             };
-            rt.rt("port_forward", rt.timeout(), |mut c| async move {
-                c.port_forward(req).await
-            })
-            .await
-            .map(|r| r.url)
+            rt.runtime_service().port_forward(req).await
         }
         _ => return Err(text(StatusCode::NOT_FOUND, "404 page not found\n")),
     };

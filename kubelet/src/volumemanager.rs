@@ -414,9 +414,7 @@ fn set_up_volume(
             let size = ed
                 .size_limit
                 .as_ref()
-                .and_then(|q| {
-                    crate::resource::parse_quantity_scaled(&q.0, 1.0)
-                })
+                .and_then(|q| crate::resource::parse_quantity_scaled(&q.0, 1.0))
                 .and_then(|v| u64::try_from(v).ok())
                 .filter(|v| *v > 0);
             mount_tmpfs(path, size)?;

@@ -1,0 +1,384 @@
+//! Containers for the runtime manager (upstream `kuberuntime_container.go`): start (pull,
+//! create, start, postStart hook), restart back-off, kill with the preStop hook and grace period,
+//! removal of dead containers and sandboxes, and the container calls other managers use (exec,
+//! log paths, log reopening).
+
+use super::*;
+
+impl KubeGenericRuntimeManager {
+    /// Upstream `startContainer`: pull, create, start.
+    pub(super) async fn start_container(
+        &self,
+        target: &SandboxTarget<'_>,
+        c: &Container,
+        pod: &Pod,
+        status: &PodStatus,
+        objects: &ApiObjects,
+        backoff: &mut Backoff,
+    ) -> Result<(), (String, String)> {
+        let image_ref = self.ensure_image_exists(pod, c, objects, backoff).await?;
+        let restart_count = status
+            .find_container_status_by_name(&c.name)
+            .map(|s| s.restart_count + 1)
+            .unwrap_or(0);
+        let logdir = self.pod_logs_dir(pod).join(&c.name);
+        if let Err(e) = std::fs::create_dir_all(&logdir) {
+            tracing::warn!(container = %c.name, dir = %logdir.display(), error = %e, "cannot create container log directory");
+        }
+        let mut config = generate_container_config(
+            c,
+            pod,
+            restart_count,
+            &image_ref,
+            target.ips,
+            &crate::nodestatus::node_ip(),
+            objects,
+        )
+        .map_err(|e| {
+            (
+                reasons::CREATE_CONTAINER_CONFIG_ERROR.to_string(),
+                e.to_string(),
+            )
+        })?;
+        if let Some(r) = config.linux.as_mut().and_then(|l| l.resources.as_mut()) {
+            r.oom_score_adj = self.cm.oom_score_adj(pod, c);
+        }
+        let pod_dir = self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default());
+        let volumes = crate::volumemanager::volume_host_paths(pod, &pod_dir);
+        let config_error = |e: crate::volumemanager::VolumeError| {
+            (
+                reasons::CREATE_CONTAINER_CONFIG_ERROR.to_string(),
+                e.to_string(),
+            )
+        };
+        config.mounts = crate::volumemanager::make_mounts(c, &volumes).map_err(config_error)?;
+        let managed = crate::volumemanager::kubelet_managed_mounts(
+            pod,
+            c,
+            &pod_dir,
+            target.ips,
+            &config.mounts,
+        )
+        .map_err(config_error)?;
+        config.mounts.extend(managed);
+        let id = self
+            .runtime
+            .create_container(target.id, config, target.config.clone())
+            .await
+            .map_err(|e| {
+                self.events.event(
+                    pod,
+                    Some(&c.name),
+                    crate::events::EventType::Warning,
+                    "Failed",
+                    format!("Error: {e}"),
+                );
+                (reasons::CREATE_CONTAINER_ERROR.to_string(), e.to_string())
+            })?;
+        self.events.event(
+            pod,
+            Some(&c.name),
+            crate::events::EventType::Normal,
+            "Created",
+            format!("Created container {}", c.name),
+        );
+        self.runtime
+            .start_container(&id)
+            .await
+            .map_err(|e| (reasons::RUN_CONTAINER_ERROR.to_string(), e.to_string()))?;
+        tracing::info!(pod = %pod_full_name(pod), container = %c.name, id = %id, restart_count, "started container");
+        self.events.event(
+            pod,
+            Some(&c.name),
+            crate::events::EventType::Normal,
+            "Started",
+            format!("Started container {}", c.name),
+        );
+        if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
+            let pod_ip = target.ips.first().map(String::as_str).unwrap_or_default();
+            if let Err(msg) = self.run_hook(&id, h, c, pod_ip, self.timeout).await {
+                tracing::warn!(pod = %pod_full_name(pod), container = %c.name, error = %msg, "postStart hook failed, killing the container");
+                let grace = grace_period_for(Some(pod), None);
+                let _ = self.kill_container(&id, grace).await;
+                return Err((
+                    reasons::POST_START_HOOK_ERROR.to_string(),
+                    format!("PostStartHook failed: {msg}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Upstream `doBackOff`: the CrashLoopBackOff message when `c` must still wait.
+    pub(super) fn do_backoff(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        status: &PodStatus,
+        backoff: &mut Backoff,
+    ) -> Option<String> {
+        let cs = status
+            .find_container_status_by_name(&c.name)
+            .filter(|s| s.state == ContainerState::Exited)?;
+        let key = container_backoff_key(pod, c);
+        let now = Instant::now();
+        let event = instant_of(cs.finished_at, now);
+        if backoff.is_in_backoff_since(&key, event, now) {
+            let delay = backoff.get(&key).unwrap_or_default();
+            self.events.event(
+                pod,
+                Some(&c.name),
+                crate::events::EventType::Warning,
+                "BackOff",
+                format!(
+                    "Back-off restarting failed container {} in pod {}",
+                    c.name,
+                    pod_full_name(pod)
+                ),
+            );
+            return Some(backoff_message(delay, &c.name, &pod_full_name(pod)));
+        }
+        backoff.next(&key, event);
+        None
+    }
+
+    /// Upstream `handlerRunner.Run`: exec (CRI `ExecSync`), httpGet, tcpSocket or sleep.
+    pub(super) async fn run_hook(
+        &self,
+        id: &str,
+        h: &k8s_openapi::api::core::v1::LifecycleHandler,
+        c: &Container,
+        pod_ip: &str,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        if let Some(s) = &h.sleep {
+            tokio::time::sleep(Duration::from_secs(u64::try_from(s.seconds).unwrap_or(0))).await;
+            return Ok(());
+        }
+        let probe = k8s_openapi::api::core::v1::Probe {
+            exec: h.exec.clone(),
+            http_get: h.http_get.clone(),
+            tcp_socket: h.tcp_socket.clone(),
+            timeout_seconds: i32::try_from(timeout.as_secs()).ok(),
+            ..Default::default()
+        };
+        crate::prober::run_probe(self, &probe, c, id, pod_ip).await
+    }
+
+    /// Upstream `killContainer` with the container's spec: run `preStop` (bounded by the grace
+    /// period, which it uses up), then `StopContainer` with what remains.
+    pub async fn kill_container_with_hook(
+        &self,
+        id: &str,
+        spec: Option<&Container>,
+        pod_ip: &str,
+        grace_secs: i64,
+    ) -> Result<(), RuntimeError> {
+        let mut grace = grace_secs;
+        if let Some(c) = spec
+            && let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref())
+        {
+            let start = std::time::Instant::now();
+            let budget = Duration::from_secs(u64::try_from(grace_secs).unwrap_or(0));
+            match tokio::time::timeout(budget, self.run_hook(id, h, c, pod_ip, budget)).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tracing::warn!(container = %c.name, error = %e, "preStop hook failed")
+                }
+                Err(_) => {
+                    tracing::warn!(container = %c.name, "preStop hook did not finish in the grace period")
+                }
+            }
+            let used = i64::try_from(start.elapsed().as_secs()).unwrap_or(i64::MAX);
+            grace = (grace_secs - used).max(MINIMUM_GRACE_PERIOD_SECONDS);
+        }
+        self.kill_container(id, grace).await
+    }
+
+    /// Upstream `killContainer`: `StopContainer` with the grace period.
+    pub async fn kill_container(&self, id: &str, grace_secs: i64) -> Result<(), RuntimeError> {
+        self.runtime.stop_container(id, grace_secs).await
+    }
+
+    pub(super) async fn stop_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        self.runtime.stop_pod_sandbox(id).await
+    }
+
+    pub(super) async fn kill_all(
+        &self,
+        containers: Vec<(String, i64, Option<Container>)>,
+        pod_ip: &str,
+        sandboxes: Vec<String>,
+    ) -> Result<(), RuntimeError> {
+        let kills = containers.iter().map(|(id, grace, spec)| {
+            self.kill_container_with_hook(id, spec.as_ref(), pod_ip, *grace)
+        });
+        let mut first_err = None;
+        for r in futures::future::join_all(kills).await {
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+        if let Some(e) = first_err {
+            return Err(e);
+        }
+        for s in sandboxes {
+            self.stop_sandbox(&s).await?;
+        }
+        Ok(())
+    }
+
+    /// Kill a pod from its status: stop running containers in parallel, then its sandboxes.
+    /// With `pod`, containers' `preStop` hooks run first.
+    pub async fn kill_pod_status(
+        &self,
+        pod: Option<&Pod>,
+        status: &PodStatus,
+        grace: i64,
+    ) -> Result<(), RuntimeError> {
+        let spec_of = |name: &str| {
+            pod.and_then(|p| p.spec.as_ref())
+                .and_then(|s| s.containers.iter().find(|c| c.name == name))
+                .cloned()
+        };
+        let containers = status
+            .container_statuses
+            .iter()
+            .filter(|c| {
+                matches!(
+                    c.state,
+                    ContainerState::Running | ContainerState::Unknown | ContainerState::Created
+                )
+            })
+            .map(|c| (c.id.id.clone(), grace, spec_of(&c.name)))
+            .collect::<Vec<_>>();
+        if let Some(p) = pod {
+            for (_, _, spec) in &containers {
+                if let Some(c) = spec {
+                    self.events.event(
+                        p,
+                        Some(&c.name),
+                        crate::events::EventType::Normal,
+                        "Killing",
+                        format!("Stopping container {}", c.name),
+                    );
+                }
+            }
+        }
+        let sandboxes = status
+            .sandbox_statuses
+            .iter()
+            .filter(|s| s.state == SandboxState::Ready)
+            .map(|s| s.id.clone())
+            .collect();
+        let pod_ip = status.ips.first().cloned().unwrap_or_default();
+        self.kill_all(containers, &pod_ip, sandboxes).await
+    }
+
+    /// Kill a pod the kubelet only knows from the runtime (upstream `KillPod` with a runtime
+    /// pod): grace from the container annotations unless `grace_override`.
+    pub async fn kill_runtime_pod(
+        &self,
+        pod: &RuntimePod,
+        grace_override: Option<i64>,
+    ) -> Result<(), RuntimeError> {
+        let containers = pod
+            .containers
+            .iter()
+            .filter(|c| c.state != ContainerState::Exited)
+            .map(|c| {
+                (
+                    c.id.clone(),
+                    grace_override
+                        .or(c.grace_period)
+                        .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
+                        .max(MINIMUM_GRACE_PERIOD_SECONDS),
+                    None,
+                )
+            })
+            .collect();
+        let sandboxes = pod
+            .sandboxes
+            .iter()
+            .filter(|s| s.state == ContainerState::Running)
+            .map(|s| s.id.clone())
+            .collect();
+        self.kill_all(containers, "", sandboxes).await
+    }
+
+    pub(crate) async fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {
+        self.runtime.remove_container(id).await
+    }
+
+    pub(crate) async fn remove_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        self.runtime.remove_pod_sandbox(id).await
+    }
+
+    /// Remove every stopped container and not-ready sandbox of pod `uid` (the terminated pod's
+    /// cleanup; upstream does it through the garbage collector).
+    pub async fn remove_pod(&self, uid: &str) -> Result<(), RuntimeError> {
+        let sel = HashMap::from([(POD_UID_LABEL.to_string(), uid.to_string())]);
+        for c in self.list_containers(sel.clone()).await? {
+            if c.state != cri::ContainerState::ContainerRunning as i32 {
+                self.remove_container(&c.id).await?;
+            }
+        }
+        for s in self.list_sandboxes(sel).await? {
+            if s.state != cri::PodSandboxState::SandboxReady as i32 {
+                self.remove_sandbox(&s.id).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Upstream `RunInContainer` / CRI `ExecSync`: the command's exit code.
+    pub async fn exec_sync(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        timeout: Duration,
+    ) -> Result<i32, RuntimeError> {
+        self.runtime
+            .exec_sync(id, cmd, timeout)
+            .await
+            .map(|r| r.exit_code)
+    }
+
+    /// CRI `ContainerStatus`: the container's log path and whether it runs.
+    pub async fn container_log_info(&self, id: &str) -> Result<(String, bool), RuntimeError> {
+        let st = self.runtime.container_status(id).await?;
+        Ok((
+            st.log_path,
+            st.state == cri::ContainerState::ContainerRunning as i32,
+        ))
+    }
+
+    /// Running containers as (id, pod name, log path) (for the container log manager).
+    pub async fn running_container_logs(
+        &self,
+    ) -> Result<Vec<(String, String, String)>, RuntimeError> {
+        let filter = cri::ContainerFilter {
+            state: Some(cri::ContainerStateValue {
+                state: cri::ContainerState::ContainerRunning as i32,
+            }),
+            ..Default::default()
+        };
+        let list = self.runtime.list_containers(Some(filter)).await?;
+        let mut out = Vec::new();
+        for c in list {
+            let pod = c.labels.get(POD_NAME_LABEL).cloned().unwrap_or_default();
+            match self.container_log_info(&c.id).await {
+                Ok((path, _)) => out.push((c.id, pod, path)),
+                Err(e) => {
+                    tracing::debug!(container = %c.id, error = %e, "container vanished while reading its log path")
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// CRI `ReopenContainerLog`.
+    pub async fn reopen_container_log(&self, id: &str) -> Result<(), RuntimeError> {
+        self.runtime.reopen_container_log(id).await
+    }
+}

@@ -1,0 +1,319 @@
+//! `SyncPod` decisions against the in-memory [`FakeRuntime`]: what a sync asks the runtime to
+//! do for a new pod, an unchanged one, a crashed container, a failed pull, init containers and
+//! a dead sandbox, and what killing a pod stops. Runs in milliseconds on a paused clock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::*;
+use crate::cri::fake::FakeRuntime;
+
+struct Bed {
+    fake: Arc<FakeRuntime>,
+    manager: KubeGenericRuntimeManager,
+    backoff: Backoff,
+    _dirs: tempfile::TempDir,
+}
+
+async fn bed() -> Bed {
+    let fake = Arc::new(FakeRuntime::new());
+    let dirs = tempfile::tempdir().expect("tempdir");
+    let manager =
+        KubeGenericRuntimeManager::new(fake.clone(), fake.clone(), Duration::from_secs(2))
+            .await
+            .expect("version")
+            .with_root_dir(dirs.path().join("kubelet"))
+            .with_pod_logs_root(dirs.path().join("logs"));
+    Bed {
+        fake,
+        manager,
+        backoff: Backoff::new(Duration::from_secs(10), Duration::from_secs(300)),
+        _dirs: dirs,
+    }
+}
+
+fn container(name: &str, image: &str) -> Container {
+    Container {
+        name: name.into(),
+        image: Some(image.into()),
+        image_pull_policy: Some("IfNotPresent".into()),
+        ..Default::default()
+    }
+}
+
+fn pod(uid: &str, policy: &str, init: Vec<Container>, apps: Vec<Container>) -> Pod {
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(format!("pod-{uid}")),
+            namespace: Some("default".into()),
+            uid: Some(uid.into()),
+            ..Default::default()
+        },
+        spec: Some(PodSpec {
+            restart_policy: Some(policy.into()),
+            init_containers: (!init.is_empty()).then_some(init),
+            containers: apps,
+            termination_grace_period_seconds: Some(1),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+impl Bed {
+    async fn status(&self, pod: &Pod) -> PodStatus {
+        let m = &pod.metadata;
+        self.manager
+            .get_pod_status(
+                m.uid.as_deref().unwrap_or_default(),
+                m.name.as_deref().unwrap_or_default(),
+                m.namespace.as_deref().unwrap_or_default(),
+            )
+            .await
+            .expect("pod status")
+    }
+
+    async fn sync(&mut self, pod: &Pod) -> SyncResult {
+        let status = self.status(pod).await;
+        let objects = ApiObjects::standalone("default");
+        self.manager
+            .sync_pod(pod, &status, &objects, &mut self.backoff)
+            .await
+    }
+
+    fn running(&self) -> Vec<String> {
+        self.fake
+            .containers()
+            .into_iter()
+            .filter(|(_, c)| c.state == cri::ContainerState::ContainerRunning as i32)
+            .filter_map(|(_, c)| c.metadata.map(|m| m.name))
+            .collect()
+    }
+
+    fn count(&self, op: &str) -> usize {
+        self.fake.calls().iter().filter(|c| *c == op).count()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_pod_gets_a_sandbox_its_image_and_its_containers() {
+    let mut b = bed().await;
+    let p = pod(
+        "u1",
+        "Always",
+        vec![],
+        vec![container("web", "web:1"), container("side", "side:1")],
+    );
+    b.fake.add_image("side:1", 10);
+    let r = b.sync(&p).await;
+    assert!(r.is_ok(), "{:?}", r.errors);
+    assert!(r.changed);
+    let sandboxes = b.fake.sandboxes();
+    assert_eq!(sandboxes.len(), 1);
+    assert_eq!(
+        sandboxes[0].labels.get(POD_UID_LABEL).map(String::as_str),
+        Some("u1")
+    );
+    assert_eq!(
+        sandboxes[0].state,
+        cri::PodSandboxState::SandboxReady as i32
+    );
+    // Only the absent image is pulled.
+    let pulls: Vec<String> = b.fake.pulls().into_iter().map(|(i, _)| i).collect();
+    assert_eq!(pulls, vec!["web:1".to_string()]);
+    let mut running = b.running();
+    running.sort();
+    assert_eq!(running, vec!["side".to_string(), "web".to_string()]);
+    // The sandbox comes before the containers.
+    let calls = b.fake.calls();
+    let first_create = calls.iter().position(|c| c == "create_container");
+    let sandbox = calls.iter().position(|c| c == "run_podsandbox");
+    assert!(sandbox < first_create, "{calls:?}");
+    // Container log directories are made under the configured root.
+    assert!(b.manager.pod_logs_dir(&p).join("web").is_dir());
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unchanged_pod_is_left_alone() {
+    let mut b = bed().await;
+    let p = pod("u2", "Always", vec![], vec![container("web", "web:1")]);
+    assert!(b.sync(&p).await.is_ok());
+    b.fake.clear_calls();
+    let r = b.sync(&p).await;
+    assert!(r.is_ok(), "{:?}", r.errors);
+    assert!(!r.changed);
+    for op in [
+        "run_podsandbox",
+        "create_container",
+        "start_container",
+        "stop_container",
+        "pull_image",
+    ] {
+        assert_eq!(b.count(op), 0, "{op} in {:?}", b.fake.calls());
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_crashed_container_is_restarted_then_backed_off() {
+    let mut b = bed().await;
+    let p = pod("u3", "Always", vec![], vec![container("web", "web:1")]);
+    assert!(b.sync(&p).await.is_ok());
+    let id = b.fake.containers()[0].1.id.clone();
+    b.fake.exit_container(&id, 1);
+    // First restart: immediate, attempt 1.
+    let r = b.sync(&p).await;
+    assert!(r.is_ok(), "{:?}", r.errors);
+    let attempts: Vec<u32> = b
+        .fake
+        .containers()
+        .into_iter()
+        .filter_map(|(_, c)| c.metadata.map(|m| m.attempt))
+        .collect();
+    assert!(attempts.contains(&1), "{attempts:?}");
+    assert_eq!(b.running(), vec!["web".to_string()]);
+    // It crashes again at once: the next sync is in back-off.
+    let id = b
+        .fake
+        .containers()
+        .into_iter()
+        .find(|(_, c)| c.state == cri::ContainerState::ContainerRunning as i32)
+        .map(|(_, c)| c.id)
+        .unwrap_or_default();
+    b.fake.exit_container(&id, 1);
+    let r = b.sync(&p).await;
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    assert_eq!(r.errors[0].reason, reasons::CRASH_LOOP_BACK_OFF);
+    assert!(b.running().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn restart_policy_never_leaves_an_exited_container() {
+    let mut b = bed().await;
+    let p = pod("u4", "Never", vec![], vec![container("job", "job:1")]);
+    assert!(b.sync(&p).await.is_ok());
+    let id = b.fake.containers()[0].1.id.clone();
+    b.fake.exit_container(&id, 0);
+    b.fake.clear_calls();
+    let r = b.sync(&p).await;
+    assert!(r.is_ok(), "{:?}", r.errors);
+    assert_eq!(b.count("create_container"), 0, "{:?}", b.fake.calls());
+    assert_eq!(b.fake.containers().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_pull_is_err_image_pull_then_image_pull_back_off() {
+    let mut b = bed().await;
+    let p = pod("u5", "Always", vec![], vec![container("web", "missing:1")]);
+    b.fake.make_unpullable("missing:1");
+    let r = b.sync(&p).await;
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    assert_eq!(r.errors[0].reason, reasons::ERR_IMAGE_PULL);
+    assert_eq!(r.errors[0].target, "web");
+    let r = b.sync(&p).await;
+    assert_eq!(r.errors[0].reason, reasons::IMAGE_PULL_BACK_OFF);
+    assert_eq!(b.count("pull_image"), 1, "{:?}", b.fake.calls());
+    // The sandbox stays; no container was created.
+    assert_eq!(b.fake.sandboxes().len(), 1);
+    assert!(b.fake.containers().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn init_containers_run_one_at_a_time_before_the_app() {
+    let mut b = bed().await;
+    let p = pod(
+        "u6",
+        "Always",
+        vec![container("init-a", "tool:1"), container("init-b", "tool:1")],
+        vec![container("app", "app:1")],
+    );
+    assert!(b.sync(&p).await.is_ok());
+    assert_eq!(b.running(), vec!["init-a".to_string()]);
+    // Nothing more while the first init container runs.
+    assert!(b.sync(&p).await.is_ok());
+    assert_eq!(b.running(), vec!["init-a".to_string()]);
+    let id = |b: &Bed, name: &str| {
+        b.fake
+            .containers()
+            .into_iter()
+            .find(|(_, c)| c.metadata.as_ref().is_some_and(|m| m.name == name))
+            .map(|(_, c)| c.id)
+            .unwrap_or_default()
+    };
+    b.fake.exit_container(&id(&b, "init-a"), 0);
+    assert!(b.sync(&p).await.is_ok());
+    assert_eq!(b.running(), vec!["init-b".to_string()]);
+    b.fake.exit_container(&id(&b, "init-b"), 0);
+    assert!(b.sync(&p).await.is_ok());
+    assert_eq!(b.running(), vec!["app".to_string()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_sandbox_is_replaced_with_a_new_attempt() {
+    let mut b = bed().await;
+    let p = pod("u7", "Always", vec![], vec![container("web", "web:1")]);
+    assert!(b.sync(&p).await.is_ok());
+    let first = b.fake.sandboxes()[0].id.clone();
+    b.fake.stop_pod_sandbox(&first).await.expect("stop sandbox");
+    let r = b.sync(&p).await;
+    assert!(r.is_ok(), "{:?}", r.errors);
+    let ready: Vec<cri::PodSandboxStatus> = b
+        .fake
+        .sandboxes()
+        .into_iter()
+        .filter(|s| s.state == cri::PodSandboxState::SandboxReady as i32)
+        .collect();
+    assert_eq!(ready.len(), 1);
+    assert_ne!(ready[0].id, first);
+    assert_eq!(ready[0].metadata.as_ref().map(|m| m.attempt), Some(1));
+    assert_eq!(b.running(), vec!["web".to_string()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_sandbox_is_create_pod_sandbox_error() {
+    let mut b = bed().await;
+    let p = pod("u8", "Always", vec![], vec![container("web", "web:1")]);
+    b.fake.inject_error(
+        "run_podsandbox",
+        tonic::Status::unknown("network plugin failed"),
+    );
+    let r = b.sync(&p).await;
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    assert_eq!(r.errors[0].reason, reasons::CREATE_POD_SANDBOX_ERROR);
+    assert!(r.errors[0].message.contains("network plugin failed"));
+    assert!(b.fake.containers().is_empty());
+    // The next sync tries again and succeeds.
+    assert!(b.sync(&p).await.is_ok());
+    assert_eq!(b.running(), vec!["web".to_string()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn killing_a_pod_stops_its_containers_and_sandbox() {
+    let mut b = bed().await;
+    let p = pod(
+        "u9",
+        "Always",
+        vec![],
+        vec![container("a", "a:1"), container("b", "b:1")],
+    );
+    assert!(b.sync(&p).await.is_ok());
+    let status = b.status(&p).await;
+    b.manager
+        .kill_pod_status(Some(&p), &status, 1)
+        .await
+        .expect("kill");
+    assert!(b.running().is_empty());
+    assert_eq!(b.count("stop_container"), 2, "{:?}", b.fake.calls());
+    assert!(
+        b.fake
+            .sandboxes()
+            .iter()
+            .all(|s| s.state == cri::PodSandboxState::SandboxNotready as i32)
+    );
+    // Then removing the pod leaves nothing behind.
+    b.manager.remove_pod("u9").await.expect("remove");
+    assert!(b.fake.containers().is_empty());
+    assert!(b.fake.sandboxes().is_empty());
+}

@@ -19,7 +19,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use crate::apistatus::{ApiStatusSyncer, PodState};
-use crate::kubelet::KubeletShared;
+use crate::host::KubeletShared;
 use crate::nodestatus::{
     Health, LeaseRenewer, Machine, NodeSpecInputs, NodeStatusSyncer, initial_node, node_status,
 };

@@ -614,7 +614,7 @@ pub fn resolve(
         image_gc_ref_prefix: flags.image_gc_ref_prefix.clone(),
         eviction,
         port: val!("port", flags.port, f.port),
-        tls: crate::secure_server::TlsConfig {
+        tls: crate::server::secure::TlsConfig {
             tls_cert_file: pick_path(
                 explicit(matches, "tls_cert_file"),
                 &flags.tls_cert_file,

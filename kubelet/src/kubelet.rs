@@ -17,6 +17,7 @@ use crate::config::file::FileSource;
 use crate::config::http::HttpSource;
 use crate::config::podconfig::PodConfig;
 use crate::config::{PodOperation, PodUpdate};
+use crate::host::KubeletShared;
 use crate::kubeletconfig::KubeletConfig;
 use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::metrics::Metrics;
@@ -30,81 +31,9 @@ use crate::types::{FILE_SOURCE, HTTP_SOURCE, owned_by_node};
 pub const HOUSEKEEPING_PERIOD: Duration = Duration::from_secs(2);
 /// How often the work queue is checked (upstream `syncCh` ticker).
 pub const SYNC_TICK: Duration = Duration::from_secs(1);
-/// The sync loop counts as unhealthy when it has not iterated for this long.
-pub const SYNC_LOOP_HEALTH_THRESHOLD: Duration = Duration::from_secs(30);
 /// Sources must have been ready this long before orphans are killed (the first updates may
 /// still be in flight).
 pub const SOURCES_SETTLE: Duration = Duration::from_secs(2);
-
-/// State the sync loop shares with the HTTP server.
-#[derive(Debug)]
-pub struct KubeletShared {
-    /// The pod manager: desired pods by UID.
-    pub pods: RwLock<HashMap<String, Pod>>,
-    /// API statuses.
-    pub status: StatusManager,
-    /// Metrics.
-    pub metrics: Arc<Metrics>,
-    /// PLEG health and snapshot.
-    pub pleg: Arc<PlegState>,
-    /// Last sync loop iteration.
-    pub last_sync_loop: RwLock<Instant>,
-    /// Node name.
-    pub node_name: String,
-    /// Gracefully deleted pods whose termination finished, by UID: API-server mode deletes
-    /// their objects (upstream status manager `canBeDeleted`) and takes them from here.
-    pub terminated: RwLock<HashMap<String, Pod>>,
-    /// The runtime manager (container logs).
-    pub runtime: KubeGenericRuntimeManager,
-    /// Node conditions from the eviction manager, and pod admission.
-    pub eviction: Arc<crate::eviction::EvictionState>,
-    /// The mirror pods the API source sees (API-server mode).
-    pub mirrors: crate::mirror::MirrorPods,
-    /// UIDs of pods evicted or rejected at admission: terminal, never started again; they keep
-    /// their Failed status until their source removes them.
-    pub evicted: RwLock<HashSet<String>>,
-}
-
-impl KubeletShared {
-    /// The known pods with their live status, sorted by namespace/name.
-    pub fn pods_with_status(&self) -> Vec<Pod> {
-        let mut pods: Vec<Pod> = self
-            .pods
-            .read()
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default();
-        for p in &mut pods {
-            if let Some(s) = p
-                .metadata
-                .uid
-                .as_deref()
-                .and_then(|u| self.status.get_pod_status(u))
-            {
-                p.status = Some(s);
-            }
-        }
-        pods.sort_by(|a, b| {
-            (&a.metadata.namespace, &a.metadata.name)
-                .cmp(&(&b.metadata.namespace, &b.metadata.name))
-        });
-        pods
-    }
-
-    /// Upstream health checks `syncloop` and `pleg`.
-    pub fn healthz(&self) -> Result<(), String> {
-        let last = self
-            .last_sync_loop
-            .read()
-            .map(|t| t.elapsed())
-            .unwrap_or_default();
-        if last > SYNC_LOOP_HEALTH_THRESHOLD {
-            return Err(format!(
-                "syncloop: sync loop took too long: last iteration {last:?} ago"
-            ));
-        }
-        self.pleg.healthy().map_err(|e| format!("pleg: {e}"))
-    }
-}
 
 /// The kubelet (upstream `Kubelet`).
 #[derive(Debug)]
@@ -206,7 +135,7 @@ impl Kubelet {
             }
         }
         let cache = PodCache::default();
-        let probe_results = crate::prober::ProbeResults::default();
+        let probe_results = crate::probe::ProbeResults::default();
         let runtime = self
             .runtime
             .clone()
@@ -241,7 +170,7 @@ impl Kubelet {
             tokio::spawn(pleg.run(cancel.child_token()));
         }
         let log_manager = crate::logs::ContainerLogManager::new(
-            runtime.clone(),
+            runtime.runtime_service().clone(),
             crate::logs::LogRotatePolicy {
                 max_size: self.config.container_log_max_size,
                 max_files: self.config.container_log_max_files,

@@ -1028,7 +1028,7 @@ pub struct KubeletConfig {
     /// The secure port (0: off).
     pub port: i32,
     /// Its TLS and authentication.
-    pub tls: crate::secure_server::TlsConfig,
+    pub tls: crate::server::secure::TlsConfig,
     /// Pod cgroups.
     pub cgroups: crate::cm::CgroupConfig,
     /// Pod DNS: `clusterDNS`, `clusterDomain`, `resolvConf`.

@@ -23,7 +23,10 @@ use tokio::io::{AsyncBufReadExt, AsyncSeekExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::kuberuntime::KubeGenericRuntimeManager;
+use cri_proto::runtime::v1 as cri;
+
+use crate::cri::RuntimeService;
+use crate::types::POD_NAME_LABEL;
 
 /// Upstream `MaxContainerTerminationMessageLogLines`.
 pub const TERMINATION_LOG_LINES: i64 = 80;
@@ -670,7 +673,7 @@ where
 /// node's running containers every monitor interval.
 #[derive(Debug, Clone)]
 pub struct ContainerLogManager {
-    runtime: KubeGenericRuntimeManager,
+    runtime: Arc<dyn RuntimeService>,
     policy: LogRotatePolicy,
     interval: Duration,
     node_name: String,
@@ -679,7 +682,7 @@ pub struct ContainerLogManager {
 impl ContainerLogManager {
     /// A manager for `runtime`'s containers of pods of `node_name`.
     pub fn new(
-        runtime: KubeGenericRuntimeManager,
+        runtime: Arc<dyn RuntimeService>,
         policy: LogRotatePolicy,
         interval: Duration,
         node_name: String,
@@ -692,9 +695,32 @@ impl ContainerLogManager {
         }
     }
 
+    /// Running containers as (id, pod name, log path).
+    async fn running_container_logs(
+        &self,
+    ) -> Result<Vec<(String, String, String)>, crate::cri::RuntimeError> {
+        let filter = cri::ContainerFilter {
+            state: Some(cri::ContainerStateValue {
+                state: cri::ContainerState::ContainerRunning as i32,
+            }),
+            ..Default::default()
+        };
+        let mut out = Vec::new();
+        for c in self.runtime.list_containers(Some(filter)).await? {
+            let pod = c.labels.get(POD_NAME_LABEL).cloned().unwrap_or_default();
+            match self.runtime.container_status(&c.id).await {
+                Ok(st) => out.push((c.id, pod, st.log_path)),
+                Err(e) => {
+                    tracing::debug!(container = %c.id, error = %e, "container vanished while reading its log path")
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Rotate every due log once (upstream `rotateLogs`).
     pub async fn rotate_logs(&self) {
-        let containers = match self.runtime.running_container_logs().await {
+        let containers = match self.running_container_logs().await {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!(error = %e, "log rotation: cannot list containers");

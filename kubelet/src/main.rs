@@ -197,11 +197,15 @@ async fn main() -> anyhow::Result<()> {
         )
     });
     let healthz = (config.healthz_port > 0).then(|| {
-        kubelet::healthz::join_host_port(&config.healthz_bind_address, config.healthz_port)
+        kubelet::server::healthz::join_host_port(&config.healthz_bind_address, config.healthz_port)
     });
     let kl = Kubelet::new(config, runtime, metrics);
     if let Some(addr) = healthz {
-        tokio::spawn(kubelet::healthz::run(addr, kl.shared(), cancel.clone()));
+        tokio::spawn(kubelet::server::healthz::run(
+            addr,
+            kl.shared(),
+            cancel.clone(),
+        ));
     }
     if port > 0 {
         let (local, serve) = kubelet::server::serve(&addr, kl.shared(), cancel.clone())
@@ -218,8 +222,8 @@ async fn main() -> anyhow::Result<()> {
             "127.0.0.1".to_string(),
         ];
         let anonymous = tls.anonymous_auth;
-        match kubelet::secure_server::server_config(&tls, &hosts) {
-            Ok(tls_config) => match kubelet::secure_server::serve(
+        match kubelet::server::secure::server_config(&tls, &hosts) {
+            Ok(tls_config) => match kubelet::server::secure::serve(
                 &secure_addr,
                 tls_config,
                 anonymous,

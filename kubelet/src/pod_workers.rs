@@ -69,7 +69,7 @@ pub struct SyncContext {
     /// The kubelet's root directory (`<root>/pods/<uid>` are the pod data dirs).
     pub root_dir: PathBuf,
     /// Probe results (readiness/startup feed the API status).
-    pub probes: crate::prober::ProbeResults,
+    pub probes: crate::probe::ProbeResults,
     /// The API server client (API-server mode): configMaps and secrets of pods.
     pub api: Option<kube::Client>,
     /// Service account tokens issued for pods.

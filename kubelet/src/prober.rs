@@ -7,76 +7,18 @@
 //! `computePodActions` restart the container, readiness feeds the `Ready` condition.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+
 use std::time::Duration;
 
 use chrono::Utc;
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
-use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::container::{ContainerState, PodStatus, pod_full_name};
+use crate::container::{ContainerState, pod_full_name};
 use crate::kuberuntime::KubeGenericRuntimeManager;
-use crate::kuberuntime::pod_actions::ProbeFailures;
 use crate::pleg::PodCache;
-
-/// Probe kinds (upstream `probeType`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum ProbeType {
-    /// Restart the container when it fails.
-    Liveness,
-    /// Gate the container's readiness.
-    Readiness,
-    /// Hold the other probes until it succeeds; restart when it fails.
-    Startup,
-}
-
-/// Latest probe results per (type, runtime container id) (upstream `results.Manager`).
-#[derive(Debug, Clone, Default)]
-pub struct ProbeResults {
-    inner: Arc<RwLock<HashMap<(ProbeType, String), bool>>>,
-}
-
-impl ProbeResults {
-    /// The result for container `id`, if any.
-    pub fn get(&self, kind: ProbeType, id: &str) -> Option<bool> {
-        self.inner
-            .read()
-            .ok()
-            .and_then(|m| m.get(&(kind, id.to_string())).copied())
-    }
-
-    /// Store a result; true when it changed.
-    pub fn set(&self, kind: ProbeType, id: &str, ok: bool) -> bool {
-        self.inner
-            .write()
-            .map(|mut m| m.insert((kind, id.to_string()), ok) != Some(ok))
-            .unwrap_or(false)
-    }
-
-    /// Forget container `id`.
-    pub fn remove(&self, id: &str) {
-        if let Ok(mut m) = self.inner.write() {
-            m.retain(|(_, i), _| i != id);
-        }
-    }
-
-    /// Failing liveness/startup probes of `status`'s running containers, for
-    /// `computePodActions`.
-    pub fn failures(&self, status: &PodStatus) -> ProbeFailures {
-        let mut f = ProbeFailures::default();
-        for c in status.running_container_statuses() {
-            if self.get(ProbeType::Liveness, &c.id.id) == Some(false) {
-                f.liveness.insert(c.id.clone());
-            }
-            if self.get(ProbeType::Startup, &c.id.id) == Some(false) {
-                f.startup.insert(c.id.clone());
-            }
-        }
-        f
-    }
-}
+use crate::probe::{ProbeResults, ProbeType, run_probe};
 
 fn probe_of(c: &Container, kind: ProbeType) -> Option<&Probe> {
     match kind {
@@ -126,115 +68,6 @@ pub fn update_pod_status(
             c.reason = (!all_ready).then(|| "ContainersNotReady".to_string());
         }
     }
-}
-
-/// Resolve a probe port: a number, or a named container port.
-fn resolve_port(port: &IntOrString, c: &Container) -> Option<u16> {
-    match port {
-        IntOrString::Int(p) => u16::try_from(*p).ok(),
-        IntOrString::String(name) => c
-            .ports
-            .iter()
-            .flatten()
-            .find(|p| p.name.as_deref() == Some(name.as_str()))
-            .and_then(|p| u16::try_from(p.container_port).ok())
-            .or_else(|| name.parse().ok()),
-    }
-}
-
-/// Run `probe` once against container `id` of a pod with IP `pod_ip` (upstream `prober.runProbe`).
-pub async fn run_probe(
-    runtime: &KubeGenericRuntimeManager,
-    probe: &Probe,
-    c: &Container,
-    id: &str,
-    pod_ip: &str,
-) -> Result<(), String> {
-    let timeout =
-        Duration::from_secs(u64::try_from(probe.timeout_seconds.unwrap_or(1).max(1)).unwrap_or(1));
-    if let Some(exec) = &probe.exec {
-        let cmd = exec.command.clone().unwrap_or_default();
-        let code = runtime
-            .exec_sync(id, cmd, timeout)
-            .await
-            .map_err(|e| e.to_string())?;
-        return if code == 0 {
-            Ok(())
-        } else {
-            Err(format!("command exited with {code}"))
-        };
-    }
-    if let Some(h) = &probe.http_get {
-        let port = resolve_port(&h.port, c).ok_or("invalid port")?;
-        let host = h
-            .host
-            .clone()
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| pod_ip.to_string());
-        let path = h
-            .path
-            .clone()
-            .filter(|p| !p.is_empty())
-            .unwrap_or_else(|| "/".into());
-        let https = h
-            .scheme
-            .as_deref()
-            .is_some_and(|s| s.eq_ignore_ascii_case("https"));
-        let headers: Vec<(String, String)> = h
-            .http_headers
-            .iter()
-            .flatten()
-            .map(|hd| (hd.name.clone(), hd.value.clone()))
-            .collect();
-        let code = tokio::time::timeout(
-            timeout,
-            crate::probe_transport::http_get(&host, port, &path, https, &headers),
-        )
-        .await
-        .map_err(|_| {
-            format!(
-                "Get {}://{host}:{port}{path}: timeout",
-                if https { "https" } else { "http" }
-            )
-        })??;
-        return if (200..400).contains(&code) {
-            Ok(())
-        } else {
-            Err(format!("HTTP probe failed with statuscode: {code}"))
-        };
-    }
-    if let Some(g) = &probe.grpc {
-        let port = u16::try_from(g.port).map_err(|_| format!("invalid port {}", g.port))?;
-        let service = g.service.clone().unwrap_or_default();
-        return tokio::time::timeout(
-            timeout,
-            crate::probe_transport::grpc_health(pod_ip, port, &service),
-        )
-        .await
-        .map_err(|_| {
-            format!(
-                "timeout: health rpc did not complete within {}s",
-                timeout.as_secs()
-            )
-        })?;
-    }
-    if let Some(t) = &probe.tcp_socket {
-        let port = resolve_port(&t.port, c).ok_or("invalid port")?;
-        let host = t
-            .host
-            .clone()
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| pod_ip.to_string());
-        return tokio::time::timeout(
-            timeout,
-            tokio::net::TcpStream::connect((host.as_str(), port)),
-        )
-        .await
-        .map_err(|_| "dial timeout".to_string())?
-        .map(|_| ())
-        .map_err(|e| e.to_string());
-    }
-    Err("probe has no handler".into())
 }
 
 struct ProbeWorker {
@@ -445,26 +278,8 @@ impl ProbeManager {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{ContainerPort, ExecAction, PodSpec};
-
-    #[test]
-    fn named_ports() {
-        let c = Container {
-            name: "c".into(),
-            ports: Some(vec![ContainerPort {
-                name: Some("http".into()),
-                container_port: 8080,
-                ..Default::default()
-            }]),
-            ..Default::default()
-        };
-        assert_eq!(
-            resolve_port(&IntOrString::String("http".into()), &c),
-            Some(8080)
-        );
-        assert_eq!(resolve_port(&IntOrString::Int(80), &c), Some(80));
-        assert_eq!(resolve_port(&IntOrString::String("nope".into()), &c), None);
-    }
+    use crate::container::PodStatus;
+    use k8s_openapi::api::core::v1::{ExecAction, PodSpec};
 
     #[test]
     fn readiness_gates_ready() {
@@ -514,6 +329,7 @@ mod tests {
         update_pod_status(&pod, &mut api, &results);
         assert_eq!(ready(&api).as_deref(), Some("True"));
         results.set(ProbeType::Liveness, "x1", false);
-        assert_eq!(results.failures(&st).liveness.len(), 1);
+        let failures = crate::kuberuntime::pod_actions::probe_failures(&results, &st);
+        assert_eq!(failures.liveness.len(), 1);
     }
 }

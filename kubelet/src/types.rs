@@ -30,6 +30,17 @@ pub fn owned_by_node(pod_name: &str, node_name: &str) -> bool {
         .is_some_and(|rest| rest.ends_with('-') && rest.len() > 1)
 }
 
+// Labels the kubelet puts on every sandbox and container (upstream `pkg/kubelet/types/labels.go`).
+
+/// Pod name label.
+pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
+/// Pod namespace label.
+pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
+/// Pod UID label.
+pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
+/// Container name label.
+pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,14 +7,8 @@ use std::collections::HashMap;
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 
-/// Pod name label.
-pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
-/// Pod namespace label.
-pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
-/// Pod UID label.
-pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
-/// Container name label.
-pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+pub use crate::types::{CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL};
+
 /// Container spec hash annotation (hex).
 pub const CONTAINER_HASH_LABEL: &str = "io.kubernetes.container.hash";
 /// Restart count annotation.

@@ -9,5 +9,6 @@ pub mod labels;
 pub mod manager;
 pub mod pod_actions;
 pub mod sandbox;
+pub mod termination;
 
 pub use manager::{KubeGenericRuntimeManager, RuntimeError, RuntimePod, SyncResult};

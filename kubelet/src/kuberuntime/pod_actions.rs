@@ -13,6 +13,7 @@ use crate::container::{
     ContainerID, ContainerState, ContainerStatus, NamespaceMode, PodStatus, SandboxState,
     hash_container, is_host_network_pod, restart_policy, should_container_be_restarted,
 };
+use crate::probe::{ProbeResults, ProbeType};
 
 /// Why a container is killed (upstream `containerKillReason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -357,6 +358,21 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, probes: &ProbeFailures
         changes.kill_pod = true;
     }
     changes
+}
+
+/// Failing liveness/startup probes of `status`'s running containers, for
+/// [`compute_pod_actions`] (upstream reads `livenessManager` and `startupManager`).
+pub fn probe_failures(results: &ProbeResults, status: &PodStatus) -> ProbeFailures {
+    let mut f = ProbeFailures::default();
+    for c in status.running_container_statuses() {
+        if results.get(ProbeType::Liveness, &c.id.id) == Some(false) {
+            f.liveness.insert(c.id.clone());
+        }
+        if results.get(ProbeType::Startup, &c.id.id) == Some(false) {
+            f.startup.insert(c.id.clone());
+        }
+    }
+    f
 }
 
 #[cfg(test)]

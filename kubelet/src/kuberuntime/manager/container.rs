@@ -162,7 +162,7 @@ impl KubeGenericRuntimeManager {
             timeout_seconds: i32::try_from(timeout.as_secs()).ok(),
             ..Default::default()
         };
-        crate::prober::run_probe(self, &probe, c, id, pod_ip).await
+        crate::probe::run_probe(self, &probe, c, id, pod_ip).await
     }
 
     /// Upstream `killContainer` with the container's spec: run `preStop` (bounded by the grace
@@ -353,32 +353,23 @@ impl KubeGenericRuntimeManager {
         ))
     }
 
-    /// Running containers as (id, pod name, log path) (for the container log manager).
-    pub async fn running_container_logs(
-        &self,
-    ) -> Result<Vec<(String, String, String)>, RuntimeError> {
-        let filter = cri::ContainerFilter {
-            state: Some(cri::ContainerStateValue {
-                state: cri::ContainerState::ContainerRunning as i32,
-            }),
-            ..Default::default()
-        };
-        let list = self.runtime.list_containers(Some(filter)).await?;
-        let mut out = Vec::new();
-        for c in list {
-            let pod = c.labels.get(POD_NAME_LABEL).cloned().unwrap_or_default();
-            match self.container_log_info(&c.id).await {
-                Ok((path, _)) => out.push((c.id, pod, path)),
-                Err(e) => {
-                    tracing::debug!(container = %c.id, error = %e, "container vanished while reading its log path")
-                }
-            }
-        }
-        Ok(out)
-    }
-
     /// CRI `ReopenContainerLog`.
     pub async fn reopen_container_log(&self, id: &str) -> Result<(), RuntimeError> {
         self.runtime.reopen_container_log(id).await
+    }
+}
+
+/// Exec probes and hooks run through `ExecSync`.
+#[async_trait::async_trait]
+impl crate::probe::CommandRunner for KubeGenericRuntimeManager {
+    async fn run_in_container(
+        &self,
+        id: &str,
+        cmd: Vec<String>,
+        timeout: Duration,
+    ) -> Result<i32, String> {
+        self.exec_sync(id, cmd, timeout)
+            .await
+            .map_err(|e| e.to_string())
     }
 }

@@ -20,7 +20,7 @@ use super::container_config::generate_container_config;
 use super::labels::{
     self, CONTAINER_NAME_LABEL, POD_NAME_LABEL, POD_NAMESPACE_LABEL, POD_UID_LABEL,
 };
-use super::pod_actions::compute_pod_actions;
+use super::pod_actions::{compute_pod_actions, probe_failures};
 use super::sandbox::{POD_LOGS_ROOT_DIRECTORY, generate_pod_sandbox_config, pod_logs_directory};
 use crate::apiobjects::ApiObjects;
 use crate::container::{
@@ -212,7 +212,7 @@ pub struct KubeGenericRuntimeManager {
     root_dir: PathBuf,
     /// Where pod log directories are made (upstream `podLogsRootDirectory`).
     pod_logs_root: PathBuf,
-    probe_results: crate::prober::ProbeResults,
+    probe_results: crate::probe::ProbeResults,
     credentials: Arc<crate::credentials::DockerKeyring>,
     cm: Arc<crate::cm::ContainerManager>,
     /// Where events about pods go.
@@ -284,7 +284,7 @@ impl KubeGenericRuntimeManager {
 
     /// Read liveness/startup results from `results` (upstream `livenessManager` and
     /// `startupManager`).
-    pub fn with_probe_results(mut self, results: crate::prober::ProbeResults) -> Self {
+    pub fn with_probe_results(mut self, results: crate::probe::ProbeResults) -> Self {
         self.probe_results = results;
         self
     }
@@ -346,7 +346,7 @@ impl KubeGenericRuntimeManager {
             root_dir: PathBuf::from("/var/lib/kubelet"),
             pod_logs_root: PathBuf::from(POD_LOGS_ROOT_DIRECTORY),
             runtime_version: String::new(),
-            probe_results: crate::prober::ProbeResults::default(),
+            probe_results: crate::probe::ProbeResults::default(),
             credentials: Arc::default(),
             cm: Arc::default(),
             events: Default::default(),
@@ -397,7 +397,8 @@ impl KubeGenericRuntimeManager {
         backoff: &mut Backoff,
     ) -> SyncResult {
         let mut result = SyncResult::default();
-        let actions = compute_pod_actions(pod, status, &self.probe_results.failures(status));
+        let actions =
+            compute_pod_actions(pod, status, &probe_failures(&self.probe_results, status));
         let pod_name = pod_full_name(pod);
         tracing::debug!(pod = %pod_name, ?actions, "computed pod actions");
         let grace = grace_period_for(Some(pod), None);

@@ -174,7 +174,7 @@ impl KubeGenericRuntimeManager {
                 }
             };
             let mut message = st.message.clone();
-            let tmsg = crate::volumemanager::termination_message(&st).await;
+            let tmsg = crate::kuberuntime::termination::termination_message(&st).await;
             if !tmsg.is_empty() {
                 if !message.is_empty() {
                     message.push_str(": ");

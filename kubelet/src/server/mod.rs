@@ -5,10 +5,13 @@
 //! debugging handlers: `/containerLogs/`, `/exec/`, `/attach/`, `/portForward/`, `/run/`,
 //! `/runningpods/`, `/logs/` and `/debug/pprof/` answer 405 "Debug endpoints are disabled."
 //! (upstream `InstallDebuggingDisabledHandlers`); container logs are served only by the
-//! authenticated server ([`crate::secure_server`]), through [`container_logs`] (upstream
+//! authenticated server ([`crate::server::secure`]), through [`container_logs`] (upstream
 //! `getContainerLogs`, with `tailLines`, `sinceSeconds`, `sinceTime`, `timestamps`,
 //! `limitBytes`, `previous`, `follow`; follow streams). Built on hyper 1; one task per
 //! connection; stops when the token is cancelled.
+
+pub mod healthz;
+pub mod secure;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -26,7 +29,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::kubelet::KubeletShared;
+use crate::host::KubeletShared;
 use crate::logs::{LogOptions, RunningCheck};
 
 /// The body of every response.

@@ -17,7 +17,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use crate::kubelet::KubeletShared;
+use crate::host::KubeletShared;
 
 /// Upstream's retry period of the healthz listener.
 pub const RETRY: Duration = Duration::from_secs(5);

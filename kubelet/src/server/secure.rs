@@ -29,7 +29,7 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio_util::sync::CancellationToken;
 
-use crate::kubelet::KubeletShared;
+use crate::host::KubeletShared;
 use crate::logs::query_pairs;
 use crate::server::{Body, json, text};
 

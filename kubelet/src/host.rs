@@ -1,0 +1,90 @@
+//! What the node's servers and the API mode read of the running kubelet (upstream `server`'s
+//! `HostInterface`, which `Kubelet` implements): the pod manager's desired pods, their live
+//! statuses, PLEG and sync-loop health, the runtime manager (logs, exec), eviction conditions and
+//! mirror pods. The sync loop ([`crate::kubelet`]) owns and updates it; the read-only and
+//! authenticated servers, healthz and the API mode hold an `Arc` of it, so none of them imports
+//! the loop.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::kuberuntime::KubeGenericRuntimeManager;
+use crate::metrics::Metrics;
+use crate::pleg::PlegState;
+use crate::status::StatusManager;
+
+/// The sync loop counts as unhealthy when it has not iterated for this long.
+pub const SYNC_LOOP_HEALTH_THRESHOLD: Duration = Duration::from_secs(30);
+
+/// State the sync loop shares with the HTTP server.
+#[derive(Debug)]
+pub struct KubeletShared {
+    /// The pod manager: desired pods by UID.
+    pub pods: RwLock<HashMap<String, Pod>>,
+    /// API statuses.
+    pub status: StatusManager,
+    /// Metrics.
+    pub metrics: Arc<Metrics>,
+    /// PLEG health and snapshot.
+    pub pleg: Arc<PlegState>,
+    /// Last sync loop iteration.
+    pub last_sync_loop: RwLock<Instant>,
+    /// Node name.
+    pub node_name: String,
+    /// Gracefully deleted pods whose termination finished, by UID: API-server mode deletes
+    /// their objects (upstream status manager `canBeDeleted`) and takes them from here.
+    pub terminated: RwLock<HashMap<String, Pod>>,
+    /// The runtime manager (container logs).
+    pub runtime: KubeGenericRuntimeManager,
+    /// Node conditions from the eviction manager, and pod admission.
+    pub eviction: Arc<crate::eviction::EvictionState>,
+    /// The mirror pods the API source sees (API-server mode).
+    pub mirrors: crate::mirror::MirrorPods,
+    /// UIDs of pods evicted or rejected at admission: terminal, never started again; they keep
+    /// their Failed status until their source removes them.
+    pub evicted: RwLock<HashSet<String>>,
+}
+
+impl KubeletShared {
+    /// The known pods with their live status, sorted by namespace/name.
+    pub fn pods_with_status(&self) -> Vec<Pod> {
+        let mut pods: Vec<Pod> = self
+            .pods
+            .read()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        for p in &mut pods {
+            if let Some(s) = p
+                .metadata
+                .uid
+                .as_deref()
+                .and_then(|u| self.status.get_pod_status(u))
+            {
+                p.status = Some(s);
+            }
+        }
+        pods.sort_by(|a, b| {
+            (&a.metadata.namespace, &a.metadata.name)
+                .cmp(&(&b.metadata.namespace, &b.metadata.name))
+        });
+        pods
+    }
+
+    /// Upstream health checks `syncloop` and `pleg`.
+    pub fn healthz(&self) -> Result<(), String> {
+        let last = self
+            .last_sync_loop
+            .read()
+            .map(|t| t.elapsed())
+            .unwrap_or_default();
+        if last > SYNC_LOOP_HEALTH_THRESHOLD {
+            return Err(format!(
+                "syncloop: sync loop took too long: last iteration {last:?} ago"
+            ));
+        }
+        self.pleg.healthy().map_err(|e| format!("pleg: {e}"))
+    }
+}

@@ -21,11 +21,11 @@ use k8s_openapi::api::core::v1::Pod;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::cri::{ImageManagerService, RuntimeService};
 use crate::fsstats::{device_of, dir_usage, fs_stats, meminfo_field};
-use crate::kuberuntime::KubeGenericRuntimeManager;
-use crate::kuberuntime::labels::POD_UID_LABEL;
 use crate::qos::get_pod_qos;
 use crate::resource::parse_quantity_scaled;
+use crate::types::POD_UID_LABEL;
 use crate::types::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
 
 /// Upstream `evictionMonitoringPeriod`.
@@ -680,16 +680,31 @@ pub fn observe(root_dir: &Path, imagefs: Option<&Path>) -> Observations {
     obs
 }
 
+/// Frees disk by removing unused images (upstream eviction's `ImageGC` interface).
+#[async_trait::async_trait]
+pub trait ImageGc: Send + Sync {
+    /// Removes every unused image; the bytes freed.
+    async fn delete_unused_images(&self) -> Result<u64, String>;
+}
+
+/// Frees disk by removing dead containers (upstream eviction's `ContainerGC` interface).
+#[async_trait::async_trait]
+pub trait ContainerGc: Send + Sync {
+    /// Removes the dead containers and sandboxes of pods other than `active` (UIDs).
+    async fn delete_all_unused_containers(&self, active: &HashSet<String>) -> Result<(), String>;
+}
+
 /// The eviction manager task (upstream `managerImpl`).
 pub struct EvictionManager {
     config: EvictionConfig,
-    runtime: KubeGenericRuntimeManager,
+    runtime: Arc<dyn RuntimeService>,
+    images: Arc<dyn ImageManagerService>,
     root_dir: PathBuf,
     state: Arc<EvictionState>,
     /// The pods the kubelet runs (the pod manager), and those already evicted.
     pods: Arc<dyn Fn() -> Vec<Pod> + Send + Sync>,
-    image_gc: crate::gc::ImageGcManager,
-    container_gc: crate::gc::ContainerGc,
+    image_gc: Arc<dyn ImageGc>,
+    container_gc: Arc<dyn ContainerGc>,
     evict: mpsc::UnboundedSender<EvictRequest>,
     decider: Decider,
 }
@@ -705,13 +720,19 @@ impl std::fmt::Debug for EvictionManager {
 /// What the eviction manager needs from the kubelet.
 pub struct ManagerParts {
     pub config: EvictionConfig,
-    pub runtime: KubeGenericRuntimeManager,
+    /// The runtime, for container stats (upstream's summary provider).
+    pub runtime: Arc<dyn RuntimeService>,
+    /// The image service, for the image filesystem.
+    pub images: Arc<dyn ImageManagerService>,
     pub root_dir: PathBuf,
     pub state: Arc<EvictionState>,
     /// Active (not yet evicted, not terminating) pods.
     pub pods: Arc<dyn Fn() -> Vec<Pod> + Send + Sync>,
-    pub image_gc: crate::gc::ImageGcManager,
-    pub container_gc: crate::gc::ContainerGc,
+    /// Unused images.
+    pub image_gc: Arc<dyn ImageGc>,
+    /// Dead containers.
+    pub container_gc: Arc<dyn ContainerGc>,
+    /// Where evictions go (upstream `KillPodFunc`).
     pub evict: mpsc::UnboundedSender<EvictRequest>,
 }
 
@@ -720,6 +741,7 @@ impl EvictionManager {
         Self {
             config: p.config,
             runtime: p.runtime,
+            images: p.images,
             root_dir: p.root_dir,
             state: p.state,
             pods: p.pods,
@@ -748,7 +770,7 @@ impl EvictionManager {
     }
 
     async fn imagefs_path(&self) -> Option<PathBuf> {
-        let fs = self.runtime.image_fs().await.ok()??;
+        let fs = self.images.image_fs_info().await.ok()?.into_iter().next()?;
         fs.fs_id
             .map(|f| PathBuf::from(f.mountpoint))
             .filter(|p| p.exists())
@@ -825,7 +847,7 @@ impl EvictionManager {
             .iter()
             .filter_map(|p| p.metadata.uid.clone())
             .collect();
-        if let Err(e) = self.container_gc.garbage_collect(&known).await {
+        if let Err(e) = self.container_gc.delete_all_unused_containers(&known).await {
             tracing::warn!(error = %e, "eviction manager: container GC failed");
         }
         if images {
@@ -841,7 +863,7 @@ impl EvictionManager {
     /// and local volumes from disk.
     async fn pod_usage(&self, pods: &[Pod]) -> HashMap<String, PodUsage> {
         let mut out: HashMap<String, PodUsage> = HashMap::new();
-        match self.runtime.list_container_stats().await {
+        match self.runtime.list_container_stats(None).await {
             Ok(stats) => {
                 for s in stats {
                     let Some(uid) = s

@@ -219,12 +219,13 @@ impl Kubelet {
         };
         let eviction = crate::eviction::EvictionManager::new(crate::eviction::ManagerParts {
             config: self.config.eviction.clone(),
-            runtime: runtime.clone(),
+            runtime: runtime.runtime_service().clone(),
+            images: runtime.image_service().clone(),
             root_dir: self.config.root_dir.clone(),
             state: Arc::clone(&self.shared.eviction),
             pods: active_pods,
-            image_gc: image_gc.clone(),
-            container_gc: container_gc.clone(),
+            image_gc: Arc::new(image_gc.clone()),
+            container_gc: Arc::new(container_gc.clone()),
             evict: evict_tx,
         });
         tokio::spawn(eviction.run(cancel.child_token()));
@@ -642,6 +643,27 @@ pub fn rejected_status(
         message: Some(format!("Pod {message}")),
         qos_class: Some(crate::qos::get_pod_qos(pod).into()),
         ..Default::default()
+    }
+}
+
+/// The image GC manager frees disk for the eviction manager (wired here, so neither imports
+/// the other).
+#[async_trait::async_trait]
+impl crate::eviction::ImageGc for crate::gc::ImageGcManager {
+    async fn delete_unused_images(&self) -> Result<u64, String> {
+        crate::gc::ImageGcManager::delete_unused_images(self)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// The container GC removes dead containers for the eviction manager.
+#[async_trait::async_trait]
+impl crate::eviction::ContainerGc for crate::gc::ContainerGc {
+    async fn delete_all_unused_containers(&self, active: &HashSet<String>) -> Result<(), String> {
+        self.garbage_collect(active)
+            .await
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -18,11 +18,11 @@ use kube::Client;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::apistatus::{ApiStatusSyncer, PodState};
 use crate::host::KubeletShared;
 use crate::nodestatus::{
     Health, LeaseRenewer, Machine, NodeSpecInputs, NodeStatusSyncer, initial_node, node_status,
 };
+use crate::status::api::{ApiStatusSyncer, PodState};
 use crate::types::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
 
 /// How often pod statuses are checked for writing.

@@ -159,7 +159,7 @@ impl Kubelet {
             Arc::clone(&self.shared.metrics),
         );
         if self.config.evented_pleg {
-            let (evented, period) = crate::evented_pleg::EventedPleg::new(
+            let (evented, period) = crate::pleg::evented::EventedPleg::new(
                 runtime.clone(),
                 pleg_tx_evented,
                 cache.clone(),
@@ -179,9 +179,9 @@ impl Kubelet {
             self.config.node_name.clone(),
         );
         tokio::spawn(log_manager.run(cancel.child_token()));
-        let image_gc = crate::gc::ImageGcManager::new(
+        let image_gc = crate::images::ImageGcManager::new(
             runtime.clone(),
-            crate::gc::ImageGcPolicy {
+            crate::images::ImageGcPolicy {
                 high_threshold_percent: self.config.image_gc_high_threshold_percent,
                 low_threshold_percent: self.config.image_gc_low_threshold_percent,
                 min_age: self.config.image_minimum_gc_age,
@@ -649,9 +649,9 @@ pub fn rejected_status(
 /// The image GC manager frees disk for the eviction manager (wired here, so neither imports
 /// the other).
 #[async_trait::async_trait]
-impl crate::eviction::ImageGc for crate::gc::ImageGcManager {
+impl crate::eviction::ImageGc for crate::images::ImageGcManager {
     async fn delete_unused_images(&self) -> Result<u64, String> {
-        crate::gc::ImageGcManager::delete_unused_images(self)
+        crate::images::ImageGcManager::delete_unused_images(self)
             .await
             .map_err(|e| e.to_string())
     }

@@ -11,7 +11,6 @@
 
 pub mod apimode;
 pub mod apiobjects;
-pub mod apistatus;
 pub mod cm;
 pub mod config;
 pub mod container;
@@ -20,13 +19,13 @@ pub mod cri;
 pub mod dns;
 pub use node_common::duration;
 pub mod envvars;
-pub mod evented_pleg;
 pub mod events;
 pub mod eviction;
 pub mod flags;
 pub mod fsstats;
 pub mod gc;
 pub mod host;
+pub mod images;
 pub mod kubelet;
 pub mod kubeletconfig;
 pub mod kuberuntime;

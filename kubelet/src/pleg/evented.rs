@@ -14,8 +14,8 @@ use futures::StreamExt;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use super::{PodCache, PodLifecycleEvent, PodLifecycleEventType, RELIST_PERIOD};
 use crate::kuberuntime::KubeGenericRuntimeManager;
-use crate::pleg::{PodCache, PodLifecycleEvent, PodLifecycleEventType, RELIST_PERIOD};
 
 /// Upstream: with the evented PLEG on, the generic relist runs every 300 s.
 pub const EVENTED_RELIST_PERIOD: Duration = Duration::from_secs(300);

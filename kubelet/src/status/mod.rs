@@ -4,6 +4,8 @@
 //! Kubernetes `PodStatus` (phase, conditions, container states, IPs, start time), and the
 //! status manager that keeps the newest status per pod UID for the HTTP server.
 
+pub mod api;
+
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 

@@ -4,6 +4,8 @@
 //! publishes the last relist's snapshot (used by housekeeping to find orphaned pods) and its
 //! health: unhealthy when no relist finished for [`RELIST_THRESHOLD`].
 
+pub mod evented;
+
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};

@@ -5,12 +5,12 @@
 //! `Unimplemented` to one of the [`OPTIONAL_RPCS`]; `Unimplemented` from any other RPC is a
 //! failure, so a runtime cannot pass by implementing nothing. A runtime that stops answering is
 //! reported by the case during which it died; the cases after it are "not run", summarized in
-//! one line. `cases` holds the cases (`streaming` the exec / attach / port-forward ones);
-//! `report` the output formats.
+//! one line. `cases` holds the cases, one module per area, and their registry
+//! (`cases::all`); `report` the output formats. Both import this module's vocabulary
+//! (`Ctx`, `Case`, `CaseError`, ...); this module imports neither.
 
 pub mod cases;
 pub mod report;
-pub mod streaming;
 
 use std::future::Future;
 use std::pin::Pin;

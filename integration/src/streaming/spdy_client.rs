@@ -12,7 +12,9 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 
-use super::{ClientError, ExecSession, PortForwardConn, StdinMsg, StdioRequest, split_url};
+use super::session::{
+    ClientError, ExecSession, PortForwardConn, StdinMsg, StdioRequest, TermSize, split_url,
+};
 
 const REPLY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -162,7 +164,7 @@ pub async fn exec(
         },
     )?;
     let resize = resize.map(|s| {
-        let (tx, mut rx) = mpsc::channel::<super::TermSize>(8);
+        let (tx, mut rx) = mpsc::channel::<TermSize>(8);
         let w = s.writer();
         tokio::spawn(async move {
             while let Some(sz) = rx.recv().await {

@@ -13,7 +13,9 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 
-use super::{ClientError, ExecSession, PortForwardConn, StdinMsg, StdioRequest, split_url};
+use super::session::{
+    ClientError, ExecSession, PortForwardConn, StdinMsg, StdioRequest, TermSize, split_url,
+};
 
 /// Default subprotocols offered for exec/attach, preferred first.
 pub const REMOTECOMMAND_PROTOCOLS: &[&str] =
@@ -175,7 +177,7 @@ pub async fn exec(
         tx
     });
     let resize = req.tty.then(|| {
-        let (tx, mut rx) = mpsc::channel::<super::TermSize>(8);
+        let (tx, mut rx) = mpsc::channel::<TermSize>(8);
         let w = writer.clone();
         tokio::spawn(async move {
             while let Some(sz) = rx.recv().await {

@@ -1,4 +1,4 @@
-//! The streaming conformance cases: Exec, Attach and PortForward URLs driven by the client in
+//! `[streaming]` conformance cases: Exec, Attach and PortForward URLs driven by the client in
 //! `crate::streaming`, each case over both SPDY and WebSocket — exec with and without a TTY and
 //! stdin (an interactive sh that receives input and a resize), attach, port-forward to busybox
 //! httpd in a pod and in a host-network pod, and the refusals (a reused token; a container that
@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use cri_proto::runtime::v1 as cri;
 
-use super::cases::{container, exec, in_sandbox};
-use super::{CaseError, CaseResult, Ctx};
+use super::common::{container, exec, in_sandbox};
+use crate::conformance::{CaseError, CaseResult, Ctx};
 use crate::streaming::{self as client, StdioRequest, Transport};
 use crate::{ensure, ensure_eq};
 

@@ -430,8 +430,7 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
     }
     ctx.runtime.container_manager().remove_pod_cgroups(uid);
     // Upstream `cleanupOrphanedPodDirs` and the log GC: the pod's data and log directories.
-    let ns = work.pod.metadata.namespace.as_deref().unwrap_or_default();
-    let logs = crate::kuberuntime::sandbox::build_pod_logs_directory(ns, name, uid);
+    let logs = ctx.runtime.pod_logs_dir(&work.pod);
     for dir in [ctx.pod_dir(uid), logs] {
         if !uid.is_empty()
             && dir.exists()
@@ -441,4 +440,236 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
         }
     }
     tracing::info!(pod = %name, pod_uid = %uid, "pod terminated and cleaned up");
+}
+
+#[cfg(test)]
+mod tests {
+    //! The workers against the in-memory runtime: one sync per burst of updates, a kill is
+    //! never replaced by a sync, termination stops and removes everything, eviction keeps the
+    //! Failed status.
+
+    use super::*;
+    use crate::cri::fake::FakeRuntime;
+    use cri_proto::runtime::v1 as cri;
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    struct Bed {
+        fake: Arc<FakeRuntime>,
+        ctx: Arc<SyncContext>,
+        workers: PodWorkers,
+        done: mpsc::UnboundedReceiver<WorkerDone>,
+        _dir: tempfile::TempDir,
+    }
+
+    async fn bed() -> Bed {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (fake, runtime) = KubeGenericRuntimeManager::fake(dir.path()).await;
+        let ctx = Arc::new(SyncContext {
+            runtime,
+            status: StatusManager::default(),
+            cache: PodCache::default(),
+            metrics: Arc::default(),
+            host_ip: "10.0.0.1".into(),
+            sync_frequency: Duration::from_secs(60),
+            root_dir: dir.path().join("kubelet"),
+            probes: Default::default(),
+            api: None,
+            tokens: Default::default(),
+        });
+        let (tx, done) = mpsc::unbounded_channel();
+        let workers = PodWorkers::new(Arc::clone(&ctx), tx, CancellationToken::new());
+        Bed {
+            fake,
+            ctx,
+            workers,
+            done,
+            _dir: dir,
+        }
+    }
+
+    fn pod(uid: &str, containers: &[&str]) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("pod-{uid}")),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                containers: containers
+                    .iter()
+                    .map(|n| Container {
+                        name: (*n).into(),
+                        image: Some("busybox:1".into()),
+                        ..Default::default()
+                    })
+                    .collect(),
+                termination_grace_period_seconds: Some(1),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn work(pod: Pod, kill: bool) -> PodWork {
+        PodWork {
+            pod,
+            kill,
+            grace_override: None,
+            evict: None,
+        }
+    }
+
+    impl Bed {
+        async fn next_done(&mut self) -> WorkerDone {
+            match tokio::time::timeout(Duration::from_secs(5), self.done.recv()).await {
+                Ok(Some(d)) => d,
+                other => panic!("no worker report: {other:?}"),
+            }
+        }
+
+        /// True when no report arrives within a (paused-clock) second.
+        async fn quiet(&mut self) -> bool {
+            tokio::time::timeout(Duration::from_secs(1), self.done.recv())
+                .await
+                .is_err()
+        }
+
+        fn container_names(&self) -> Vec<String> {
+            let mut v: Vec<String> = self
+                .fake
+                .containers()
+                .into_iter()
+                .filter(|(_, c)| c.state == cri::ContainerState::ContainerRunning as i32)
+                .filter_map(|(_, c)| c.metadata.map(|m| m.name))
+                .collect();
+            v.sort();
+            v
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_synced_pod_runs_and_is_requeued_after_the_sync_frequency() {
+        let mut b = bed().await;
+        b.workers.update_pod(work(pod("w1", &["app"]), false));
+        let d = b.next_done().await;
+        assert_eq!(
+            d,
+            WorkerDone {
+                uid: "w1".into(),
+                terminated: false,
+                requeue_after: Duration::from_secs(60),
+            }
+        );
+        assert_eq!(b.container_names(), vec!["app".to_string()]);
+        let status = b.ctx.status.get_pod_status("w1").expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        assert!(b.ctx.cache.get("w1").is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn updates_while_busy_coalesce_into_the_newest() {
+        let mut b = bed().await;
+        // Three updates before the worker runs: only the newest is synced, once.
+        b.workers.update_pod(work(pod("w2", &["v1"]), false));
+        b.workers.update_pod(work(pod("w2", &["v2"]), false));
+        b.workers.update_pod(work(pod("w2", &["v3"]), false));
+        let d = b.next_done().await;
+        assert!(!d.terminated);
+        assert!(b.quiet().await, "one sync for three updates");
+        assert_eq!(b.container_names(), vec!["v3".to_string()]);
+        assert_eq!(
+            b.fake
+                .calls()
+                .iter()
+                .filter(|c| *c == "create_container")
+                .count(),
+            1
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_pending_kill_is_not_replaced_by_a_sync() {
+        let mut b = bed().await;
+        b.workers.update_pod(work(pod("w3", &["app"]), false));
+        b.next_done().await;
+        b.workers.update_pod(work(pod("w3", &["app"]), true));
+        b.workers.update_pod(work(pod("w3", &["app"]), false));
+        assert!(b.workers.is_terminating("w3"));
+        let d = b.next_done().await;
+        assert!(d.terminated, "{d:?}");
+        assert!(b.fake.containers().is_empty());
+        assert!(b.fake.sandboxes().is_empty());
+        // The status of a pod that was not evicted is forgotten.
+        assert!(b.ctx.status.get_pod_status("w3").is_none());
+        assert!(b.ctx.cache.get("w3").is_none());
+        // A sync after the kill does not restart the pod.
+        b.workers.update_pod(work(pod("w3", &["app"]), false));
+        assert!(b.quiet().await);
+        assert!(b.fake.containers().is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn termination_stops_containers_before_the_sandbox_then_removes_them() {
+        let mut b = bed().await;
+        b.workers.update_pod(work(pod("w4", &["a", "b"]), false));
+        b.next_done().await;
+        b.fake.clear_calls();
+        b.workers.update_pod(work(pod("w4", &["a", "b"]), true));
+        assert!(b.next_done().await.terminated);
+        let calls = b.fake.calls();
+        let last_stop = calls.iter().rposition(|c| c == "stop_container");
+        let sandbox_stop = calls.iter().position(|c| c == "stop_podsandbox");
+        assert!(last_stop.is_some() && last_stop < sandbox_stop, "{calls:?}");
+        let first_remove = calls
+            .iter()
+            .position(|c| c == "remove_container" || c == "remove_podsandbox");
+        assert!(sandbox_stop < first_remove, "{calls:?}");
+        assert!(b.fake.containers().is_empty());
+        // The pod's data directory is gone.
+        assert!(!b.ctx.pod_dir("w4").exists());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_evicted_pod_keeps_a_failed_status() {
+        let mut b = bed().await;
+        b.workers.update_pod(work(pod("w5", &["app"]), false));
+        b.next_done().await;
+        b.workers.update_pod(PodWork {
+            evict: Some("The node was low on resource: memory.".into()),
+            ..work(pod("w5", &["app"]), true)
+        });
+        assert!(b.next_done().await.terminated);
+        let status = b
+            .ctx
+            .status
+            .get_pod_status("w5")
+            .expect("evicted status kept");
+        assert_eq!(status.phase.as_deref(), Some("Failed"));
+        assert_eq!(status.reason.as_deref(), Some("Evicted"));
+        assert!(
+            status
+                .conditions
+                .iter()
+                .flatten()
+                .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_sync_is_requeued_after_the_backoff_period() {
+        let mut b = bed().await;
+        b.fake.make_unpullable("busybox:1");
+        b.workers.update_pod(work(pod("w6", &["app"]), false));
+        let d = b.next_done().await;
+        assert_eq!(d.requeue_after, BACKOFF_PERIOD);
+        let status = b.ctx.status.get_pod_status("w6").expect("status");
+        let waiting = status
+            .container_statuses
+            .iter()
+            .flatten()
+            .find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
+        assert_eq!(waiting.as_deref(), Some("ErrImagePull"));
+    }
 }

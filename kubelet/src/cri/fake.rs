@@ -31,7 +31,7 @@ struct State {
     images: BTreeMap<String, cri::Image>,
     unpullable: HashSet<String>,
     calls: Vec<String>,
-    errors: HashMap<String, VecDeque<Status>>,
+    errors: HashMap<String, VecDeque<Option<Status>>>,
     exec_results: VecDeque<cri::ExecSyncResponse>,
     pulls: Vec<(String, Option<cri::AuthConfig>)>,
     next_id: u64,
@@ -97,7 +97,7 @@ impl FakeRuntime {
         self.with(|s| {
             s.calls.push(op.to_string());
             s.tick();
-            match s.errors.get_mut(op).and_then(VecDeque::pop_front) {
+            match s.errors.get_mut(op).and_then(VecDeque::pop_front).flatten() {
                 Some(status) => Err(RuntimeError::Rpc { op, status }),
                 None => Ok(()),
             }
@@ -131,7 +131,16 @@ impl FakeRuntime {
             s.errors
                 .entry(op.to_string())
                 .or_default()
-                .push_back(status)
+                .push_back(Some(status))
+        });
+    }
+
+    /// The next `skip` calls of `op` succeed, the one after fails with `status`.
+    pub fn inject_error_after(&self, op: &str, skip: usize, status: Status) {
+        self.with(|s| {
+            let q = s.errors.entry(op.to_string()).or_default();
+            q.extend(std::iter::repeat_n(None, skip));
+            q.push_back(Some(status));
         });
     }
 

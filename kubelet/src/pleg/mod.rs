@@ -230,7 +230,8 @@ impl GenericPleg {
         }
         // The changed pods' statuses are read at once, each with its own deadline, so one slow
         // runtime call does not hold up the others; a pod whose read failed keeps its old
-        // record and is looked at again on the next relist (upstream `needsReinspection`).
+        // record, its events are held back, and it is looked at again on the next relist,
+        // which generates them anew (upstream "Ignoring events for pod" + `needsReinspection`).
         let reads = changed.iter().filter_map(|uid| {
             let p = current.get(uid)?;
             let rt = self.runtime.clone();
@@ -260,7 +261,7 @@ impl GenericPleg {
         for uid in changed.iter().filter(|u| !current.contains_key(*u)) {
             self.cache.delete(uid);
         }
-        for e in events {
+        for e in events.into_iter().filter(|e| !reinspect.contains(&e.id)) {
             tracing::debug!(pod_uid = %e.id, event = ?e.type_, data = %e.data, "PLEG event");
             if self.events.try_send(e).is_err() {
                 tracing::error!("PLEG event channel is full, discarding event");
@@ -388,5 +389,184 @@ mod tests {
             *l = Instant::now().checked_sub(Duration::from_secs(200));
         }
         assert!(s.healthy().is_err());
+    }
+
+    /// A relisting PLEG on the fake runtime, and a way to start a pod on it.
+    mod on_fake_runtime {
+        use super::*;
+        use crate::apiobjects::ApiObjects;
+        use crate::cri::RuntimeService;
+        use crate::cri::fake::FakeRuntime;
+        use crate::kuberuntime::backoff::Backoff;
+        use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+        struct Bed {
+            fake: Arc<FakeRuntime>,
+            runtime: KubeGenericRuntimeManager,
+            pleg: GenericPleg,
+            events: mpsc::Receiver<PodLifecycleEvent>,
+            cache: PodCache,
+            state: Arc<PlegState>,
+            _dir: tempfile::TempDir,
+        }
+
+        async fn bed() -> Bed {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let (fake, runtime) = KubeGenericRuntimeManager::fake(dir.path()).await;
+            let (tx, events) = mpsc::channel(100);
+            let cache = PodCache::default();
+            let state = Arc::new(PlegState::default());
+            let pleg = GenericPleg::new(
+                runtime.clone(),
+                tx,
+                cache.clone(),
+                Arc::clone(&state),
+                Arc::default(),
+            );
+            Bed {
+                fake,
+                runtime,
+                pleg,
+                events,
+                cache,
+                state,
+                _dir: dir,
+            }
+        }
+
+        async fn start_pod(b: &Bed, uid: &str) {
+            let pod = Pod {
+                metadata: ObjectMeta {
+                    name: Some(format!("pod-{uid}")),
+                    namespace: Some("default".into()),
+                    uid: Some(uid.into()),
+                    ..Default::default()
+                },
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "app".into(),
+                        image: Some("busybox:1".into()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                status: None,
+            };
+            let status = b
+                .runtime
+                .get_pod_status(uid, &format!("pod-{uid}"), "default")
+                .await
+                .expect("status");
+            let mut backoff = Backoff::default();
+            let r = b
+                .runtime
+                .sync_pod(
+                    &pod,
+                    &status,
+                    &ApiObjects::standalone("default"),
+                    &mut backoff,
+                )
+                .await;
+            assert!(r.is_ok(), "{:?}", r.errors);
+        }
+
+        fn drain(b: &mut Bed) -> Vec<(String, PodLifecycleEventType)> {
+            let mut out = vec![];
+            while let Ok(e) = b.events.try_recv() {
+                out.push((e.id, e.type_));
+            }
+            out
+        }
+
+        fn app_id(b: &Bed) -> String {
+            b.fake
+                .containers()
+                .into_iter()
+                .find(|(_, c)| c.metadata.as_ref().is_some_and(|m| m.name == "app"))
+                .map(|(_, c)| c.id)
+                .unwrap_or_default()
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_relist_reports_started_died_and_removed_containers() {
+            let mut b = bed().await;
+            assert!(!b.state.has_relisted());
+            start_pod(&b, "p1").await;
+            b.pleg.relist().await;
+            assert!(b.state.has_relisted());
+            let evs = drain(&mut b);
+            // The sandbox and the app container started.
+            assert_eq!(
+                evs.iter()
+                    .filter(|(u, t)| u == "p1" && *t == PodLifecycleEventType::ContainerStarted)
+                    .count(),
+                2,
+                "{evs:?}"
+            );
+            assert!(b.cache.get("p1").is_some());
+            // Nothing changed: no events.
+            b.pleg.relist().await;
+            assert!(drain(&mut b).is_empty());
+            let app = app_id(&b);
+            b.fake.exit_container(&app, 1);
+            b.pleg.relist().await;
+            assert_eq!(
+                drain(&mut b),
+                vec![("p1".to_string(), PodLifecycleEventType::ContainerDied)]
+            );
+            let cached = b.cache.get("p1").map(|(s, _)| s).expect("cached");
+            assert!(
+                cached
+                    .container_statuses
+                    .iter()
+                    .any(|c| c.name == "app" && c.state == ContainerState::Exited)
+            );
+            b.runtime.remove_pod("p1").await.expect("remove exited");
+            b.fake
+                .stop_pod_sandbox(&b.fake.sandboxes()[0].id)
+                .await
+                .expect("stop");
+            b.runtime.remove_pod("p1").await.expect("remove");
+            b.pleg.relist().await;
+            let evs = drain(&mut b);
+            assert!(evs.contains(&("p1".to_string(), PodLifecycleEventType::ContainerRemoved)));
+            assert!(
+                b.cache.get("p1").is_none(),
+                "a removed pod leaves the cache"
+            );
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_failed_status_read_is_retried_on_the_next_relist() {
+            let mut b = bed().await;
+            start_pod(&b, "p2").await;
+            b.fake.inject_error(
+                "list_podsandbox",
+                tonic::Status::unavailable("runtime busy"),
+            );
+            // The listing itself fails: nothing is recorded, no event.
+            b.pleg.relist().await;
+            assert!(drain(&mut b).is_empty());
+            assert!(!b.state.has_relisted());
+            // The listing works but reading the pod's status fails (its second
+            // ListPodSandbox): its events are held back and it is not cached.
+            b.fake.inject_error_after(
+                "list_podsandbox",
+                1,
+                tonic::Status::unavailable("runtime busy"),
+            );
+            b.pleg.relist().await;
+            assert!(drain(&mut b).is_empty(), "no events for an unread pod");
+            assert!(b.cache.get("p2").is_none());
+            // The next relist reads it again although nothing changed on the runtime, and
+            // sends its events once.
+            b.pleg.relist().await;
+            let evs = drain(&mut b);
+            assert_eq!(evs.len(), 2, "{evs:?}");
+            assert!(b.cache.get("p2").is_some());
+            b.pleg.relist().await;
+            assert!(drain(&mut b).is_empty(), "no duplicate events");
+        }
     }
 }

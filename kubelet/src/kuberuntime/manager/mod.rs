@@ -294,6 +294,23 @@ impl KubeGenericRuntimeManager {
         self.runtime.get_container_events().await
     }
 
+    /// A manager on an in-memory [`crate::cri::fake::FakeRuntime`] with its kubelet root and
+    /// pod logs under `dir` (unit tests of the managers above the runtime).
+    #[cfg(test)]
+    pub(crate) async fn fake(dir: &std::path::Path) -> (Arc<crate::cri::fake::FakeRuntime>, Self) {
+        let fake = Arc::new(crate::cri::fake::FakeRuntime::new());
+        let manager = Self::new(fake.clone(), fake.clone(), Duration::from_secs(2))
+            .await
+            .map(|m| {
+                m.with_root_dir(dir.join("kubelet"))
+                    .with_pod_logs_root(dir.join("logs"))
+            });
+        match manager {
+            Ok(m) => (fake, m),
+            Err(e) => panic!("the fake runtime answers Version: {e}"),
+        }
+    }
+
     /// Make pod log directories under `root` instead of `/var/log/pods` (tests).
     pub fn with_pod_logs_root(mut self, root: impl Into<PathBuf>) -> Self {
         self.pod_logs_root = root.into();

@@ -19,14 +19,8 @@ struct Bed {
 }
 
 async fn bed() -> Bed {
-    let fake = Arc::new(FakeRuntime::new());
     let dirs = tempfile::tempdir().expect("tempdir");
-    let manager =
-        KubeGenericRuntimeManager::new(fake.clone(), fake.clone(), Duration::from_secs(2))
-            .await
-            .expect("version")
-            .with_root_dir(dirs.path().join("kubelet"))
-            .with_pod_logs_root(dirs.path().join("logs"));
+    let (fake, manager) = KubeGenericRuntimeManager::fake(dirs.path()).await;
     Bed {
         fake,
         manager,

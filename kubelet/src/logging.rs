@@ -30,7 +30,10 @@ pub fn init(format: &str, v: i32) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     if format == "json" {
-        builder.event_format(JsonFormat).init();
+        builder
+            .fmt_fields(tracing_subscriber::fmt::format::JsonFields::new())
+            .event_format(JsonFormat)
+            .init();
     } else {
         builder
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -117,13 +120,30 @@ where
 {
     fn format_event(
         &self,
-        _ctx: &FmtContext<'_, S, N>,
+        ctx: &FmtContext<'_, S, N>,
         mut writer: Writer<'_>,
         event: &Event<'_>,
     ) -> fmt::Result {
         let meta = event.metadata();
         let mut visitor = JsonVisitor::default();
         event.record(&mut visitor);
+        // The fields of the spans the event is in (pod, container, …), innermost last; the
+        // event's own fields win.
+        if let Some(scope) = ctx.event_scope() {
+            for span in scope.from_root() {
+                let ext = span.extensions();
+                let Some(fields) = ext.get::<tracing_subscriber::fmt::FormattedFields<N>>() else {
+                    continue;
+                };
+                if let Ok(serde_json::Value::Object(m)) =
+                    serde_json::from_str::<serde_json::Value>(fields.as_str())
+                {
+                    for (k, v) in m {
+                        visitor.fields.entry(k).or_insert(v);
+                    }
+                }
+            }
+        }
         let caller = format!(
             "{}:{}",
             meta.file().unwrap_or(meta.target()),
@@ -159,5 +179,45 @@ mod tests {
             serde_json::from_str(&json_line(&Level::ERROR, "x:1".into(), v)).expect("json");
         assert_eq!(j["err"], "boom");
         assert!(j.get("v").is_none());
+    }
+
+    #[test]
+    fn json_lines_carry_the_fields_of_their_spans() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                if let Ok(mut v) = self.0.lock() {
+                    v.extend_from_slice(b);
+                }
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let out = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || out.clone())
+            .fmt_fields(tracing_subscriber::fmt::format::JsonFields::new())
+            .event_format(JsonFormat)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let pod = tracing::info_span!("sync_pod", pod = "default/web", pod_uid = "u1");
+            let _p = pod.enter();
+            let c = tracing::info_span!("start_container", container = "app");
+            let _c = c.enter();
+            tracing::info!(image = "busybox", "pulling image");
+        });
+        let text =
+            String::from_utf8(buf.0.lock().map(|v| v.clone()).unwrap_or_default()).expect("utf8");
+        let j: serde_json::Value = serde_json::from_str(text.trim()).expect("one json line");
+        assert_eq!(j["msg"], "pulling image");
+        assert_eq!(j["pod"], "default/web");
+        assert_eq!(j["pod_uid"], "u1");
+        assert_eq!(j["container"], "app");
+        assert_eq!(j["image"], "busybox");
     }
 }

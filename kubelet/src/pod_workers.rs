@@ -272,19 +272,20 @@ fn meta(pod: &Pod) -> (&str, &str, &str) {
 
 /// Upstream `Kubelet.SyncPod`: status first, then the runtime's `SyncPod`, then the status
 /// again with the sync's waiting reasons. Returns false when the sync failed.
+#[tracing::instrument(name = "sync_pod", skip_all, fields(pod = %pod_full_name(pod), pod_uid = %meta(pod).0))]
 pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bool {
     let (uid, name, ns) = meta(pod);
     // Upstream `makePodDataDirs`.
     for sub in ["volumes", "plugins", "containers"] {
         let dir = ctx.pod_dir(uid).join(sub);
         if let Err(e) = std::fs::create_dir_all(&dir) {
-            tracing::warn!(pod = %pod_full_name(pod), dir = %dir.display(), error = %e, "cannot create pod data directory");
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot create pod data directory");
         }
     }
     let status = match ctx.runtime.get_pod_status(uid, name, ns).await {
         Ok(s) => s,
         Err(e) => {
-            tracing::error!(pod = %pod_full_name(pod), error = %e, "cannot read pod status from the runtime");
+            tracing::error!(error = %e, "cannot read pod status from the runtime");
             return false;
         }
     };
@@ -304,7 +305,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
             "FailedMount",
             e.to_string(),
         );
-        tracing::warn!(pod = %pod_full_name(pod), error = %e, "unable to mount volumes");
+        tracing::warn!(error = %e, "unable to mount volumes");
         ctx.set_status(
             pod,
             &status,
@@ -314,7 +315,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
     }
     let result = ctx.runtime.sync_pod(pod, &status, &objects, backoff).await;
     for e in &result.errors {
-        tracing::warn!(pod = %pod_full_name(pod), container = %e.target, reason = %e.reason, message = %e.message, "sync step failed");
+        tracing::warn!(container = %e.target, reason = %e.reason, message = %e.message, "sync step failed");
     }
     let reasons: WaitingReasons = result.container_reasons();
     // Re-read after changes so the status reflects what was just done.
@@ -335,6 +336,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
 
 /// Upstream `syncTerminatingPod`: kill all containers with the grace period, then the sandbox,
 /// retrying until nothing runs.
+#[tracing::instrument(name = "sync_terminating_pod", skip_all, fields(pod = %pod_full_name(&work.pod), pod_uid = %meta(&work.pod).0))]
 pub async fn sync_terminating_pod(ctx: &SyncContext, work: &PodWork) {
     let (uid, name, ns) = meta(&work.pod);
     let has_spec = work.pod.spec.is_some();
@@ -343,7 +345,7 @@ pub async fn sync_terminating_pod(ctx: &SyncContext, work: &PodWork) {
         let status = match ctx.runtime.get_pod_status(uid, name, ns).await {
             Ok(s) => s,
             Err(e) => {
-                tracing::error!(pod = %name, error = %e, "cannot read status of terminating pod");
+                tracing::error!(error = %e, "cannot read status of terminating pod");
                 continue;
             }
         };
@@ -358,14 +360,14 @@ pub async fn sync_terminating_pod(ctx: &SyncContext, work: &PodWork) {
         if !running {
             break;
         }
-        tracing::info!(pod = %name, pod_uid = %uid, grace, attempt, "killing pod");
+        tracing::info!(grace, attempt, "killing pod");
         match ctx
             .runtime
             .kill_pod_status(has_spec.then_some(&work.pod), &status, grace)
             .await
         {
             Ok(()) => break,
-            Err(e) => tracing::warn!(pod = %name, error = %e, "killing pod failed, retrying"),
+            Err(e) => tracing::warn!(error = %e, "killing pod failed, retrying"),
         }
     }
 }
@@ -418,10 +420,11 @@ pub fn evicted_status(api: &mut k8s_openapi::api::core::v1::PodStatus, message: 
 
 /// Upstream `syncTerminatedPod` plus the garbage collection of a removed pod: remove its dead
 /// containers and sandboxes, forget its status.
+#[tracing::instrument(name = "sync_terminated_pod", skip_all, fields(pod = %pod_full_name(&work.pod), pod_uid = %meta(&work.pod).0))]
 pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
-    let (uid, name, _) = meta(&work.pod);
+    let (uid, _, _) = meta(&work.pod);
     if let Err(e) = ctx.runtime.remove_pod(uid).await {
-        tracing::warn!(pod = %name, error = %e, "cannot remove the containers of a terminated pod");
+        tracing::warn!(error = %e, "cannot remove the containers of a terminated pod");
     }
     ctx.cache.delete(uid);
     ctx.tokens.forget(uid);
@@ -436,10 +439,10 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
             && dir.exists()
             && let Err(e) = crate::volumemanager::remove_pod_dir(&dir)
         {
-            tracing::warn!(pod = %name, dir = %dir.display(), error = %e, "cannot remove pod directory");
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove pod directory");
         }
     }
-    tracing::info!(pod = %name, pod_uid = %uid, "pod terminated and cleaned up");
+    tracing::info!("pod terminated and cleaned up");
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use super::*;
 
 impl KubeGenericRuntimeManager {
     /// Upstream `startContainer`: pull, create, start.
+    #[tracing::instrument(skip_all, fields(container = %c.name))]
     pub(super) async fn start_container(
         &self,
         target: &SandboxTarget<'_>,
@@ -86,7 +87,7 @@ impl KubeGenericRuntimeManager {
             .start_container(&id)
             .await
             .map_err(|e| (reasons::RUN_CONTAINER_ERROR.to_string(), e.to_string()))?;
-        tracing::info!(pod = %pod_full_name(pod), container = %c.name, id = %id, restart_count, "started container");
+        tracing::info!(id = %id, restart_count, "started container");
         self.events.event(
             pod,
             Some(&c.name),
@@ -97,7 +98,7 @@ impl KubeGenericRuntimeManager {
         if let Some(h) = c.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) {
             let pod_ip = target.ips.first().map(String::as_str).unwrap_or_default();
             if let Err(msg) = self.run_hook(&id, h, c, pod_ip, self.timeout).await {
-                tracing::warn!(pod = %pod_full_name(pod), container = %c.name, error = %msg, "postStart hook failed, killing the container");
+                tracing::warn!(error = %msg, "postStart hook failed, killing the container");
                 let grace = grace_period_for(Some(pod), None);
                 let _ = self.kill_container(&id, grace).await;
                 return Err((

@@ -68,7 +68,7 @@ impl KubeGenericRuntimeManager {
                 format!("Back-off pulling image {image:?}"),
             ));
         }
-        tracing::info!(pod = %pod_full_name(pod), container = %c.name, image = %image, "pulling image");
+        tracing::info!(image = %image, "pulling image");
         self.events.event(
             pod,
             Some(&c.name),

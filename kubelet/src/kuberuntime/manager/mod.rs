@@ -417,13 +417,16 @@ impl KubeGenericRuntimeManager {
         let actions =
             compute_pod_actions(pod, status, &probe_failures(&self.probe_results, status));
         let pod_name = pod_full_name(pod);
-        tracing::debug!(pod = %pod_name, ?actions, "computed pod actions");
+        tracing::debug!(?actions, "computed pod actions");
         let grace = grace_period_for(Some(pod), None);
 
         if actions.kill_pod {
             if !status.sandbox_statuses.is_empty() || !status.container_statuses.is_empty() {
                 result.changed = true;
-                tracing::info!(pod = %pod_name, create_sandbox = actions.create_sandbox, "killing pod to recreate its sandbox or because it is done");
+                tracing::info!(
+                    create_sandbox = actions.create_sandbox,
+                    "killing pod to recreate its sandbox or because it is done"
+                );
                 if let Err(e) = self.kill_pod_status(Some(pod), status, grace).await {
                     result.fail("", reasons::KILL_ERROR, e.to_string());
                     return result;
@@ -432,7 +435,7 @@ impl KubeGenericRuntimeManager {
         } else {
             for (id, k) in &actions.containers_to_kill {
                 result.changed = true;
-                tracing::info!(pod = %pod_name, container = %k.name, reason = k.reason.as_str(), message = %k.message, "killing container");
+                tracing::info!(container = %k.name, reason = k.reason.as_str(), message = %k.message, "killing container");
                 let spec = pod.spec.as_ref().and_then(|s| {
                     if k.init {
                         s.init_containers.as_ref().and_then(|v| v.get(k.index))
@@ -464,7 +467,7 @@ impl KubeGenericRuntimeManager {
             Err(e) => {
                 // Upstream `generatePodSandboxConfig` fails on an unreadable resolver file.
                 let msg = format!("failed to generate sandbox config for pod {pod_name:?}: {e}");
-                tracing::warn!(pod = %pod_name, error = %e, "failed to generate the pod's DNS config");
+                tracing::warn!(error = %e, "failed to generate the pod's DNS config");
                 self.events.event(
                     pod,
                     None,
@@ -488,7 +491,7 @@ impl KubeGenericRuntimeManager {
             result.changed = true;
             let logdir = self.pod_logs_dir(pod);
             if let Err(e) = std::fs::create_dir_all(&logdir) {
-                tracing::warn!(pod = %pod_name, dir = %logdir.display(), error = %e, "cannot create pod log directory");
+                tracing::warn!(dir = %logdir.display(), error = %e, "cannot create pod log directory");
             }
             match self
                 .runtime
@@ -496,11 +499,11 @@ impl KubeGenericRuntimeManager {
                 .await
             {
                 Ok(id) => {
-                    tracing::info!(pod = %pod_name, sandbox = %id, attempt = actions.attempt, "created pod sandbox");
+                    tracing::info!(sandbox = %id, attempt = actions.attempt, "created pod sandbox");
                     sandbox_id = id;
                 }
                 Err(e) => {
-                    tracing::warn!(pod = %pod_name, error = %e, "failed to create pod sandbox");
+                    tracing::warn!(error = %e, "failed to create pod sandbox");
                     result.fail("", reasons::CREATE_POD_SANDBOX_ERROR, e.to_string());
                     return result;
                 }
@@ -541,7 +544,7 @@ impl KubeGenericRuntimeManager {
             };
             result.changed = true;
             if let Some(msg) = self.do_backoff(pod, c, status, backoff) {
-                tracing::info!(pod = %pod_name, container = %c.name, "{msg}");
+                tracing::info!(container = %c.name, "{msg}");
                 result.fail(&c.name, reasons::CRASH_LOOP_BACK_OFF, msg);
                 continue;
             }
@@ -549,7 +552,7 @@ impl KubeGenericRuntimeManager {
                 .start_container(&target, c, pod, status, objects, backoff)
                 .await
             {
-                tracing::warn!(pod = %pod_name, container = %c.name, reason = %reason, message = %msg, "failed to start container");
+                tracing::warn!(container = %c.name, reason = %reason, message = %msg, "failed to start container");
                 result.fail(&c.name, &reason, msg);
             }
         }

@@ -59,6 +59,37 @@ def references(text: str) -> set[str]:
     return found
 
 
+def shortest_cycle(graph: dict[str, set[str]], members: set[str]) -> list[str]:
+    """The shortest cycle inside one strongly connected component."""
+    best: list[str] = []
+    for start in sorted(members):
+        prev = {start: ""}
+        queue = [start]
+        found = None
+        while queue and found is None:
+            nxt = []
+            for v in queue:
+                for w in sorted(graph[v] & members):
+                    if w == start:
+                        found = v
+                        break
+                    if w not in prev:
+                        prev[w] = v
+                        nxt.append(w)
+                if found is not None:
+                    break
+            queue = nxt
+        if found is None:
+            continue
+        path = [found]
+        while path[-1] != start:
+            path.append(prev[path[-1]])
+        path = list(reversed(path)) + [start]
+        if not best or len(path) < len(best):
+            best = path
+    return best
+
+
 def main() -> int:
     if len(sys.argv) != 3:
         print(__doc__, file=sys.stderr)
@@ -86,6 +117,11 @@ def main() -> int:
     if not nodes:
         print(f"module_cycles: no Rust sources under {src}", file=sys.stderr)
         return 2
+    # Only the crate's own modules count (not macros such as `crate::ensure!` or re-exported
+    # crates such as `crate::duration`).
+    modules = {module_of(os.path.relpath(os.path.join(src, e), src)) for e in os.listdir(src)}
+    nodes &= modules
+    graph = defaultdict(set, {a: bs & modules for a, bs in graph.items() if a in modules})
 
     # Tarjan's strongly connected components.
     index: dict[str, int] = {}
@@ -126,6 +162,7 @@ def main() -> int:
         for comp in cycles:
             members = set(comp)
             print(f"{crate}: import cycle among {len(comp)} modules: {', '.join(comp)}")
+            print(f"  shortest: {' -> '.join(shortest_cycle(graph, members))}")
             for a in comp:
                 for b in sorted(graph[a] & members):
                     print(f"    {a} -> {b}   (in {', '.join(sorted(set(why[(a, b)]))[:3])})")

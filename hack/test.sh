@@ -19,5 +19,6 @@ fi
 # profile for why the debug info is small).
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 df -h . | sed 's/^/disk: /' >&2
+bash hack/check-layers.sh
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast "$@"

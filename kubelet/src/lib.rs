@@ -1,13 +1,30 @@
 //! The kubelet: the Kubernetes node agent, rebuilt in Rust following the upstream Go kubelet's
-//! structure and names (see `design/KUBELET_FLOW.md`).
+//! structure and names (`pkg/kubelet`, Kubernetes 1.26). The crate is layered: a module imports
+//! only modules of lower layers, never one above it (`hack/check-layers.sh` checks it in CI;
+//! `docs/architecture.md` draws the layers). Bottom to top:
 //!
-//! Pure-logic core: flags and config file ([`flags`], [`kubeletconfig`]), Go durations
-//! ([`duration`]), pod sources and their merge ([`config`]), runtime-neutral container types
-//! ([`container`]), the API status ([`status`]) and the runtime manager's decisions and config
-//! builders ([`kuberuntime`]). Running parts: the CRI runtime manager
-//! ([`kuberuntime::KubeGenericRuntimeManager`]), the PLEG ([`pleg`]), per-pod workers
-//! ([`pod_workers`]), volumes ([`volumemanager`]), probes ([`prober`]), the sync loop
-//! ([`kubelet::Kubelet`]), the read-only HTTP server ([`server`]) and metrics ([`metrics`]).
+//! 1. **Vocabulary** — imports nothing of the crate: [`container`] (runtime-neutral pod and
+//!    container status, hashing, names), [`types`] (sources, config annotations, pod label
+//!    keys), [`resource`] (exact quantities), [`qos`], [`fsstats`] (statvfs, directory usage,
+//!    `/proc/meminfo`), [`probe`] (running one probe, probe results), [`duration`] (Go
+//!    durations, from `node-common`), [`version`], [`logging`], [`credentials`] (node pull
+//!    credentials), [`events`] (event recorder), [`metrics`].
+//! 2. **Ports** — [`cri`]: the `RuntimeService` and `ImageManagerService` traits every manager
+//!    holds, their gRPC implementation and an in-memory fake for unit tests; [`apiobjects`]
+//!    (configMaps, secrets, tokens a pod refers to), [`dns`], [`mirror`] (mirror pods),
+//!    [`nodestatus`] (the Node object and lease).
+//! 3. **Managers** — [`cm`] (pod cgroups), [`config`] (pod sources and their merge),
+//!    [`envvars`], [`logs`] (reading and rotating container logs), [`status`] (API pod status
+//!    and its sync to the API server), [`volumemanager`], [`kuberuntime`] (`SyncPod` and
+//!    everything the kubelet asks the runtime, through [`cri`]).
+//! 4. **Node-level policy** — [`eviction`] (given image and container GC as traits), [`gc`]
+//!    (dead containers), [`images`] (image GC), [`pleg`] (generic and evented), [`prober`]
+//!    (probe workers).
+//! 5. **The loop** — [`host`] (what the servers read of the running kubelet), [`pod_workers`],
+//!    [`server`] (read-only, authenticated and healthz servers), [`apimode`] (API-server mode),
+//!    [`kubelet`] (the sync loop, which wires everything).
+//! 6. **Options** — [`kubeletconfig`] (the config file and the resolved configuration) and
+//!    [`flags`]; the binary (`main.rs`) embeds dockershim, the library never uses it.
 
 pub mod apimode;
 pub mod apiobjects;

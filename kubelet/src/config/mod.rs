@@ -1,7 +1,7 @@
 //! Pod sources and their merge (upstream `pkg/kubelet/config`). This module owns the
 //! [`PodUpdate`] protocol between the sources (`file`, `http`, later `api`) and the kubelet's
 //! sync loop, the static-pod decoding and defaulting shared by the file and http sources
-//! ([`common`], [`defaults`], [`validation`]), the sources themselves ([`file`], [`http`]) and
+//! ([`common`], [`defaults`], [`validation`]), the sources themselves ([`file`](mod@file), [`http`]) and
 //! [`podconfig::PodConfig`], which merges per-source snapshots into incremental operations.
 
 pub mod apiserver;

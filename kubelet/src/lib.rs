@@ -50,6 +50,7 @@ pub mod logging;
 pub mod logs;
 pub mod metrics;
 pub mod mirror;
+pub mod nodeshutdown;
 pub mod nodestatus;
 pub mod pleg;
 pub mod pod_workers;

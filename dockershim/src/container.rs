@@ -19,7 +19,11 @@ use crate::docker::DockerApi;
 use crate::errors::{Result, ShimError};
 use crate::labels;
 use crate::naming::{self, ContainerNameParts};
-use crate::shim::{Shim, docker_time_ns, id_matches, matches_selector, summary_label};
+use crate::creation::NameReservation;
+use crate::filter::{id_matches, matches_selector, summary_label};
+use crate::security::sandbox_ns_options;
+use crate::shim::Shim;
+use crate::timestamp::docker_time_ns;
 
 /// The most ExecSync captures per stream (like containerd's 16 MiB cap on exec output).
 pub const MAX_EXEC_SYNC_OUTPUT: usize = 16 * 1024 * 1024;
@@ -171,7 +175,7 @@ impl<D: DockerApi> Shim<D> {
             );
         }
 
-        let sandbox_ns = sandbox_config.and_then(crate::sandbox::sandbox_ns_options);
+        let sandbox_ns = sandbox_config.and_then(sandbox_ns_options);
         let container_ns = config
             .linux
             .as_ref()
@@ -295,36 +299,10 @@ impl<D: DockerApi> Shim<D> {
                 attempt: sandbox_meta.attempt,
             },
         });
-        let _reserved = crate::sandbox::NameReservation::take(&name)?;
+        let _reserved = NameReservation::take(&name)?;
         let id = self.create_named(&name, body).await?;
         debug!(container = %id, name = %meta.name, sandbox = %sandbox_id, "container created");
         Ok(id)
-    }
-
-    /// Inspects `id` and checks it is one of our (non-sandbox) containers.
-    pub(crate) async fn inspect_app_container(&self, id: &str) -> Result<ContainerInspectResponse> {
-        if id.is_empty() {
-            return Err(ShimError::invalid("container id is required"));
-        }
-        let c = self.docker.inspect_container(id).await.map_err(|e| {
-            if e.is_not_found() {
-                ShimError::NotFound(format!("could not find container {id:?}"))
-            } else {
-                e.into()
-            }
-        })?;
-        let kind = c
-            .config
-            .as_ref()
-            .and_then(|cfg| cfg.labels.as_ref())
-            .and_then(|l| l.get(labels::CONTAINER_TYPE_LABEL_KEY))
-            .cloned();
-        if kind.as_deref() != Some(labels::CONTAINER_TYPE_LABEL_CONTAINER) {
-            return Err(ShimError::NotFound(format!(
-                "could not find container {id:?}"
-            )));
-        }
-        Ok(c)
     }
 
     /// StartContainer: opens (creates) its CRI log file, starts it, and starts copying its

@@ -13,10 +13,12 @@ pub mod checkpoint;
 pub mod cni;
 pub mod config;
 pub mod container;
+pub mod creation;
 pub mod crilog;
 pub mod docker;
 pub mod errors;
 pub mod events;
+pub mod filter;
 pub mod image;
 pub mod labels;
 pub mod logs;
@@ -29,6 +31,8 @@ pub mod service;
 pub mod shim;
 pub mod stats;
 pub mod streaming;
+pub mod streaming_rpc;
+pub mod timestamp;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -140,7 +144,7 @@ pub async fn build_shim<D: DockerApi>(
         network,
         logs: logs::LogManager::default(),
         events,
-        sizes: stats::SizeCache::default(),
+        sizes: cache::SizeCache::default(),
         listing: cache::ListCache::default(),
         image_refs: cache::ImageRefCache::default(),
         cgroups: cgroups::CgroupCache::default(),
@@ -359,7 +363,7 @@ async fn start_on(
             addr: streaming_config.bind_addr.clone(),
             err,
         })?;
-    let _ = shim.streaming.set(handle);
+    let _ = shim.streaming.set(Arc::new(handle));
     if let Err(e) = shim.ensure_pod_infra_image().await {
         warn!(error = %e, "pod infra image not available yet; RunPodSandbox will retry");
     }

@@ -17,7 +17,7 @@ use super::runtime::StreamingRuntime;
 use super::spdy::{Role, Session, StreamWriter};
 use super::stdio::{Outcome, Stdio, StdioOptions, TermSize, encode_outcome, parse_resizes};
 use super::wschannel::{self, Ws};
-use super::{Limits, protocols};
+use super::config::{Limits, protocols};
 
 /// What a session runs.
 #[derive(Debug)]

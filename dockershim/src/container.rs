@@ -14,13 +14,13 @@ use bollard::models::{
 use cri_proto::runtime::v1 as cri;
 use tracing::{debug, info};
 
+use crate::creation::NameReservation;
 use crate::crilog::LogWriter;
 use crate::docker::DockerApi;
 use crate::errors::{Result, ShimError};
+use crate::filter::{id_matches, matches_selector, summary_label};
 use crate::labels;
 use crate::naming::{self, ContainerNameParts};
-use crate::creation::NameReservation;
-use crate::filter::{id_matches, matches_selector, summary_label};
 use crate::security::sandbox_ns_options;
 use crate::shim::Shim;
 use crate::timestamp::docker_time_ns;

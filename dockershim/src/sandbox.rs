@@ -13,13 +13,13 @@ use tracing::{info, warn};
 use crate::checkpoint::{
     CheckpointData, PodSandboxCheckpoint, PortMapping as CheckpointPortMapping,
 };
+use crate::creation::NameReservation;
 use crate::docker::DockerApi;
 use crate::errors::{Result, ShimError};
+use crate::filter::{id_matches, matches_selector, summary_label};
 use crate::labels;
 use crate::naming::{self, SandboxNameParts};
 use crate::network::PodNetwork;
-use crate::creation::NameReservation;
-use crate::filter::{id_matches, matches_selector, summary_label};
 use crate::security::sandbox_ns_options;
 use crate::shim::Shim;
 use crate::timestamp::{docker_time_ns, now_ns};

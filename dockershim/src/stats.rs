@@ -13,8 +13,8 @@ use futures::StreamExt;
 use crate::cgroups;
 use crate::docker::DockerApi;
 use crate::errors::Result;
-use crate::shim::Shim;
 use crate::filter::matches_selector;
+use crate::shim::Shim;
 use crate::timestamp::now_ns;
 
 /// How many Docker stats calls run at once for the List* RPCs.

@@ -141,4 +141,3 @@ pub trait DockerApi: Send + Sync + 'static {
         &self,
     ) -> impl Future<Output = Result<HashMap<String, u64>, DockerError>> + Send;
 }
-

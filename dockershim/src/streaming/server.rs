@@ -25,12 +25,12 @@ use tracing::{debug, info, warn};
 
 use cri_proto::runtime::v1 as cri;
 
+use super::config::{Limits, StreamingConfig, protocols};
+use super::portforward;
 use super::remotecommand::{self, Target};
 use super::runtime::StreamingRuntime;
 use super::stdio::StdioOptions;
 use super::tokens::{CachedRequest, RequestCache};
-use super::config::{Limits, StreamingConfig, protocols};
-use super::portforward;
 use crate::errors::{Result, ShimError};
 use crate::shim::StreamingServer;
 
@@ -99,7 +99,6 @@ pub async fn start<R: StreamingRuntime>(
     info!(%addr, "dockershim streaming server listening");
     Ok(Handle { addr, cache })
 }
-
 
 impl StreamingServer for Handle {
     fn get_exec(&self, req: cri::ExecRequest) -> Result<cri::ExecResponse> {

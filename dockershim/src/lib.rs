@@ -28,6 +28,8 @@ pub mod pause_image;
 pub mod sandbox;
 pub mod security;
 pub mod service;
+#[cfg(test)]
+mod service_tests;
 pub mod shim;
 pub mod stats;
 pub mod streaming;
@@ -123,9 +125,20 @@ pub async fn build_shim<D: DockerApi>(
     config: ShimConfig,
     shutdown: CancellationToken,
 ) -> Result<Arc<Shim<D>>, StartError> {
+    build_shim_with(docker, config, shutdown, can_lower_oom_score_adj()).await
+}
+
+/// [`build_shim`] told whether this host can lower oom_score_adj instead of probing it (unit
+/// tests run many shims at once in one process, whose probes would race on
+/// `/proc/self/oom_score_adj`).
+pub(crate) async fn build_shim_with<D: DockerApi>(
+    docker: Arc<D>,
+    config: ShimConfig,
+    shutdown: CancellationToken,
+    can_lower: bool,
+) -> Result<Arc<Shim<D>>, StartError> {
     let version = docker.version().await?;
     let info = docker.info().await?;
-    let can_lower = can_lower_oom_score_adj();
     let sandbox_oom_score_adj = match config.sandbox_oom_score_adj {
         Some(v) => v,
         None if can_lower => UPSTREAM_SANDBOX_OOM_SCORE_ADJ,

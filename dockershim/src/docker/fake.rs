@@ -2,11 +2,11 @@
 //! containers and images are plain state, every call is recorded as one line of text
 //! (`create k8s_POD_...`, `stop <id> 10`), a failure can be queued for the next call of an
 //! operation, and container lifecycle changes are published as Docker events (`create`,
-//! `start`, `die`, `destroy`) carrying the container's labels, like the Engine's. It answers
-//! the way the Engine does where the shim depends on it: `No such container` / `No such image`
-//! as [`DockerError::NotFound`], a name already in use as [`DockerError::Conflict`], ids
-//! resolved in full, by name or by unique prefix, list filters on labels and status.
-//! Test-only; nothing in it touches the host.
+//! `start`, `die`, `destroy`) carrying the container's labels, replayed from `since` to a new
+//! follower. It answers the way the Engine does where the shim depends on it: `No such
+//! container` / `No such image` as [`DockerError::NotFound`], a name already in use as
+//! [`DockerError::Conflict`], ids resolved in full, by name or by unique prefix, list filters on
+//! labels and status. Test-only; nothing in it touches the host.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
@@ -87,6 +87,8 @@ struct State {
     failures: HashMap<&'static str, VecDeque<DockerError>>,
     exec_results: VecDeque<Result<ExecOutput, DockerError>>,
     serial: u64,
+    /// Every event published, for `events(since)` to replay as the Engine does.
+    history: Vec<EventMessage>,
 }
 
 /// The fake Engine. Cheap to build; share it as `Arc<FakeDocker>`.
@@ -152,8 +154,9 @@ fn archive_tags(archive: &[u8]) -> Vec<String> {
             break;
         }
         let size_field = String::from_utf8_lossy(&header[124..136]);
-        let size = usize::from_str_radix(size_field.trim_matches(|c: char| c == '\0' || c == ' '), 8)
-            .unwrap_or(0);
+        let size =
+            usize::from_str_radix(size_field.trim_matches(|c: char| c == '\0' || c == ' '), 8)
+                .unwrap_or(0);
         let body = archive.get(at + 512..at + 512 + size).unwrap_or_default();
         if name == "manifest.json" {
             let manifest: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
@@ -251,17 +254,15 @@ impl FakeDocker {
 
     /// Makes a running container exit by itself (`die` event).
     pub fn exit(&self, id: &str, exit_code: i64, oom_killed: bool) {
-        let event = {
-            let mut s = self.state();
-            let Ok(i) = Self::find(&s, id) else { return };
-            let c = &mut s.containers[i];
-            c.status = ContainerStateStatusEnum::EXITED;
-            c.exit_code = exit_code;
-            c.oom_killed = oom_killed;
-            c.finished_at = Some(fake_time(3600));
-            Self::event(c, "die")
-        };
-        let _ = self.events.send(event);
+        let mut s = self.state();
+        let Ok(i) = Self::find(&s, id) else { return };
+        let c = &mut s.containers[i];
+        c.status = ContainerStateStatusEnum::EXITED;
+        c.exit_code = exit_code;
+        c.oom_killed = oom_killed;
+        c.finished_at = Some(fake_time(3600));
+        let event = Self::event(c, "die");
+        self.publish(&mut s, event);
     }
 
     /// What `logs` replays for container `id`.
@@ -279,6 +280,14 @@ impl FakeDocker {
 
     /// Publishes a Docker event to whoever follows `events`.
     pub fn emit(&self, event: EventMessage) {
+        let mut s = self.state();
+        self.publish(&mut s, event);
+    }
+
+    /// Records `event` for replays and sends it to the live followers, under the state lock
+    /// so that `events` never misses one between its replay and its subscription.
+    fn publish(&self, s: &mut State, event: EventMessage) {
+        s.history.push(event.clone());
         let _ = self.events.send(event);
     }
 
@@ -497,99 +506,90 @@ impl DockerApi for FakeDocker {
         body: ContainerCreateBody,
     ) -> Result<String, DockerError> {
         self.enter("create", format!("create {name}"))?;
-        let (id, event) = {
-            let mut s = self.state();
-            if let Some(holder) = s.containers.iter().find(|c| c.name == name) {
-                return Err(DockerError::Conflict {
-                    message: format!(
-                        "Conflict. The container name \"/{name}\" is already in use by container \"{}\". You have to remove (or rename) that container to be able to reuse that name.",
-                        holder.id
-                    ),
-                });
-            }
-            let image = body.image.clone().unwrap_or_default();
-            if Self::find_image(&s, &image).is_none() {
-                return Err(no_such_image(&image));
-            }
-            s.serial += 1;
-            let n = s.serial;
-            let id = hex_id(&format!("container-{n}-{name}"));
-            if let Some(path) = self.resolv_conf_path(&id)
-                && let Some(dir) = Path::new(&path).parent()
-            {
-                let _ = std::fs::create_dir_all(dir);
-                let _ = std::fs::write(&path, "nameserver 127.0.0.53\n");
-            }
-            let c = FakeContainer {
-                id: id.clone(),
-                name: name.to_string(),
-                body,
-                status: ContainerStateStatusEnum::CREATED,
-                pid: 0,
-                exit_code: 0,
-                oom_killed: false,
-                created: n as i64,
-                started_at: None,
-                finished_at: None,
-                ip: format!("172.17.0.{}", n % 250 + 2),
-                output: Vec::new(),
-                updates: Vec::new(),
-            };
-            let event = Self::event(&c, "create");
-            s.containers.push(c);
-            (id, event)
+        let mut s = self.state();
+        if let Some(holder) = s.containers.iter().find(|c| c.name == name) {
+            return Err(DockerError::Conflict {
+                message: format!(
+                    "Conflict. The container name \"/{name}\" is already in use by container \"{}\". You have to remove (or rename) that container to be able to reuse that name.",
+                    holder.id
+                ),
+            });
+        }
+        let image = body.image.clone().unwrap_or_default();
+        if Self::find_image(&s, &image).is_none() {
+            return Err(no_such_image(&image));
+        }
+        s.serial += 1;
+        let n = s.serial;
+        let id = hex_id(&format!("container-{n}-{name}"));
+        if let Some(path) = self.resolv_conf_path(&id)
+            && let Some(dir) = Path::new(&path).parent()
+        {
+            let _ = std::fs::create_dir_all(dir);
+            let _ = std::fs::write(&path, "nameserver 127.0.0.53\n");
+        }
+        let c = FakeContainer {
+            id: id.clone(),
+            name: name.to_string(),
+            body,
+            status: ContainerStateStatusEnum::CREATED,
+            pid: 0,
+            exit_code: 0,
+            oom_killed: false,
+            created: n as i64,
+            started_at: None,
+            finished_at: None,
+            ip: format!("172.17.0.{}", n % 250 + 2),
+            output: Vec::new(),
+            updates: Vec::new(),
         };
-        let _ = self.events.send(event);
+        let event = Self::event(&c, "create");
+        s.containers.push(c);
+        self.publish(&mut s, event);
         Ok(id)
     }
 
     async fn start_container(&self, id: &str) -> Result<(), DockerError> {
         self.enter("start", format!("start {id}"))?;
-        let event = {
-            let mut s = self.state();
-            let i = Self::find(&s, id)?;
-            let c = &mut s.containers[i];
-            if c.running() {
-                return Ok(());
-            }
-            c.status = ContainerStateStatusEnum::RUNNING;
-            c.pid = FIRST_PID + c.created;
-            c.exit_code = 0;
-            c.started_at = Some(fake_time(60 + c.created));
-            c.finished_at = None;
-            Self::event(c, "start")
-        };
-        let _ = self.events.send(event);
+        let mut s = self.state();
+        let i = Self::find(&s, id)?;
+        let c = &mut s.containers[i];
+        if c.running() {
+            return Ok(());
+        }
+        c.status = ContainerStateStatusEnum::RUNNING;
+        c.pid = FIRST_PID + c.created;
+        c.exit_code = 0;
+        c.started_at = Some(fake_time(60 + c.created));
+        c.finished_at = None;
+        let event = Self::event(c, "start");
+        self.publish(&mut s, event);
         Ok(())
     }
 
     async fn stop_container(&self, id: &str, timeout_secs: i64) -> Result<(), DockerError> {
         self.enter("stop", format!("stop {id} {timeout_secs}"))?;
-        let event = {
-            let mut s = self.state();
-            let i = Self::find(&s, id)?;
-            let c = &mut s.containers[i];
-            if !c.running() {
-                return Ok(());
-            }
-            c.status = ContainerStateStatusEnum::EXITED;
-            c.exit_code = if timeout_secs == 0 { 137 } else { 0 };
-            c.finished_at = Some(fake_time(120 + c.created));
-            Self::event(c, "die")
-        };
-        let _ = self.events.send(event);
+        let mut s = self.state();
+        let i = Self::find(&s, id)?;
+        let c = &mut s.containers[i];
+        if !c.running() {
+            return Ok(());
+        }
+        c.status = ContainerStateStatusEnum::EXITED;
+        c.exit_code = if timeout_secs == 0 { 137 } else { 0 };
+        c.finished_at = Some(fake_time(120 + c.created));
+        let event = Self::event(c, "die");
+        self.publish(&mut s, event);
         Ok(())
     }
 
     async fn remove_container(&self, id: &str) -> Result<(), DockerError> {
         self.enter("remove", format!("remove {id}"))?;
-        let event = {
-            let mut s = self.state();
-            let i = Self::find(&s, id)?;
-            let c = s.containers.remove(i);
-            Self::event(&c, "destroy")
-        };
-        let _ = self.events.send(event);
+        let mut s = self.state();
+        let i = Self::find(&s, id)?;
+        let c = s.containers.remove(i);
+        let event = Self::event(&c, "destroy");
+        self.publish(&mut s, event);
         Ok(())
     }
 
@@ -694,8 +694,18 @@ impl DockerApi for FakeDocker {
 
     fn events(&self, since: Option<i64>) -> DockerStream<EventMessage> {
         let _ = self.enter("events", format!("events {since:?}"));
+        // Replay and subscription under one lock: nothing published falls between them.
+        let s = self.state();
+        let replay: Vec<_> = s
+            .history
+            .iter()
+            .filter(|e| since.is_some_and(|t| e.time.unwrap_or(0) >= t))
+            .cloned()
+            .map(Ok)
+            .collect();
         let rx = self.events.subscribe();
-        futures::stream::unfold(rx, |mut rx| async move {
+        drop(s);
+        let live = futures::stream::unfold(rx, |mut rx| async move {
             loop {
                 match rx.recv().await {
                     Ok(ev) => return Some((Ok(ev), rx)),
@@ -703,8 +713,8 @@ impl DockerApi for FakeDocker {
                     Err(broadcast::error::RecvError::Closed) => return None,
                 }
             }
-        })
-        .boxed()
+        });
+        futures::stream::iter(replay).chain(live).boxed()
     }
 
     async fn inspect_image(&self, reference: &str) -> Result<ImageInspect, DockerError> {
@@ -767,7 +777,9 @@ impl DockerApi for FakeDocker {
         let mut s = self.state();
         let tagged = with_default_tag(reference);
         let Some(i) = s.images.iter().position(|i| {
-            i.id == reference || i.tags.contains(&tagged) || i.digests.iter().any(|d| d == reference)
+            i.id == reference
+                || i.tags.contains(&tagged)
+                || i.digests.iter().any(|d| d == reference)
         }) else {
             return Err(no_such_image(reference));
         };
@@ -868,12 +880,7 @@ mod tests {
         let by_label = HashMap::from([("label".to_string(), vec!["k=v".to_string()])]);
         assert_eq!(d.list_containers(by_label).await.unwrap().len(), 1);
         d.remove_container(&id).await.unwrap();
-        assert!(
-            d.inspect_container(&id)
-                .await
-                .unwrap_err()
-                .is_not_found()
-        );
+        assert!(d.inspect_container(&id).await.unwrap_err().is_not_found());
         assert_eq!(
             d.calls_to("stop"),
             vec![format!("stop {id} 0")],
@@ -885,10 +892,7 @@ mod tests {
     async fn queued_failures_hit_the_next_call_only() {
         let d = FakeDocker::default();
         d.fail_next("version", DockerError::Connection("down".into()));
-        assert!(matches!(
-            d.version().await,
-            Err(DockerError::Connection(_))
-        ));
+        assert!(matches!(d.version().await, Err(DockerError::Connection(_))));
         assert!(d.version().await.is_ok());
         assert_eq!(d.calls(), vec!["version", "version"]);
     }
@@ -922,7 +926,10 @@ mod tests {
             digests: vec!["a@sha256:def".into()],
             ..Default::default()
         });
-        assert_eq!(d.inspect_image("busybox:1.36").await.unwrap().id, Some(id.clone()));
+        assert_eq!(
+            d.inspect_image("busybox:1.36").await.unwrap().id,
+            Some(id.clone())
+        );
         assert!(d.inspect_image("busybox").await.unwrap_err().is_not_found());
         assert_eq!(
             d.inspect_image("a@sha256:def").await.unwrap().id.as_deref(),
@@ -954,9 +961,15 @@ mod tests {
     #[test]
     fn archives_give_their_repo_tags() {
         let manifest = br#"[{"Config":"c.json","RepoTags":["example.com/pause:9"]}]"#;
-        let entries = [tar_of("layer.tar", &[7u8; 600]), tar_of("manifest.json", manifest)];
+        let entries = [
+            tar_of("layer.tar", &[7u8; 600]),
+            tar_of("manifest.json", manifest),
+        ];
         let archive = [entries.concat(), vec![0u8; 1024]].concat();
-        assert_eq!(archive_tags(&archive), vec!["example.com/pause:9".to_string()]);
+        assert_eq!(
+            archive_tags(&archive),
+            vec!["example.com/pause:9".to_string()]
+        );
         assert!(archive_tags(&tar_of("other", b"x")).is_empty());
         assert!(archive_tags(&[0u8; 1024]).is_empty());
     }

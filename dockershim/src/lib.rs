@@ -13,6 +13,7 @@ pub mod checkpoint;
 pub mod cni;
 pub mod config;
 pub mod container;
+pub mod container_status;
 pub mod creation;
 pub mod crilog;
 pub mod docker;

@@ -21,6 +21,8 @@ use bollard::models::{
 use futures::Stream;
 
 pub use client::{BollardDocker, kill_process_tree, split_reference};
+/// Which part of a container's output a log chunk came from (the CRI log's stream).
+pub use node_common::crilog::LogStream;
 
 /// A boxed stream of Docker results.
 pub type DockerStream<T> = Pin<Box<dyn Stream<Item = Result<T, DockerError>> + Send>>;
@@ -58,13 +60,6 @@ pub struct ExecOutput {
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
     pub exit_code: i32,
-}
-
-/// Which part of a container's output a log chunk came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogStream {
-    Stdout,
-    Stderr,
 }
 
 /// One chunk of a container's output.

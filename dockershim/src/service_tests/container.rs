@@ -382,19 +382,19 @@ async fn start_container_creates_the_log_file_and_copies_the_output_into_it() {
         .expect("status");
     assert_eq!(st.log_path, log.to_string_lossy());
     // ContainerStatus of an exited container waits for its log copier: the lines are there.
-    let lines: Vec<(crate::crilog::LogStream, String)> = std::fs::read_to_string(&log)
+    let lines: Vec<(LogStream, Vec<u8>)> = std::fs::read(&log)
         .expect("log")
-        .lines()
+        .split_inclusive(|b| *b == b'\n')
         .map(|l| {
-            let l = crate::crilog::parse_cri_log_line(l).expect("a CRI log line");
+            let l = crate::crilog::parse_cri_log(l).expect("a CRI log line");
             (l.stream, l.content)
         })
         .collect();
     assert_eq!(
         lines,
         vec![
-            (crate::crilog::LogStream::Stdout, "hello".to_string()),
-            (crate::crilog::LogStream::Stderr, "oops".to_string()),
+            (LogStream::Stdout, b"hello".to_vec()),
+            (LogStream::Stderr, b"oops".to_vec()),
         ]
     );
 

@@ -15,17 +15,20 @@ use std::time::Duration;
 
 use bollard::auth::DockerCredentials;
 use bollard::models::{
-    ContainerConfig, ContainerCpuStats, ContainerCpuUsage, ContainerCreateBody,
-    ContainerInspectResponse, ContainerMemoryStats, ContainerState, ContainerStateStatusEnum,
-    ContainerStatsResponse, ContainerSummary, ContainerSummaryStateEnum, ContainerUpdateBody,
-    EndpointSettings, EventActor, EventMessage, EventMessageTypeEnum, ImageConfig, ImageInspect,
-    ImageSummary, MountPoint, NetworkSettings, SystemInfo, SystemVersion,
+    ContainerCpuStats, ContainerCpuUsage, ContainerCreateBody, ContainerInspectResponse,
+    ContainerMemoryStats, ContainerStateStatusEnum, ContainerStatsResponse, ContainerSummary,
+    ContainerUpdateBody, EventActor, EventMessage, EventMessageTypeEnum, ImageConfig, ImageInspect,
+    ImageSummary, SystemInfo, SystemVersion,
 };
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 
 use super::{DockerApi, DockerError, DockerStream, ExecOutput, LogChunk};
+
+#[cfg(test)]
+mod tests;
+mod views;
 
 /// The Engine version the fake reports.
 pub const FAKE_VERSION: &str = "27.0.0-fake";
@@ -114,13 +117,6 @@ fn hex_id(seed: &str) -> String {
     hex::encode(Sha256::digest(seed.as_bytes()))
 }
 
-/// An RFC 3339 time `secs` seconds after the fake's epoch (2024-01-01T00:00:00Z).
-fn fake_time(secs: i64) -> String {
-    chrono::DateTime::from_timestamp(1_704_067_200 + secs, 0)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
-        .unwrap_or_default()
-}
-
 fn no_such_container(id: &str) -> DockerError {
     DockerError::NotFound {
         message: format!("No such container: {id}"),
@@ -141,37 +137,6 @@ fn with_default_tag(reference: &str) -> String {
     } else {
         format!("{reference}:latest")
     }
-}
-
-/// The `RepoTags` of the first manifest of a `docker save` tar archive.
-fn archive_tags(archive: &[u8]) -> Vec<String> {
-    let mut at = 0;
-    while at + 512 <= archive.len() {
-        let header = &archive[at..at + 512];
-        let name_end = header[..100].iter().position(|b| *b == 0).unwrap_or(100);
-        let name = String::from_utf8_lossy(&header[..name_end]).into_owned();
-        if name.is_empty() {
-            break;
-        }
-        let size_field = String::from_utf8_lossy(&header[124..136]);
-        let size =
-            usize::from_str_radix(size_field.trim_matches(|c: char| c == '\0' || c == ' '), 8)
-                .unwrap_or(0);
-        let body = archive.get(at + 512..at + 512 + size).unwrap_or_default();
-        if name == "manifest.json" {
-            let manifest: serde_json::Value = serde_json::from_slice(body).unwrap_or_default();
-            return manifest[0]["RepoTags"]
-                .as_array()
-                .map(|tags| {
-                    tags.iter()
-                        .filter_map(|t| t.as_str().map(str::to_string))
-                        .collect()
-                })
-                .unwrap_or_default();
-        }
-        at += 512 + size.div_ceil(512) * 512;
-    }
-    Vec::new()
 }
 
 impl FakeDocker {
@@ -260,7 +225,7 @@ impl FakeDocker {
         c.status = ContainerStateStatusEnum::EXITED;
         c.exit_code = exit_code;
         c.oom_killed = oom_killed;
-        c.finished_at = Some(fake_time(3600));
+        c.finished_at = Some(views::fake_time(3600));
         let event = Self::event(c, "die");
         self.publish(&mut s, event);
     }
@@ -325,6 +290,11 @@ impl FakeDocker {
         })
     }
 
+    /// The id of the image container `c` was created from.
+    fn image_id_of(s: &State, c: &FakeContainer) -> Option<String> {
+        Self::find_image(s, c.body.image.as_deref().unwrap_or_default()).map(|i| i.id.clone())
+    }
+
     fn event(c: &FakeContainer, action: &str) -> EventMessage {
         let mut attributes = c.labels();
         attributes.insert("name".into(), c.name.clone());
@@ -350,134 +320,6 @@ impl FakeDocker {
                 .to_string_lossy()
                 .into_owned()
         })
-    }
-
-    fn inspect_of(&self, s: &State, c: &FakeContainer) -> ContainerInspectResponse {
-        let b = &c.body;
-        let image_id = Self::find_image(s, b.image.as_deref().unwrap_or_default())
-            .map(|i| i.id.clone())
-            .unwrap_or_default();
-        let binds = b
-            .host_config
-            .as_ref()
-            .and_then(|h| h.binds.clone())
-            .unwrap_or_default();
-        let mounts = binds
-            .iter()
-            .filter_map(|bind| {
-                let mut it = bind.splitn(3, ':');
-                let source = it.next()?.to_string();
-                let destination = it.next()?.to_string();
-                let opts: Vec<&str> = it.next().unwrap_or_default().split(',').collect();
-                let propagation = opts
-                    .iter()
-                    .find(|o| o.contains("slave") || o.contains("shared") || o.contains("private"))
-                    .map_or("rprivate", |p| p);
-                Some(MountPoint {
-                    typ: Some("bind".to_string()),
-                    source: Some(source),
-                    destination: Some(destination),
-                    mode: Some(opts.join(",")),
-                    rw: Some(!opts.contains(&"ro")),
-                    propagation: Some(propagation.to_string()),
-                    ..Default::default()
-                })
-            })
-            .collect();
-        let network_mode = b.host_config.as_ref().and_then(|h| h.network_mode.clone());
-        let networks = (network_mode.is_none() && c.running()).then(|| {
-            HashMap::from([(
-                "bridge".to_string(),
-                EndpointSettings {
-                    ip_address: Some(c.ip.clone()),
-                    ..Default::default()
-                },
-            )])
-        });
-        ContainerInspectResponse {
-            id: Some(c.id.clone()),
-            name: Some(format!("/{}", c.name)),
-            created: Some(fake_time(c.created)),
-            image: Some(image_id),
-            resolv_conf_path: self.resolv_conf_path(&c.id),
-            state: Some(ContainerState {
-                status: Some(c.status),
-                running: Some(c.running()),
-                pid: Some(if c.running() { c.pid } else { 0 }),
-                exit_code: Some(c.exit_code),
-                oom_killed: Some(c.oom_killed),
-                started_at: Some(
-                    c.started_at
-                        .clone()
-                        .unwrap_or_else(|| "0001-01-01T00:00:00Z".into()),
-                ),
-                finished_at: Some(
-                    c.finished_at
-                        .clone()
-                        .unwrap_or_else(|| "0001-01-01T00:00:00Z".into()),
-                ),
-                ..Default::default()
-            }),
-            config: Some(ContainerConfig {
-                hostname: b.hostname.clone(),
-                user: b.user.clone(),
-                env: b.env.clone(),
-                cmd: b.cmd.clone(),
-                entrypoint: b.entrypoint.clone(),
-                image: b.image.clone(),
-                labels: b.labels.clone(),
-                working_dir: b.working_dir.clone(),
-                tty: b.tty,
-                open_stdin: b.open_stdin,
-                stdin_once: b.stdin_once,
-                attach_stdin: b.attach_stdin,
-                exposed_ports: b.exposed_ports.clone(),
-                ..Default::default()
-            }),
-            host_config: b.host_config.clone(),
-            mounts: Some(mounts),
-            network_settings: Some(NetworkSettings {
-                networks,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }
-    }
-
-    fn summary_of(s: &State, c: &FakeContainer) -> ContainerSummary {
-        let state = match c.status {
-            ContainerStateStatusEnum::CREATED => ContainerSummaryStateEnum::CREATED,
-            ContainerStateStatusEnum::RUNNING => ContainerSummaryStateEnum::RUNNING,
-            ContainerStateStatusEnum::EXITED => ContainerSummaryStateEnum::EXITED,
-            ContainerStateStatusEnum::DEAD => ContainerSummaryStateEnum::DEAD,
-            _ => ContainerSummaryStateEnum::EMPTY,
-        };
-        ContainerSummary {
-            id: Some(c.id.clone()),
-            names: Some(vec![format!("/{}", c.name)]),
-            image: c.body.image.clone(),
-            image_id: Self::find_image(s, c.body.image.as_deref().unwrap_or_default())
-                .map(|i| i.id.clone()),
-            created: Some(1_704_067_200 + c.created),
-            labels: Some(c.labels()),
-            state: Some(state),
-            ..Default::default()
-        }
-    }
-
-    /// Does `c` pass Docker's list filters (`label` as `key` or `key=value`, `status`)?
-    fn passes(c: &FakeContainer, filters: &HashMap<String, Vec<String>>) -> bool {
-        let labels = c.labels();
-        let label_ok = filters.get("label").is_none_or(|want| {
-            want.iter().all(|w| match w.split_once('=') {
-                Some((k, v)) => labels.get(k).map(String::as_str) == Some(v),
-                None => labels.contains_key(w),
-            })
-        });
-        let status_ok = filters
-            .get("status")
-            .is_none_or(|want| want.iter().any(|w| *w == c.status.to_string()));
-        label_ok && status_ok
     }
 }
 
@@ -560,7 +402,7 @@ impl DockerApi for FakeDocker {
         c.status = ContainerStateStatusEnum::RUNNING;
         c.pid = FIRST_PID + c.created;
         c.exit_code = 0;
-        c.started_at = Some(fake_time(60 + c.created));
+        c.started_at = Some(views::fake_time(60 + c.created));
         c.finished_at = None;
         let event = Self::event(c, "start");
         self.publish(&mut s, event);
@@ -577,7 +419,7 @@ impl DockerApi for FakeDocker {
         }
         c.status = ContainerStateStatusEnum::EXITED;
         c.exit_code = if timeout_secs == 0 { 137 } else { 0 };
-        c.finished_at = Some(fake_time(120 + c.created));
+        c.finished_at = Some(views::fake_time(120 + c.created));
         let event = Self::event(c, "die");
         self.publish(&mut s, event);
         Ok(())
@@ -597,7 +439,12 @@ impl DockerApi for FakeDocker {
         self.enter("inspect", format!("inspect {id}"))?;
         let s = self.state();
         let i = Self::find(&s, id)?;
-        Ok(self.inspect_of(&s, &s.containers[i]))
+        let c = &s.containers[i];
+        Ok(views::inspect(
+            c,
+            Self::image_id_of(&s, c).unwrap_or_default(),
+            self.resolv_conf_path(&c.id),
+        ))
     }
 
     async fn list_containers(
@@ -614,8 +461,8 @@ impl DockerApi for FakeDocker {
         Ok(s.containers
             .iter()
             .rev() // newest first, as the Engine lists
-            .filter(|c| Self::passes(c, &filters))
-            .map(|c| Self::summary_of(&s, c))
+            .filter(|c| views::passes(c, &filters))
+            .map(|c| views::summary(c, Self::image_id_of(&s, c)))
             .collect())
     }
 
@@ -813,7 +660,7 @@ impl DockerApi for FakeDocker {
 
     async fn load_image(&self, archive: Vec<u8>) -> Result<(), DockerError> {
         self.enter("load", format!("load {} bytes", archive.len()))?;
-        let tags = archive_tags(&archive);
+        let tags = views::archive_tags(&archive);
         if tags.is_empty() {
             return Err(DockerError::BadRequest {
                 message: "no manifest.json in the archive".into(),
@@ -836,141 +683,5 @@ impl DockerApi for FakeDocker {
             .iter()
             .map(|c| (c.id.clone(), 4096))
             .collect())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn body(image: &str) -> ContainerCreateBody {
-        ContainerCreateBody {
-            image: Some(image.into()),
-            labels: Some(HashMap::from([("k".to_string(), "v".to_string())])),
-            ..Default::default()
-        }
-    }
-
-    #[tokio::test]
-    async fn containers_follow_the_engine_lifecycle() {
-        let d = FakeDocker::default();
-        d.add_image("busybox");
-        assert!(matches!(
-            d.create_container("x", body("nope")).await,
-            Err(DockerError::NotFound { .. })
-        ));
-        let id = d.create_container("x", body("busybox")).await.unwrap();
-        assert_eq!(id.len(), 64);
-        assert!(matches!(
-            d.create_container("x", body("busybox")).await,
-            Err(DockerError::Conflict { .. })
-        ));
-        // Full id, name, `/name` and a unique prefix all resolve.
-        for key in [id.as_str(), "x", "/x", &id[..12]] {
-            let c = d.inspect_container(key).await.unwrap();
-            assert_eq!(c.id.as_deref(), Some(id.as_str()), "{key}");
-        }
-        d.start_container(&id).await.unwrap();
-        assert!(d.container(&id).unwrap().running());
-        let running = HashMap::from([("status".to_string(), vec!["running".to_string()])]);
-        assert_eq!(d.list_containers(running.clone()).await.unwrap().len(), 1);
-        d.stop_container(&id, 0).await.unwrap();
-        assert_eq!(d.container(&id).unwrap().exit_code, 137);
-        assert!(d.list_containers(running).await.unwrap().is_empty());
-        let by_label = HashMap::from([("label".to_string(), vec!["k=v".to_string()])]);
-        assert_eq!(d.list_containers(by_label).await.unwrap().len(), 1);
-        d.remove_container(&id).await.unwrap();
-        assert!(d.inspect_container(&id).await.unwrap_err().is_not_found());
-        assert_eq!(
-            d.calls_to("stop"),
-            vec![format!("stop {id} 0")],
-            "calls are recorded"
-        );
-    }
-
-    #[tokio::test]
-    async fn queued_failures_hit_the_next_call_only() {
-        let d = FakeDocker::default();
-        d.fail_next("version", DockerError::Connection("down".into()));
-        assert!(matches!(d.version().await, Err(DockerError::Connection(_))));
-        assert!(d.version().await.is_ok());
-        assert_eq!(d.calls(), vec!["version", "version"]);
-    }
-
-    #[tokio::test]
-    async fn lifecycle_changes_are_published_as_events() {
-        let d = FakeDocker::default();
-        d.add_image("busybox");
-        let mut events = d.events(None);
-        let id = d.create_container("x", body("busybox")).await.unwrap();
-        d.start_container(&id).await.unwrap();
-        d.exit(&id, 1, false);
-        d.remove_container(&id).await.unwrap();
-        let mut actions = Vec::new();
-        for _ in 0..4 {
-            let ev = events.next().await.unwrap().unwrap();
-            let attrs = ev.actor.unwrap().attributes.unwrap();
-            assert_eq!(attrs["k"], "v", "labels are event attributes");
-            actions.push(ev.action.unwrap());
-        }
-        assert_eq!(actions, ["create", "start", "die", "destroy"]);
-    }
-
-    #[tokio::test]
-    async fn images_resolve_by_tag_id_and_digest() {
-        let d = FakeDocker::default();
-        let id = d.add_image("busybox:1.36");
-        d.add_image_with(FakeImage {
-            id: "sha256:abc".into(),
-            tags: vec!["a:1".into(), "b:1".into()],
-            digests: vec!["a@sha256:def".into()],
-            ..Default::default()
-        });
-        assert_eq!(
-            d.inspect_image("busybox:1.36").await.unwrap().id,
-            Some(id.clone())
-        );
-        assert!(d.inspect_image("busybox").await.unwrap_err().is_not_found());
-        assert_eq!(
-            d.inspect_image("a@sha256:def").await.unwrap().id.as_deref(),
-            Some("sha256:abc")
-        );
-        assert!(matches!(
-            d.remove_image("sha256:abc").await,
-            Err(DockerError::Conflict { .. })
-        ));
-        d.remove_image("a:1").await.unwrap();
-        assert_eq!(d.images()[1].tags, vec!["b:1".to_string()]);
-        assert!(d.pull_image("x", None, Duration::ZERO).await.is_err());
-        d.allow_pull("x");
-        d.pull_image("x", None, Duration::ZERO).await.unwrap();
-        assert!(d.inspect_image("x:latest").await.is_ok());
-    }
-
-    /// One ustar entry (header and padded data).
-    fn tar_of(name: &str, data: &[u8]) -> Vec<u8> {
-        let mut h = [0u8; 512];
-        h[..name.len()].copy_from_slice(name.as_bytes());
-        h[124..135].copy_from_slice(format!("{:011o}", data.len()).as_bytes());
-        let mut out = h.to_vec();
-        out.extend_from_slice(data);
-        out.resize(512 + data.len().div_ceil(512) * 512, 0);
-        out
-    }
-
-    #[test]
-    fn archives_give_their_repo_tags() {
-        let manifest = br#"[{"Config":"c.json","RepoTags":["example.com/pause:9"]}]"#;
-        let entries = [
-            tar_of("layer.tar", &[7u8; 600]),
-            tar_of("manifest.json", manifest),
-        ];
-        let archive = [entries.concat(), vec![0u8; 1024]].concat();
-        assert_eq!(
-            archive_tags(&archive),
-            vec!["example.com/pause:9".to_string()]
-        );
-        assert!(archive_tags(&tar_of("other", b"x")).is_empty());
-        assert!(archive_tags(&[0u8; 1024]).is_empty());
     }
 }

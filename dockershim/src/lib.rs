@@ -1,11 +1,19 @@
 //! dockershim: a CRI `runtime.v1` server on the Docker Engine, compatible in container names,
 //! labels and checkpoints with the Go dockershim and cri-dockerd. [`start`] builds the service
 //! (Docker connection, pod infra image, background tasks) and serves it on a unix socket; the
-//! kubelet's embedded mode calls the same function. Module map: `docker` (the Docker adapter),
-//! `sandbox`, `container`, `image`, `stats`, `events` (the CRI translation), `naming`, `labels`,
-//! `checkpoint`, `crilog`, `logs`, `cni`, `security`, `pause_image` (building blocks), `service`
-//! (the gRPC face), `errors` (the one mapping to gRPC codes), `streaming` (exec / attach /
-//! port-forward sessions over SPDY and WebSocket).
+//! kubelet's embedded mode calls the same function.
+//!
+//! Modules, bottom to top (each imports only from the layers under it):
+//! 1. `docker` — the [`DockerApi`] trait, its bollard client and (in tests) a fake.
+//! 2. `naming`, `labels`, `checkpoint`, `security`, `crilog`, `cni`, `filter`, `timestamp`,
+//!    `pause_image`, `cgroups`, `config`, `errors` (the one mapping to gRPC codes) — pure
+//!    translation and files; `cache`, `logs`, `network` — state those build on.
+//! 3. `shim` (the state every RPC works on and its shared lookups), then the CRI semantics on
+//!    [`DockerApi`], each an `impl Shim` block: `creation`, `container`, `container_status`,
+//!    `sandbox`, `image`, `stats`, `events`, `streaming_rpc`.
+//! 4. `service` — the gRPC face.
+//! 5. `streaming` — exec / attach / port-forward sessions over SPDY and WebSocket; the shim
+//!    reaches it only through its `StreamingServer` trait.
 
 pub mod cache;
 pub mod cgroups;

@@ -7,15 +7,21 @@
 //! of our containers an inspect found running, so that Exec / Attach / PortForward can check
 //! "exists and is running" without asking Docker again. [`ImageRefCache`] keeps the repo
 //! digests of image ids for ContainerStatus and is cleared by any image event. Both own only
-//! their maps; the event pump in `events` feeds them.
+//! their maps; the event pump in `events` feeds them. [`SizeCache`] keeps the writable-layer
+//! sizes: Docker computes them only when asked, which is expensive, so a background task
+//! refreshes them once a minute and the stats RPCs never compute sizes on the request path.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::debug;
 
 use bollard::models::ContainerSummary;
+
+use crate::docker::DockerApi;
 
 /// A cached listing older than this is refreshed even when no event said so (a safety net
 /// against events Docker dropped).
@@ -168,6 +174,46 @@ impl ImageRefCache {
             s.0 = watching;
             s.1.clear();
         }
+    }
+}
+
+/// How often the writable-layer sizes are recomputed.
+pub const SIZE_REFRESH: Duration = Duration::from_secs(60);
+
+/// Writable-layer sizes by container id, refreshed in the background.
+#[derive(Default, Clone)]
+pub struct SizeCache {
+    sizes: Arc<RwLock<HashMap<String, u64>>>,
+}
+
+impl SizeCache {
+    /// The last known size of `id`'s writable layer (0 until first computed).
+    pub fn get(&self, id: &str) -> u64 {
+        self.sizes
+            .read()
+            .map(|m| m.get(id).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// Refreshes every `SIZE_REFRESH` until cancelled.
+    pub fn spawn_refresher<D: DockerApi>(&self, docker: Arc<D>, stop: CancellationToken) {
+        let sizes = self.sizes.clone();
+        tokio::spawn(async move {
+            loop {
+                match docker.container_sizes().await {
+                    Ok(m) => {
+                        if let Ok(mut w) = sizes.write() {
+                            *w = m;
+                        }
+                    }
+                    Err(e) => debug!(error = %e, "refreshing container sizes"),
+                }
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(SIZE_REFRESH) => {}
+                }
+            }
+        });
     }
 }
 

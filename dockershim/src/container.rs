@@ -1,25 +1,25 @@
 //! Containers (upstream `docker_container.go`): CRI ContainerConfig -> Docker create body
 //! (entrypoint/cmd semantics, env, mounts with propagation and relabel, devices, resources,
-//! security), and the lifecycle and status RPCs: CreateContainer, StartContainer, StopContainer,
-//! RemoveContainer, ListContainers, ContainerStatus, UpdateContainerResources, ReopenContainerLog
-//! and ExecSync. Containers join their sandbox's network and IPC (and PID when pod-shared).
+//! security), and the lifecycle RPCs: CreateContainer, StartContainer, StopContainer,
+//! RemoveContainer, UpdateContainerResources, ReopenContainerLog and ExecSync. Containers join
+//! their sandbox's network and IPC (and PID when pod-shared). Reading containers back
+//! (ListContainers, ContainerStatus) is `container_status`.
 
-use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
-use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerUpdateBody, DeviceMapping, HostConfig,
-};
+use bollard::models::{ContainerCreateBody, ContainerUpdateBody, DeviceMapping, HostConfig};
 use cri_proto::runtime::v1 as cri;
 use tracing::{debug, info};
 
+use crate::creation::NameReservation;
 use crate::crilog::LogWriter;
 use crate::docker::DockerApi;
 use crate::errors::{Result, ShimError};
 use crate::labels;
 use crate::naming::{self, ContainerNameParts};
-use crate::shim::{Shim, docker_time_ns, id_matches, matches_selector, summary_label};
+use crate::security::sandbox_ns_options;
+use crate::shim::Shim;
 
 /// The most ExecSync captures per stream (like containerd's 16 MiB cap on exec output).
 pub const MAX_EXEC_SYNC_OUTPUT: usize = 16 * 1024 * 1024;
@@ -72,22 +72,6 @@ fn apply_resources(r: &cri::LinuxContainerResources, oom_floor: Option<i64>, hc:
     hc.cpuset_mems = (!r.cpuset_mems.is_empty()).then(|| r.cpuset_mems.clone());
 }
 
-/// Docker container state -> CRI state.
-pub fn container_state(status: Option<&str>) -> cri::ContainerState {
-    match status {
-        Some("running") | Some("paused") | Some("restarting") => {
-            cri::ContainerState::ContainerRunning
-        }
-        Some("created") => cri::ContainerState::ContainerCreated,
-        Some("exited") | Some("dead") => cri::ContainerState::ContainerExited,
-        _ => cri::ContainerState::ContainerUnknown,
-    }
-}
-
-/// How long ContainerStatus of an exited container waits for its log copier to finish (as
-/// Docker waits for its own log copier before it marks a container stopped).
-const LOG_DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(2);
-
 /// Creates a container's log directory if needed and opens (creates) its CRI log file.
 async fn open_log(path: &Path) -> Result<LogWriter> {
     if let Some(dir) = path.parent() {
@@ -98,15 +82,6 @@ async fn open_log(path: &Path) -> Result<LogWriter> {
     LogWriter::open(path)
         .await
         .map_err(|e| ShimError::internal(format!("open container log: {e}")))
-}
-
-/// Upstream's image reference for a container: `docker-pullable://repo@digest` when the image
-/// has a repo digest, `docker://sha256:...` otherwise.
-pub fn pullable_image_ref(image_id: &str, repo_digests: &[String]) -> String {
-    match repo_digests.first() {
-        Some(d) => format!("docker-pullable://{d}"),
-        None => format!("docker://{image_id}"),
-    }
 }
 
 /// The container's log file: the sandbox's `log_directory` joined with the container's
@@ -171,7 +146,7 @@ impl<D: DockerApi> Shim<D> {
             );
         }
 
-        let sandbox_ns = sandbox_config.and_then(crate::sandbox::sandbox_ns_options);
+        let sandbox_ns = sandbox_config.and_then(sandbox_ns_options);
         let container_ns = config
             .linux
             .as_ref()
@@ -295,36 +270,10 @@ impl<D: DockerApi> Shim<D> {
                 attempt: sandbox_meta.attempt,
             },
         });
-        let _reserved = crate::sandbox::NameReservation::take(&name)?;
+        let _reserved = NameReservation::take(&name)?;
         let id = self.create_named(&name, body).await?;
         debug!(container = %id, name = %meta.name, sandbox = %sandbox_id, "container created");
         Ok(id)
-    }
-
-    /// Inspects `id` and checks it is one of our (non-sandbox) containers.
-    pub(crate) async fn inspect_app_container(&self, id: &str) -> Result<ContainerInspectResponse> {
-        if id.is_empty() {
-            return Err(ShimError::invalid("container id is required"));
-        }
-        let c = self.docker.inspect_container(id).await.map_err(|e| {
-            if e.is_not_found() {
-                ShimError::NotFound(format!("could not find container {id:?}"))
-            } else {
-                e.into()
-            }
-        })?;
-        let kind = c
-            .config
-            .as_ref()
-            .and_then(|cfg| cfg.labels.as_ref())
-            .and_then(|l| l.get(labels::CONTAINER_TYPE_LABEL_KEY))
-            .cloned();
-        if kind.as_deref() != Some(labels::CONTAINER_TYPE_LABEL_CONTAINER) {
-            return Err(ShimError::NotFound(format!(
-                "could not find container {id:?}"
-            )));
-        }
-        Ok(c)
     }
 
     /// StartContainer: opens (creates) its CRI log file, starts it, and starts copying its
@@ -383,248 +332,6 @@ impl<D: DockerApi> Shim<D> {
             Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e.into()),
         }
-    }
-
-    /// ListContainers with every filter (id or unique prefix, state, sandbox id, labels).
-    pub async fn list_containers(
-        &self,
-        filter: Option<cri::ContainerFilter>,
-    ) -> Result<Vec<cri::Container>> {
-        let filter = filter.unwrap_or_default();
-        let list = self.our_containers().await?;
-        let mut out = Vec::with_capacity(list.len());
-        for c in list.into_iter().filter(|c| {
-            summary_label(c, labels::CONTAINER_TYPE_LABEL_KEY)
-                == Some(labels::CONTAINER_TYPE_LABEL_CONTAINER)
-                && id_matches(c, &filter.id)
-                && (filter.pod_sandbox_id.is_empty()
-                    || summary_label(c, labels::SANDBOX_ID_LABEL_KEY)
-                        == Some(filter.pod_sandbox_id.as_str()))
-        }) {
-            let Some(id) = c.id.clone() else { continue };
-            let Some(parts) = c
-                .names
-                .as_ref()
-                .and_then(|n| n.first())
-                .and_then(|n| naming::parse_container_name(n).ok())
-            else {
-                continue;
-            };
-            let docker_labels = c.labels.clone().unwrap_or_default();
-            let sandbox_id = docker_labels
-                .get(labels::SANDBOX_ID_LABEL_KEY)
-                .cloned()
-                .unwrap_or_default();
-            let (labels, annotations) = labels::extract_labels(&docker_labels);
-            let state = container_state(c.state.as_ref().map(|s| s.to_string()).as_deref());
-            if filter
-                .state
-                .as_ref()
-                .is_some_and(|s| s.state != state as i32)
-                || !matches_selector(&labels, &filter.label_selector)
-            {
-                continue;
-            }
-            let image_id = c.image_id.clone().unwrap_or_default();
-            out.push(cri::Container {
-                id,
-                pod_sandbox_id: sandbox_id,
-                metadata: Some(cri::ContainerMetadata {
-                    name: parts.name,
-                    attempt: parts.attempt,
-                }),
-                image: Some(cri::ImageSpec {
-                    image: c.image.clone().unwrap_or_default(),
-                    ..Default::default()
-                }),
-                image_ref: image_id.clone(),
-                state: state as i32,
-                created_at: c.created.unwrap_or(0).saturating_mul(1_000_000_000),
-                labels,
-                annotations,
-                image_id,
-            });
-        }
-        Ok(out)
-    }
-
-    /// The CRI status of a container from its inspect data.
-    pub(crate) async fn container_status_of(
-        &self,
-        c: &ContainerInspectResponse,
-    ) -> cri::ContainerStatus {
-        let id = c.id.clone().unwrap_or_default();
-        let parts = c
-            .name
-            .as_deref()
-            .and_then(|n| naming::parse_container_name(n).ok());
-        let cfg = c.config.as_ref();
-        let docker_labels = cfg.and_then(|c| c.labels.clone()).unwrap_or_default();
-        let log_path = docker_labels
-            .get(labels::CONTAINER_LOG_PATH_LABEL_KEY)
-            .cloned()
-            .unwrap_or_default();
-        let (labels, annotations) = labels::extract_labels(&docker_labels);
-        let st = c.state.as_ref();
-        let state = container_state(
-            st.and_then(|s| s.status.as_ref())
-                .map(|s| s.to_string())
-                .as_deref(),
-        );
-        let exit_code = st.and_then(|s| s.exit_code).unwrap_or(0) as i32;
-        let finished_at = docker_time_ns(st.and_then(|s| s.finished_at.as_deref()));
-        let (reason, message) = if state == cri::ContainerState::ContainerExited {
-            let oom_event = c.id.as_ref().is_some_and(|id| {
-                self.oom_killed
-                    .lock()
-                    .map(|s| s.contains(id))
-                    .unwrap_or(false)
-            });
-            let reason = if st.and_then(|s| s.oom_killed).unwrap_or(false) || oom_event {
-                "OOMKilled"
-            } else if exit_code == 0 {
-                "Completed"
-            } else {
-                "Error"
-            };
-            (
-                reason.to_string(),
-                st.and_then(|s| s.error.clone()).unwrap_or_default(),
-            )
-        } else {
-            (String::new(), String::new())
-        };
-        let image_id = c.image.clone().unwrap_or_default();
-        let repo_digests = match self.image_refs.get(&image_id) {
-            Some(d) => d,
-            None => match self.docker.inspect_image(&image_id).await {
-                Ok(i) => {
-                    let d = i.repo_digests.unwrap_or_default();
-                    self.image_refs.put(&image_id, d.clone());
-                    d
-                }
-                Err(_) => Vec::new(),
-            },
-        };
-        let config_mounts: HashMap<String, String> = c
-            .host_config
-            .as_ref()
-            .and_then(|h| h.binds.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|b| {
-                let mut it = b.splitn(3, ':');
-                let host = it.next()?.to_string();
-                let ctr = it.next()?.to_string();
-                Some((ctr, host))
-            })
-            .collect();
-        let mounts = c
-            .mounts
-            .clone()
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|m| m.typ.as_ref().map(|t| t.to_string()) == Some("bind".to_string()))
-            .map(|m| {
-                let dest = m.destination.clone().unwrap_or_default();
-                cri::Mount {
-                    host_path: config_mounts
-                        .get(&dest)
-                        .cloned()
-                        .or(m.source.clone())
-                        .unwrap_or_default(),
-                    container_path: dest,
-                    readonly: !m.rw.unwrap_or(true),
-                    selinux_relabel: m.mode.as_deref().is_some_and(|s| s.contains('Z')),
-                    propagation: match m.propagation.as_deref() {
-                        Some("rslave") | Some("slave") => {
-                            cri::MountPropagation::PropagationHostToContainer as i32
-                        }
-                        Some("rshared") | Some("shared") => {
-                            cri::MountPropagation::PropagationBidirectional as i32
-                        }
-                        _ => cri::MountPropagation::PropagationPrivate as i32,
-                    },
-                    ..Default::default()
-                }
-            })
-            .collect();
-        let hc = c.host_config.as_ref();
-        let resources = hc.map(|h| cri::ContainerResources {
-            linux: Some(cri::LinuxContainerResources {
-                cpu_period: h.cpu_period.unwrap_or(0),
-                cpu_quota: h.cpu_quota.unwrap_or(0),
-                cpu_shares: h.cpu_shares.unwrap_or(0),
-                memory_limit_in_bytes: h.memory.unwrap_or(0),
-                oom_score_adj: h.oom_score_adj.unwrap_or(0),
-                cpuset_cpus: h.cpuset_cpus.clone().unwrap_or_default(),
-                cpuset_mems: h.cpuset_mems.clone().unwrap_or_default(),
-                memory_swap_limit_in_bytes: h.memory_swap.unwrap_or(0),
-                ..Default::default()
-            }),
-            windows: None,
-        });
-        cri::ContainerStatus {
-            id,
-            metadata: parts.map(|p| cri::ContainerMetadata {
-                name: p.name,
-                attempt: p.attempt,
-            }),
-            state: state as i32,
-            created_at: docker_time_ns(c.created.as_deref()),
-            started_at: docker_time_ns(st.and_then(|s| s.started_at.as_deref())),
-            finished_at,
-            exit_code,
-            image: Some(cri::ImageSpec {
-                image: cfg.and_then(|c| c.image.clone()).unwrap_or_default(),
-                ..Default::default()
-            }),
-            image_ref: pullable_image_ref(&image_id, &repo_digests),
-            reason,
-            message,
-            labels,
-            annotations,
-            mounts,
-            log_path,
-            resources,
-            image_id,
-            user: None,
-            stop_signal: 0,
-        }
-    }
-
-    /// ContainerStatus.
-    pub async fn container_status(
-        &self,
-        id: &str,
-        verbose: bool,
-    ) -> Result<cri::ContainerStatusResponse> {
-        let c = self.inspect_app_container(id).await?;
-        let status = c.state.as_ref().and_then(|s| s.status.as_ref());
-        if container_state(status.map(|s| s.to_string()).as_deref())
-            == cri::ContainerState::ContainerExited
-            && let Some(full) = &c.id
-        {
-            // Whoever reads the log on seeing the exit must find its last lines.
-            self.logs.drained(full, LOG_DRAIN_LIMIT).await;
-        }
-        let status = self.container_status_of(&c).await;
-        let mut info = HashMap::new();
-        if verbose {
-            info.insert(
-                "info".to_string(),
-                serde_json::json!({
-                    "pid": c.state.as_ref().and_then(|s| s.pid).unwrap_or(0),
-                    "sandboxID": c.config.as_ref().and_then(|cfg| cfg.labels.as_ref()).and_then(|l| l.get(labels::SANDBOX_ID_LABEL_KEY)),
-                    "hostConfig": c.host_config,
-                })
-                .to_string(),
-            );
-        }
-        Ok(cri::ContainerStatusResponse {
-            status: Some(status),
-            info,
-        })
     }
 
     /// UpdateContainerResources.
@@ -769,38 +476,5 @@ mod tests {
         };
         let real = std::fs::canonicalize(&target).unwrap();
         assert_eq!(bind_of(&m), format!("{}:/x", real.display()));
-    }
-
-    #[test]
-    fn states_map_like_upstream() {
-        assert_eq!(
-            container_state(Some("running")),
-            cri::ContainerState::ContainerRunning
-        );
-        assert_eq!(
-            container_state(Some("created")),
-            cri::ContainerState::ContainerCreated
-        );
-        assert_eq!(
-            container_state(Some("exited")),
-            cri::ContainerState::ContainerExited
-        );
-        assert_eq!(
-            container_state(Some("dead")),
-            cri::ContainerState::ContainerExited
-        );
-        assert_eq!(
-            container_state(Some("removing")),
-            cri::ContainerState::ContainerUnknown
-        );
-    }
-
-    #[test]
-    fn image_refs_prefer_digests() {
-        assert_eq!(
-            pullable_image_ref("sha256:abc", &["r/b@sha256:def".to_string()]),
-            "docker-pullable://r/b@sha256:def"
-        );
-        assert_eq!(pullable_image_ref("sha256:abc", &[]), "docker://sha256:abc");
     }
 }

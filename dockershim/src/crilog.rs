@@ -1,35 +1,37 @@
-//! The CRI container log format, written by the shim itself (as containerd's
+//! The CRI container log, written by the shim itself (as containerd's
 //! `pkg/cri/io/logger.go` does) instead of symlinking Docker's json log. Each
-//! line is `<RFC3339Nano timestamp> <stdout|stderr> <F|P> <content>\n`:
+//! line is `<RFC3339Nano timestamp> <stdout|stderr> <F|P> <content>\n` (the line
+//! format itself, writing and parsing one line, is `node_common::crilog`, shared
+//! with the kubelet and re-exported here):
 //! a complete line (newline-terminated, `\r\n` and `\n` stripped) is tagged
 //! `F`; a line longer than the maximum (16 KiB, containerd's
 //! `max_container_log_line_size` default) is cut into `P` entries of exactly
 //! the maximum followed by the rest as `F`; bytes left without a newline when a
 //! stream ends are flushed as one `P` entry; an empty line is an `F` with
-//! empty content. This module owns the encoder ([`LineSplitter`],
-//! [`format_rfc3339_nano`]), the file ([`LogWriter`], append-only, reopenable
-//! after the kubelet rotated it away) and the async copier task fed either by
-//! two `AsyncRead`s or by a stream of tagged chunks (bollard's
-//! `LogOutput::{StdOut,StdErr,Console}`), plus a parser for tests and the kubelet.
+//! empty content. This module owns the cutting into lines ([`LineSplitter`],
+//! [`CriLogEncoder`]), the file ([`LogWriter`], append-only, reopenable after the
+//! kubelet rotated it away) and the async copier task fed either by two
+//! `AsyncRead`s or by a stream of tagged chunks (bollard's
+//! `LogOutput::{StdOut,StdErr,Console}`).
 
 use std::io;
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use chrono::{DateTime, Datelike, FixedOffset, Offset, TimeZone, Timelike, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use futures::{Stream, StreamExt};
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+pub use node_common::crilog::{
+    CriLogLine, LogStream, LogTag, ParseError, TAG_FULL, TAG_PARTIAL, encode_line,
+    format_rfc3339_nano, parse_cri_log,
+};
+
 /// containerd's default `max_container_log_line_size`.
 pub const DEFAULT_MAX_LINE_SIZE: usize = 16 * 1024;
-/// CRI tag of a partial line (`runtime.LogTagPartial`).
-pub const TAG_PARTIAL: &str = "P";
-/// CRI tag of a full line (`runtime.LogTagFull`).
-pub const TAG_FULL: &str = "F";
-
 /// Errors of this module.
 #[derive(Debug, thiserror::Error)]
 pub enum CriLogError {
@@ -43,89 +45,6 @@ pub enum CriLogError {
     Read(String),
     #[error("log copier has stopped")]
     CopierGone,
-    #[error("malformed CRI log line: {0}")]
-    Parse(String),
-}
-
-/// Which output stream a log line came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum LogStream {
-    Stdout,
-    Stderr,
-}
-
-impl LogStream {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogStream::Stdout => "stdout",
-            LogStream::Stderr => "stderr",
-        }
-    }
-}
-
-/// `P` or `F`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogTag {
-    Partial,
-    Full,
-}
-
-impl LogTag {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LogTag::Partial => TAG_PARTIAL,
-            LogTag::Full => TAG_FULL,
-        }
-    }
-}
-
-/// Go's `time.RFC3339Nano` (`2006-01-02T15:04:05.999999999Z07:00`): the
-/// fraction has trailing zeros trimmed and disappears with its dot when zero;
-/// a zero offset prints `Z`, others `+hh:mm`/`-hh:mm`.
-pub fn format_rfc3339_nano<Tz: TimeZone>(t: &DateTime<Tz>) -> String {
-    let off = t.offset().fix().local_minus_utc();
-    let l = t.naive_local();
-    let mut s = format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
-        l.year(),
-        l.month(),
-        l.day(),
-        l.hour(),
-        l.minute(),
-        l.second()
-    );
-    let nanos = l.nanosecond() % 1_000_000_000;
-    if nanos != 0 {
-        let frac = format!("{nanos:09}");
-        s.push('.');
-        s.push_str(frac.trim_end_matches('0'));
-    }
-    if off == 0 {
-        s.push('Z');
-    } else {
-        let sign = if off < 0 { '-' } else { '+' };
-        let m = off.unsigned_abs() / 60;
-        s.push_str(&format!("{sign}{:02}:{:02}", m / 60, m % 60));
-    }
-    s
-}
-
-/// Encode one CRI log line.
-pub fn encode_line<Tz: TimeZone>(
-    out: &mut Vec<u8>,
-    t: &DateTime<Tz>,
-    stream: LogStream,
-    tag: LogTag,
-    content: &[u8],
-) {
-    out.extend_from_slice(format_rfc3339_nano(t).as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(stream.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(tag.as_str().as_bytes());
-    out.push(b' ');
-    out.extend_from_slice(content);
-    out.push(b'\n');
 }
 
 /// Splits one stream's bytes into CRI entries, with containerd's rules.
@@ -454,53 +373,10 @@ where
     spawn_chunk_copier(path, futures::stream::select(out, err), max_len)
 }
 
-/// One parsed CRI log line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CriLogLine {
-    pub timestamp: DateTime<FixedOffset>,
-    pub stream: LogStream,
-    pub partial: bool,
-    pub content: String,
-}
-
-/// Parse one line (with or without its trailing `\n`), like the kubelet's
-/// `parseCRILog`: the tag field may carry `:`-separated extras, the first of
-/// which must be `P` or `F`.
-pub fn parse_cri_log_line(line: &str) -> Result<CriLogLine, CriLogError> {
-    let err = |m: &str| CriLogError::Parse(format!("{m}: {line:?}"));
-    let line = line.strip_suffix('\n').unwrap_or(line);
-    let (ts, rest) = line
-        .split_once(' ')
-        .ok_or_else(|| err("timestamp is not found"))?;
-    let timestamp =
-        DateTime::parse_from_rfc3339(ts).map_err(|_| err("unexpected timestamp format"))?;
-    let (stream, rest) = rest
-        .split_once(' ')
-        .ok_or_else(|| err("stream type is not found"))?;
-    let stream = match stream {
-        "stdout" => LogStream::Stdout,
-        "stderr" => LogStream::Stderr,
-        _ => return Err(err("unexpected stream type")),
-    };
-    let (tag, content) = rest
-        .split_once(' ')
-        .ok_or_else(|| err("log tag is not found"))?;
-    let partial = match tag.split(':').next() {
-        Some(TAG_PARTIAL) => true,
-        Some(TAG_FULL) => false,
-        _ => return Err(err("unexpected log tag")),
-    };
-    Ok(CriLogLine {
-        timestamp,
-        stream,
-        partial,
-        content: content.to_string(),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use chrono::Timelike;
 
     fn t(nanos: u32) -> DateTime<Utc> {
         Utc.with_ymd_and_hms(2024, 3, 5, 7, 8, 9)
@@ -508,36 +384,6 @@ mod tests {
             .expect("valid date")
             .with_nanosecond(nanos)
             .expect("valid nanos")
-    }
-
-    #[test]
-    fn rfc3339nano_like_go() {
-        assert_eq!(format_rfc3339_nano(&t(0)), "2024-03-05T07:08:09Z");
-        assert_eq!(
-            format_rfc3339_nano(&t(500_000_000)),
-            "2024-03-05T07:08:09.5Z"
-        );
-        assert_eq!(
-            format_rfc3339_nano(&t(123_456_789)),
-            "2024-03-05T07:08:09.123456789Z"
-        );
-        assert_eq!(
-            format_rfc3339_nano(&t(1_000)),
-            "2024-03-05T07:08:09.000001Z"
-        );
-        let cet = FixedOffset::east_opt(5 * 3600 + 1800).expect("offset");
-        assert_eq!(
-            format_rfc3339_nano(&t(120_000_000).with_timezone(&cet)),
-            "2024-03-05T12:38:09.12+05:30"
-        );
-        let west = FixedOffset::west_opt(7 * 3600).expect("offset");
-        assert_eq!(
-            format_rfc3339_nano(&t(0).with_timezone(&west)),
-            "2024-03-05T00:08:09-07:00"
-        );
-        // Round trip through the parser.
-        let p = parse_cri_log_line("2024-03-05T12:38:09.12+05:30 stdout F x").unwrap();
-        assert_eq!(p.timestamp, t(120_000_000));
     }
 
     fn split(max: usize, chunks: &[&[u8]], finish: bool) -> Vec<(LogTag, Vec<u8>)> {
@@ -621,33 +467,16 @@ mod tests {
         );
     }
 
-    #[test]
-    fn parser_accepts_and_rejects() {
-        let l =
-            parse_cri_log_line("2016-10-06T00:17:09.669794202Z stdout P log content 1\n").unwrap();
-        assert_eq!(l.stream, LogStream::Stdout);
-        assert!(l.partial);
-        assert_eq!(l.content, "log content 1");
-        let l = parse_cri_log_line("2016-10-06T00:17:09.669794202Z stderr F:x ").unwrap();
-        assert!(!l.partial);
-        assert_eq!(l.content, "");
-        for bad in [
-            "",
-            "notatime stdout F x",
-            "2016-10-06T00:17:09Z stdin F x",
-            "2016-10-06T00:17:09Z stdout X x",
-            "2016-10-06T00:17:09Z stdout F",
-        ] {
-            assert!(parse_cri_log_line(bad).is_err(), "{bad:?}");
-        }
-    }
-
     fn read_lines(path: &Path) -> Vec<CriLogLine> {
         std::fs::read_to_string(path)
             .unwrap()
             .lines()
-            .map(|l| parse_cri_log_line(l).unwrap())
+            .map(|l| parse_cri_log(l.as_bytes()).unwrap())
             .collect()
+    }
+
+    fn text(l: &CriLogLine) -> &str {
+        std::str::from_utf8(&l.content).unwrap()
     }
 
     #[tokio::test]
@@ -665,7 +494,7 @@ mod tests {
         h.drained().await;
         let lines = read_lines(&path);
         assert_eq!(lines.len(), 1);
-        assert_eq!(lines[0].content, "oops");
+        assert_eq!(text(&lines[0]), "oops");
 
         let (_tx, rx) = mpsc::channel::<Result<(LogStream, Bytes), String>>(4);
         let h = spawn_chunk_copier(
@@ -698,7 +527,7 @@ mod tests {
         let lines = read_lines(&path);
         assert_eq!(lines.len(), 1);
         assert_eq!(
-            (lines[0].stream, lines[0].content.as_str()),
+            (lines[0].stream, text(&lines[0])),
             (LogStream::Stderr, "hi")
         );
     }
@@ -721,7 +550,7 @@ mod tests {
         let lines = read_lines(&path);
         let got: Vec<(LogStream, bool, &str)> = lines
             .iter()
-            .map(|l| (l.stream, l.partial, l.content.as_str()))
+            .map(|l| (l.stream, l.partial, text(l)))
             .collect();
         assert_eq!(
             got,
@@ -757,12 +586,12 @@ mod tests {
         h.wait().await.unwrap();
         let old: Vec<String> = read_lines(&rotated)
             .into_iter()
-            .map(|l| l.content)
+            .map(|l| text(&l).to_string())
             .collect();
         assert_eq!(old, vec!["old", "before"]);
         let new = read_lines(&path);
         assert_eq!(new.len(), 1);
-        assert_eq!(new[0].content, "after");
+        assert_eq!(text(&new[0]), "after");
         assert_eq!(new[0].stream, LogStream::Stderr);
     }
 

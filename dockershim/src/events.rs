@@ -92,7 +92,7 @@ impl<D: DockerApi> Shim<D> {
             return None;
         }
         let kind = event_type(ev.action.as_deref()?)?;
-        let created_at = event_time_ns(&ev).unwrap_or_else(crate::shim::now_ns);
+        let created_at = event_time_ns(&ev).unwrap_or_else(crate::timestamp::now_ns);
         let actor = ev.actor?;
         let id = actor.id?;
         let attrs = actor.attributes.unwrap_or_default();

@@ -12,7 +12,8 @@ use tracing::{info, warn};
 
 use crate::docker::DockerApi;
 use crate::errors::{Result, ShimError};
-use crate::shim::{Shim, now_ns};
+use crate::shim::Shim;
+use crate::timestamp::now_ns;
 
 /// Splits an image config `User` into (uid, username): `1000`, `1000:1000` -> uid 1000;
 /// `nobody`, `nobody:x` -> username.

@@ -24,12 +24,13 @@ pub const SANDBOX_ID_LABEL_KEY: &str = "io.kubernetes.sandbox.id";
 /// Prefix of Docker labels that carry CRI annotations.
 pub const ANNOTATION_PREFIX: &str = "annotation.";
 
-/// Labels the kubelet sets on every sandbox/container (kubelet `types/labels.go`);
-/// they are ordinary CRI labels for the shim and pass through unchanged.
-pub const KUBERNETES_POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
-pub const KUBERNETES_POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
-pub const KUBERNETES_POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
-pub const KUBERNETES_CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+/// Labels the kubelet sets on every sandbox/container (kubelet `types/labels.go`, shared with
+/// the kubelet in `node_common::labels`); they are ordinary CRI labels for the shim and pass
+/// through unchanged.
+pub use node_common::labels::{
+    KUBERNETES_CONTAINER_NAME_LABEL, KUBERNETES_POD_NAME_LABEL, KUBERNETES_POD_NAMESPACE_LABEL,
+    KUBERNETES_POD_UID_LABEL,
+};
 /// Value of [`KUBERNETES_CONTAINER_NAME_LABEL`] the shim sets on sandboxes.
 pub const POD_INFRA_CONTAINER_NAME: &str = "POD";
 

@@ -1,11 +1,19 @@
 //! dockershim: a CRI `runtime.v1` server on the Docker Engine, compatible in container names,
 //! labels and checkpoints with the Go dockershim and cri-dockerd. [`start`] builds the service
 //! (Docker connection, pod infra image, background tasks) and serves it on a unix socket; the
-//! kubelet's embedded mode calls the same function. Module map: `docker` (the Docker adapter),
-//! `sandbox`, `container`, `image`, `stats`, `events` (the CRI translation), `naming`, `labels`,
-//! `checkpoint`, `crilog`, `logs`, `cni`, `security`, `pause_image` (building blocks), `service`
-//! (the gRPC face), `errors` (the one mapping to gRPC codes), `streaming` (exec / attach /
-//! port-forward sessions over SPDY and WebSocket).
+//! kubelet's embedded mode calls the same function.
+//!
+//! Modules, bottom to top (each imports only from the layers under it):
+//! 1. `docker` — the [`DockerApi`] trait, its bollard client and (in tests) a fake.
+//! 2. `naming`, `labels`, `checkpoint`, `security`, `crilog`, `cni`, `filter`, `timestamp`,
+//!    `pause_image`, `cgroups`, `config`, `errors` (the one mapping to gRPC codes) — pure
+//!    translation and files; `cache`, `logs`, `network` — state those build on.
+//! 3. `shim` (the state every RPC works on and its shared lookups), then the CRI semantics on
+//!    [`DockerApi`], each an `impl Shim` block: `creation`, `container`, `container_status`,
+//!    `sandbox`, `image`, `stats`, `events`, `streaming_rpc`.
+//! 4. `service` — the gRPC face.
+//! 5. `streaming` — exec / attach / port-forward sessions over SPDY and WebSocket; the shim
+//!    reaches it only through its `StreamingServer` trait.
 
 pub mod cache;
 pub mod cgroups;
@@ -13,10 +21,13 @@ pub mod checkpoint;
 pub mod cni;
 pub mod config;
 pub mod container;
+pub mod container_status;
+pub mod creation;
 pub mod crilog;
 pub mod docker;
 pub mod errors;
 pub mod events;
+pub mod filter;
 pub mod image;
 pub mod labels;
 pub mod logs;
@@ -26,9 +37,13 @@ pub mod pause_image;
 pub mod sandbox;
 pub mod security;
 pub mod service;
+#[cfg(test)]
+mod service_tests;
 pub mod shim;
 pub mod stats;
 pub mod streaming;
+pub mod streaming_rpc;
+pub mod timestamp;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -119,9 +134,20 @@ pub async fn build_shim<D: DockerApi>(
     config: ShimConfig,
     shutdown: CancellationToken,
 ) -> Result<Arc<Shim<D>>, StartError> {
+    build_shim_with(docker, config, shutdown, can_lower_oom_score_adj()).await
+}
+
+/// [`build_shim`] told whether this host can lower oom_score_adj instead of probing it (unit
+/// tests run many shims at once in one process, whose probes would race on
+/// `/proc/self/oom_score_adj`).
+pub(crate) async fn build_shim_with<D: DockerApi>(
+    docker: Arc<D>,
+    config: ShimConfig,
+    shutdown: CancellationToken,
+    can_lower: bool,
+) -> Result<Arc<Shim<D>>, StartError> {
     let version = docker.version().await?;
     let info = docker.info().await?;
-    let can_lower = can_lower_oom_score_adj();
     let sandbox_oom_score_adj = match config.sandbox_oom_score_adj {
         Some(v) => v,
         None if can_lower => UPSTREAM_SANDBOX_OOM_SCORE_ADJ,
@@ -140,7 +166,7 @@ pub async fn build_shim<D: DockerApi>(
         network,
         logs: logs::LogManager::default(),
         events,
-        sizes: stats::SizeCache::default(),
+        sizes: cache::SizeCache::default(),
         listing: cache::ListCache::default(),
         image_refs: cache::ImageRefCache::default(),
         cgroups: cgroups::CgroupCache::default(),
@@ -359,7 +385,7 @@ async fn start_on(
             addr: streaming_config.bind_addr.clone(),
             err,
         })?;
-    let _ = shim.streaming.set(handle);
+    let _ = shim.streaming.set(Arc::new(handle));
     if let Err(e) = shim.ensure_pod_infra_image().await {
         warn!(error = %e, "pod infra image not available yet; RunPodSandbox will retry");
     }

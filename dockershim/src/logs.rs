@@ -20,15 +20,9 @@ type Chunk = Result<(LogStream, bytes::Bytes), docker::DockerError>;
 
 /// `id`'s output from `since` (unix seconds), as the copier's tagged chunks.
 fn output<D: DockerApi>(docker: &D, id: &str, since: i64) -> impl Stream<Item = Chunk> + use<D> {
-    docker.logs(id, since).map(|r| {
-        r.map(|c| {
-            let stream = match c.stream {
-                docker::LogStream::Stdout => LogStream::Stdout,
-                docker::LogStream::Stderr => LogStream::Stderr,
-            };
-            (stream, c.bytes)
-        })
-    })
+    docker
+        .logs(id, since)
+        .map(|r| r.map(|c| (c.stream, c.bytes)))
 }
 
 /// The running log copiers, by container id.

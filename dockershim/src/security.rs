@@ -1,7 +1,7 @@
 //! CRI security settings as Docker `HostConfig` options (upstream `security_context.go`):
 //! seccomp (the `seccomp` field and the deprecated `seccomp_profile_path`, with CRI's meaning of
 //! "absent = unconfined"), AppArmor, SELinux labels, capabilities, run-as user/group, and
-//! no_new_privs. Pure functions; owns no state.
+//! no_new_privs, and the namespace options of a sandbox config. Pure functions; owns no state.
 
 use std::borrow::Cow;
 
@@ -9,6 +9,15 @@ use bollard::models::HostConfig;
 use cri_proto::runtime::v1 as cri;
 
 use crate::errors::{Result, ShimError};
+
+/// The namespace options of a sandbox config (absent `linux` section = all pod-scoped).
+pub fn sandbox_ns_options(config: &cri::PodSandboxConfig) -> Option<&cri::NamespaceOption> {
+    config
+        .linux
+        .as_ref()
+        .and_then(|l| l.security_context.as_ref())
+        .and_then(|s| s.namespace_options.as_ref())
+}
 
 /// A CRI seccomp profile, from the `seccomp` field or the deprecated `seccomp_profile_path`.
 #[derive(Debug, PartialEq, Eq)]

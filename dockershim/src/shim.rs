@@ -1,26 +1,37 @@
 //! The dockershim service state: the one [`Shim`] value every RPC works on. It owns the Docker
 //! client, the sandbox checkpoints, the CNI network (in CNI mode), the per-container log copiers,
-//! the container-event fan-out and the writable-layer size cache. The RPCs themselves live in
-//! `sandbox`, `container`, `image`, `runtime`, `stats` and `events`; `service` wires them to gRPC.
+//! the container-event fan-out and the caches, plus the lookups every RPC module shares (our
+//! containers, "is this one of our sandboxes / containers"). The RPCs themselves live in
+//! `sandbox`, `container`, `image`, `stats`, `events` and `streaming_rpc`, each adding an
+//! `impl Shim` block; `service` wires them to gRPC. The streaming server sits above all of them,
+//! so the shim reaches it only through the small [`StreamingServer`] trait it owns here.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use bollard::models::ContainerSummary;
+use bollard::models::{ContainerInspectResponse, ContainerSummary};
 use cri_proto::runtime::v1 as cri;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{ImageRefCache, ListCache};
+use crate::cache::{ImageRefCache, ListCache, SizeCache};
 use crate::cgroups::CgroupCache;
 use crate::checkpoint::CheckpointStore;
 use crate::config::ShimConfig;
 use crate::docker::DockerApi;
-use crate::errors::Result;
+use crate::errors::{Result, ShimError};
 use crate::labels;
 use crate::logs::LogManager;
 use crate::network::CniNetwork;
-use crate::stats::SizeCache;
+
+/// What the CRI Exec, Attach and PortForward RPCs need of the streaming server (upstream's
+/// `streaming.Server`): the single-use URL that serves a request already checked. The
+/// streaming server implements it; the shim never names the server's types.
+pub trait StreamingServer: Send + Sync + 'static {
+    fn get_exec(&self, req: cri::ExecRequest) -> Result<cri::ExecResponse>;
+    fn get_attach(&self, req: cri::AttachRequest) -> Result<cri::AttachResponse>;
+    fn get_port_forward(&self, req: cri::PortForwardRequest) -> Result<cri::PortForwardResponse>;
+}
 
 /// The state shared by every RPC handler.
 pub struct Shim<D: DockerApi> {
@@ -58,7 +69,7 @@ pub struct Shim<D: DockerApi> {
     /// Docker's data root (where writable layers live).
     pub docker_root: String,
     /// The streaming server (set once it listens; Exec/Attach/PortForward need it).
-    pub streaming: std::sync::OnceLock<crate::streaming::Handle>,
+    pub streaming: std::sync::OnceLock<Arc<dyn StreamingServer>>,
 }
 
 impl<D: DockerApi> Shim<D> {
@@ -82,75 +93,50 @@ impl<D: DockerApi> Shim<D> {
     pub fn network_name(&self) -> Option<String> {
         self.network.as_ref().and_then(|n| n.current_name())
     }
-}
 
-/// Nanoseconds since the epoch of a Docker timestamp; Docker's zero time (`0001-01-01...`) and
-/// unparsable values give 0.
-pub fn docker_time_ns(ts: Option<&str>) -> i64 {
-    let Some(ts) = ts else { return 0 };
-    if ts.starts_with("0001-") {
-        return 0;
-    }
-    chrono::DateTime::parse_from_rfc3339(ts)
-        .ok()
-        .and_then(|t| t.timestamp_nanos_opt())
-        .unwrap_or(0)
-}
-
-/// Now, in nanoseconds since the epoch.
-pub fn now_ns() -> i64 {
-    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
-}
-
-/// The Docker label value `key` of a listed container.
-pub fn summary_label<'a>(c: &'a ContainerSummary, key: &str) -> Option<&'a str> {
-    c.labels.as_ref()?.get(key).map(String::as_str)
-}
-
-/// Does a listed container match a CRI id filter (the full id or a prefix of it)?
-pub fn id_matches(c: &ContainerSummary, filter: &str) -> bool {
-    filter.is_empty() || c.id.as_deref().is_some_and(|id| id.starts_with(filter))
-}
-
-/// Does `labels` match every `key=value` of `selector` (CRI label selectors are equality only)?
-pub fn matches_selector(
-    labels: &HashMap<String, String>,
-    selector: &HashMap<String, String>,
-) -> bool {
-    selector.iter().all(|(k, v)| labels.get(k) == Some(v))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn docker_times_become_nanoseconds() {
-        assert_eq!(docker_time_ns(Some("0001-01-01T00:00:00Z")), 0);
-        assert_eq!(docker_time_ns(None), 0);
-        assert_eq!(
-            docker_time_ns(Some("1970-01-01T00:00:01.000000002Z")),
-            1_000_000_002
-        );
-        assert_eq!(docker_time_ns(Some("garbage")), 0);
+    /// Inspects `id` and checks it is one of our sandboxes.
+    pub(crate) async fn inspect_sandbox(&self, id: &str) -> Result<ContainerInspectResponse> {
+        if id.is_empty() {
+            return Err(ShimError::invalid("pod sandbox id is required"));
+        }
+        let c = self.docker.inspect_container(id).await.map_err(|e| {
+            if e.is_not_found() {
+                ShimError::NotFound(format!("could not find pod sandbox {id:?}"))
+            } else {
+                e.into()
+            }
+        })?;
+        if container_type(&c) != Some(labels::CONTAINER_TYPE_LABEL_SANDBOX) {
+            return Err(ShimError::NotFound(format!("{id:?} is not a pod sandbox")));
+        }
+        Ok(c)
     }
 
-    #[test]
-    fn selectors_need_every_pair() {
-        let labels: HashMap<String, String> =
-            [("a".into(), "1".into()), ("b".into(), "2".into())].into();
-        assert!(matches_selector(&labels, &HashMap::new()));
-        assert!(matches_selector(
-            &labels,
-            &[("a".into(), "1".into())].into()
-        ));
-        assert!(!matches_selector(
-            &labels,
-            &[("a".into(), "2".into())].into()
-        ));
-        assert!(!matches_selector(
-            &labels,
-            &[("c".into(), "1".into())].into()
-        ));
+    /// Inspects `id` and checks it is one of our (non-sandbox) containers.
+    pub(crate) async fn inspect_app_container(&self, id: &str) -> Result<ContainerInspectResponse> {
+        if id.is_empty() {
+            return Err(ShimError::invalid("container id is required"));
+        }
+        let c = self.docker.inspect_container(id).await.map_err(|e| {
+            if e.is_not_found() {
+                ShimError::NotFound(format!("could not find container {id:?}"))
+            } else {
+                e.into()
+            }
+        })?;
+        if container_type(&c) != Some(labels::CONTAINER_TYPE_LABEL_CONTAINER) {
+            return Err(ShimError::NotFound(format!(
+                "could not find container {id:?}"
+            )));
+        }
+        Ok(c)
     }
+}
+
+/// The value of our type label on an inspected container, if it has one.
+fn container_type(c: &ContainerInspectResponse) -> Option<&str> {
+    c.config
+        .as_ref()
+        .and_then(|cfg| cfg.labels.as_ref())
+        .and_then(labels::container_type)
 }

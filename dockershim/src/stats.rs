@@ -1,66 +1,24 @@
 //! Container and sandbox statistics (CPU, memory working set, network for sandboxes) read from
 //! the containers' cgroup files (see `cgroups`), with Docker's one-shot stats as the fallback
-//! when a cgroup cannot be found, and the writable-layer size cache: Docker computes layer sizes only
-//! when asked for them, which is expensive, so a background task refreshes [`SizeCache`] once a
-//! minute and the stats RPCs never compute sizes on the request path.
+//! when a cgroup cannot be found, and the writable-layer sizes of `cache::SizeCache` (refreshed
+//! in the background, never computed on the request path). The RPCs: ContainerStats,
+//! ListContainerStats, PodSandboxStats, ListPodSandboxStats, ListPodSandboxMetrics.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
 
 use bollard::models::ContainerStatsResponse;
 use cri_proto::runtime::v1 as cri;
 use futures::StreamExt;
-use tokio_util::sync::CancellationToken;
-use tracing::debug;
 
 use crate::cgroups;
 use crate::docker::DockerApi;
 use crate::errors::Result;
-use crate::labels;
-use crate::shim::{Shim, matches_selector, now_ns};
+use crate::filter::matches_selector;
+use crate::shim::Shim;
+use crate::timestamp::now_ns;
 
-/// How often the writable-layer sizes are recomputed.
-pub const SIZE_REFRESH: Duration = Duration::from_secs(60);
 /// How many Docker stats calls run at once for the List* RPCs.
 const STATS_CONCURRENCY: usize = 32;
-
-/// Writable-layer sizes by container id, refreshed in the background.
-#[derive(Default, Clone)]
-pub struct SizeCache {
-    sizes: Arc<RwLock<HashMap<String, u64>>>,
-}
-
-impl SizeCache {
-    /// The last known size of `id`'s writable layer (0 until first computed).
-    pub fn get(&self, id: &str) -> u64 {
-        self.sizes
-            .read()
-            .map(|m| m.get(id).copied().unwrap_or(0))
-            .unwrap_or(0)
-    }
-
-    /// Refreshes every `SIZE_REFRESH` until cancelled.
-    pub fn spawn_refresher<D: DockerApi>(&self, docker: Arc<D>, stop: CancellationToken) {
-        let sizes = self.sizes.clone();
-        tokio::spawn(async move {
-            loop {
-                match docker.container_sizes().await {
-                    Ok(m) => {
-                        if let Ok(mut w) = sizes.write() {
-                            *w = m;
-                        }
-                    }
-                    Err(e) => debug!(error = %e, "refreshing container sizes"),
-                }
-                tokio::select! {
-                    _ = stop.cancelled() => return,
-                    _ = tokio::time::sleep(SIZE_REFRESH) => {}
-                }
-            }
-        });
-    }
-}
 
 fn u64v(value: u64) -> Option<cri::UInt64Value> {
     Some(cri::UInt64Value { value })
@@ -522,14 +480,6 @@ pub fn metric_descriptors() -> Vec<cri::MetricDescriptor> {
         label_keys: Vec::new(),
     })
     .collect()
-}
-
-/// Is this Docker label set one of our containers (not a sandbox)?
-pub fn is_app_container(docker_labels: &HashMap<String, String>) -> bool {
-    docker_labels
-        .get(labels::CONTAINER_TYPE_LABEL_KEY)
-        .map(String::as_str)
-        == Some(labels::CONTAINER_TYPE_LABEL_CONTAINER)
 }
 
 #[cfg(test)]

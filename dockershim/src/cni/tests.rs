@@ -1,3 +1,7 @@
+//! Tests of the CNI runner with fake plugin scripts in a tempdir: default network selection,
+//! ADD through a chain with prevResult, capabilities and the result cache, DEL in reverse,
+//! plugin errors and timeouts, result IP parsing, and the real bridge plugin when installed.
+
 use super::*;
 use std::os::unix::fs::PermissionsExt;
 

@@ -16,7 +16,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::debug;
 
-use super::Limits;
+use super::config::Limits;
 use super::runtime::StreamingRuntime;
 use super::spdy::{Role, Session, Stream};
 use super::wschannel::{self, Ws, WsWriter};

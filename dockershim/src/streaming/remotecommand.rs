@@ -13,11 +13,11 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tracing::debug;
 
+use super::config::{Limits, protocols};
 use super::runtime::StreamingRuntime;
 use super::spdy::{Role, Session, StreamWriter};
 use super::stdio::{Outcome, Stdio, StdioOptions, TermSize, encode_outcome, parse_resizes};
 use super::wschannel::{self, Ws};
-use super::{Limits, protocols};
 
 /// What a session runs.
 #[derive(Debug)]

@@ -3,7 +3,8 @@
 //! first (unknown, used or expired tokens get 404), then upgrading to WebSocket (when the request
 //! asks for it) or SPDY/3.1 with the subprotocol negotiated from the client's list
 //! (`Sec-WebSocket-Protocol` / `X-Stream-Protocol-Version`). A semaphore caps concurrent
-//! sessions (503 beyond it).
+//! sessions (503 beyond it). [`start`] binds and spawns it and returns its [`Handle`], which
+//! stores validated requests under tokens and answers their URLs.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -24,11 +25,14 @@ use tracing::{debug, info, warn};
 
 use cri_proto::runtime::v1 as cri;
 
+use super::config::{Limits, StreamingConfig, protocols};
+use super::portforward;
 use super::remotecommand::{self, Target};
 use super::runtime::StreamingRuntime;
 use super::stdio::StdioOptions;
 use super::tokens::{CachedRequest, RequestCache};
-use super::{Limits, portforward, protocols};
+use crate::errors::{Result, ShimError};
+use crate::shim::StreamingServer;
 
 /// A session whose token was consumed and whose upgrade was accepted.
 enum Accepted {
@@ -54,6 +58,66 @@ fn text(status: StatusCode, msg: impl Into<String>) -> Resp {
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     r
+}
+
+/// A running streaming server: where it is, and its token cache. The CRI side reaches it
+/// through the shim's [`StreamingServer`] trait.
+#[derive(Clone)]
+pub struct Handle {
+    pub addr: SocketAddr,
+    cache: Arc<RequestCache>,
+}
+
+impl Handle {
+    /// Stores `req` and returns the absolute URL that serves it once.
+    pub fn url_for(&self, req: CachedRequest) -> Result<String> {
+        let kind = req.kind();
+        let token = self
+            .cache
+            .insert(req)
+            .map_err(|e| ShimError::ResourceExhausted(e.to_string()))?;
+        Ok(format!("http://{}/{kind}/{token}", self.addr))
+    }
+}
+
+/// Binds `config.bind_addr` and serves until `shutdown`.
+pub async fn start<R: StreamingRuntime>(
+    config: &StreamingConfig,
+    rt: Arc<R>,
+    shutdown: CancellationToken,
+) -> std::io::Result<Handle> {
+    let listener = TcpListener::bind(&config.bind_addr).await?;
+    let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(%addr, "the streaming server listens beyond loopback (--streaming-bind-addr)");
+    }
+    let cache = Arc::new(RequestCache::new(
+        config.token_ttl,
+        config.max_pending_tokens,
+    ));
+    spawn(listener, rt, cache.clone(), config.limits.clone(), shutdown);
+    info!(%addr, "dockershim streaming server listening");
+    Ok(Handle { addr, cache })
+}
+
+impl StreamingServer for Handle {
+    fn get_exec(&self, req: cri::ExecRequest) -> Result<cri::ExecResponse> {
+        Ok(cri::ExecResponse {
+            url: self.url_for(CachedRequest::Exec(req))?,
+        })
+    }
+
+    fn get_attach(&self, req: cri::AttachRequest) -> Result<cri::AttachResponse> {
+        Ok(cri::AttachResponse {
+            url: self.url_for(CachedRequest::Attach(req))?,
+        })
+    }
+
+    fn get_port_forward(&self, req: cri::PortForwardRequest) -> Result<cri::PortForwardResponse> {
+        Ok(cri::PortForwardResponse {
+            url: self.url_for(CachedRequest::PortForward(req))?,
+        })
+    }
 }
 
 /// Serves on `listener` until `shutdown`.

@@ -1,0 +1,180 @@
+//! The CRI ImageService on the fake Engine: ListImages with its filter, ImageStatus of a
+//! present and an absent image, PullImage with credentials, idempotent RemoveImage by tag and by
+//! id, ImageFsInfo.
+
+use cri_proto::ImageService;
+use cri_proto::runtime::v1 as cri;
+use tonic::{Code, Request};
+
+use super::{BUSYBOX, Fixture, code_of};
+use crate::docker::fake::FakeImage;
+
+fn spec(image: &str) -> Option<cri::ImageSpec> {
+    Some(cri::ImageSpec {
+        image: image.to_string(),
+        ..Default::default()
+    })
+}
+
+async fn image_status(fx: &Fixture, image: &str) -> Option<cri::Image> {
+    fx.svc
+        .image_status(Request::new(cri::ImageStatusRequest {
+            image: spec(image),
+            verbose: false,
+        }))
+        .await
+        .expect("ImageStatus")
+        .into_inner()
+        .image
+}
+
+async fn remove(fx: &Fixture, image: &str) -> Result<(), tonic::Status> {
+    fx.svc
+        .remove_image(Request::new(cri::RemoveImageRequest { image: spec(image) }))
+        .await
+        .map(|_| ())
+}
+
+#[tokio::test]
+async fn list_images_and_image_status_describe_dockers_images() {
+    let fx = Fixture::new().await;
+    fx.docker.add_image_with(FakeImage {
+        id: format!("sha256:{}", "a".repeat(64)),
+        tags: vec!["nginx:latest".into(), "<none>:<none>".into()],
+        digests: vec!["nginx@sha256:1234".into()],
+        user: "101:101".into(),
+        size: 77,
+    });
+    let all = fx
+        .svc
+        .list_images(Request::new(cri::ListImagesRequest { filter: None }))
+        .await
+        .expect("ListImages")
+        .into_inner()
+        .images;
+    assert_eq!(all.len(), 3, "pause, busybox and nginx");
+    let filtered = fx
+        .svc
+        .list_images(Request::new(cri::ListImagesRequest {
+            filter: Some(cri::ImageFilter {
+                image: spec("nginx"),
+            }),
+        }))
+        .await
+        .expect("ListImages")
+        .into_inner()
+        .images;
+    assert_eq!(filtered.len(), 1, "a bare name means :latest");
+    assert_eq!(filtered[0].repo_tags, vec!["nginx:latest".to_string()]);
+
+    let img = image_status(&fx, "nginx@sha256:1234")
+        .await
+        .expect("present");
+    assert_eq!(img.id, format!("sha256:{}", "a".repeat(64)));
+    assert_eq!(
+        img.repo_tags,
+        vec!["nginx:latest".to_string()],
+        "<none> is dropped"
+    );
+    assert_eq!(img.repo_digests, vec!["nginx@sha256:1234".to_string()]);
+    assert_eq!(img.uid, Some(cri::Int64Value { value: 101 }));
+    assert_eq!(img.size, 77);
+    assert_eq!(
+        image_status(&fx, "absent:1").await,
+        None,
+        "absent is not an error"
+    );
+    let r = fx
+        .svc
+        .image_status(Request::new(cri::ImageStatusRequest {
+            image: None,
+            verbose: false,
+        }))
+        .await;
+    assert_eq!(code_of(r), Code::InvalidArgument);
+}
+
+#[tokio::test]
+async fn pull_image_passes_credentials_and_answers_the_image_id() {
+    let fx = Fixture::new().await;
+    fx.docker.allow_pull("private.example/app:2");
+    let image_ref = fx
+        .svc
+        .pull_image(Request::new(cri::PullImageRequest {
+            image: spec("private.example/app:2"),
+            auth: Some(cri::AuthConfig {
+                username: "alice".into(),
+                password: "secret".into(),
+                ..Default::default()
+            }),
+            sandbox_config: None,
+        }))
+        .await
+        .expect("PullImage")
+        .into_inner()
+        .image_ref;
+    assert_eq!(
+        fx.docker.calls_to("pull"),
+        vec!["pull private.example/app:2 user=alice"]
+    );
+    let img = image_status(&fx, "private.example/app:2")
+        .await
+        .expect("pulled");
+    assert_eq!(image_ref, img.id);
+
+    let denied = fx
+        .svc
+        .pull_image(Request::new(cri::PullImageRequest {
+            image: spec("private.example/other:1"),
+            ..Default::default()
+        }))
+        .await;
+    assert_eq!(code_of(denied), Code::NotFound);
+}
+
+#[tokio::test]
+async fn remove_image_removes_every_tag_of_an_id_and_is_idempotent() {
+    let fx = Fixture::new().await;
+    let id = format!("sha256:{}", "b".repeat(64));
+    fx.docker.add_image_with(FakeImage {
+        id: id.clone(),
+        tags: vec!["one:1".into(), "two:2".into()],
+        ..Default::default()
+    });
+    remove(&fx, &id).await.expect("remove by id");
+    assert_eq!(
+        fx.docker.calls_to("remove_image"),
+        vec!["remove_image one:1", "remove_image two:2"],
+        "Docker refuses an id with several tags unforced: tag by tag"
+    );
+    assert_eq!(image_status(&fx, &id).await, None);
+    remove(&fx, &id).await.expect("removing again");
+    remove(&fx, "never:1")
+        .await
+        .expect("removing what never was");
+
+    fx.pod_with_container("p", "c").await;
+    let in_use = remove(&fx, BUSYBOX).await;
+    assert_eq!(
+        code_of(in_use),
+        Code::FailedPrecondition,
+        "Docker's conflict"
+    );
+}
+
+#[tokio::test]
+async fn image_fs_info_names_dockers_image_store() {
+    let fx = Fixture::new().await;
+    let info = fx
+        .svc
+        .image_fs_info(Request::new(cri::ImageFsInfoRequest {}))
+        .await
+        .expect("ImageFsInfo")
+        .into_inner();
+    let fs = &info.image_filesystems[0];
+    assert_eq!(
+        fs.fs_id.as_ref().map(|f| f.mountpoint.as_str()),
+        Some("/var/lib/docker/overlay2")
+    );
+    assert!(fs.timestamp > 0);
+}

@@ -1,16 +1,9 @@
-//! Container logs (upstream `pkg/kubelet/kuberuntime/logs` `ReadLogs` and
-//! `pkg/kubelet/logs/container_log_manager.go`). This module owns:
-//! - parsing log files in the CRI format (`<RFC3339Nano> <stdout|stderr> <P|F>[:tags] <log>`)
-//!   and in Docker's json-file format (`{"log":..,"stream":..,"time":..}`), line by line;
-//! - [`read_logs`]: the `/containerLogs` reader with `tailLines`, `sinceSeconds`/`sinceTime`,
-//!   `timestamps`, `limitBytes` and `follow`, reading the rotated files of a container
-//!   (`<path>.<YYYYMMDD-hhmmss>`, oldest first) before the current one, and in follow mode
-//!   noticing when the current file is rotated away;
-//! - [`ContainerLogManager`]: log rotation (`containerLogMaxSize` / `containerLogMaxFiles`):
-//!   rename the current file to `<path>.<timestamp>`, ask the runtime to reopen it (CRI
-//!   `ReopenContainerLog`), keep at most `maxFiles - 1` rotated files. Deviation: rotated files
-//!   are not gzip-compressed, so that the reader can serve them.
-//! - [`remove_container_logs`] (GC) and [`last_log_string`] (`FallbackToLogsOnError`).
+//! The container log reader (upstream `pkg/kubelet/kuberuntime/logs/logs.go` `ReadLogs`):
+//! [`LogOptions`] from a `/containerLogs` query (`tailLines`, `sinceSeconds`/`sinceTime`,
+//! `timestamps`, `limitBytes`, `follow`, `previous`), and [`read_logs`], which reads the
+//! rotated files of a container (oldest first) before the current one and in follow mode
+//! notices when the current file is rotated away; [`last_log_string`] for
+//! `FallbackToLogsOnError`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,136 +14,18 @@ use chrono::{DateTime, Utc};
 use futures::future::BoxFuture;
 use tokio::io::{AsyncBufReadExt, AsyncSeekExt, BufReader};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
-use cri_proto::runtime::v1 as cri;
-
-use crate::cri::RuntimeService;
-use crate::types::POD_NAME_LABEL;
+use super::parser::{LogMessage, parse_log_line, parse_time};
+use super::{LogError, log_files};
 
 /// Upstream `MaxContainerTerminationMessageLogLines`.
 pub const TERMINATION_LOG_LINES: i64 = 80;
 /// Upstream `MaxContainerTerminationMessageLogLength`.
 pub const TERMINATION_LOG_BYTES: i64 = 2048;
-/// The suffix format of rotated files (Go `20060102-150405`).
-pub const ROTATION_TIMESTAMP_FORMAT: &str = "%Y%m%d-%H%M%S";
 /// How often a follower looks for new data.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 /// How often a follower checks whether the container still runs (upstream `stateCheckPeriod`).
 const STATE_CHECK_PERIOD: Duration = Duration::from_secs(1);
-
-/// Log errors.
-#[derive(Debug, thiserror::Error)]
-pub enum LogError {
-    /// A line is in neither supported format.
-    #[error("malformed log line: {0}")]
-    Parse(String),
-    /// A query parameter is invalid.
-    #[error("invalid log options: {0}")]
-    Options(String),
-    /// I/O on a log file.
-    #[error("log file {path}: {source}")]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// Cause.
-        source: std::io::Error,
-    },
-}
-
-/// The output stream of a log entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogStream {
-    /// stdout.
-    Stdout,
-    /// stderr.
-    Stderr,
-}
-
-/// One parsed log entry (upstream `logMessage`). `log` keeps its trailing newline for full
-/// lines; a partial (`P`) CRI entry has none.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LogMessage {
-    /// When the runtime logged it.
-    pub timestamp: DateTime<Utc>,
-    /// Which stream.
-    pub stream: LogStream,
-    /// The content.
-    pub log: Vec<u8>,
-}
-
-fn stream_of(s: &[u8]) -> Option<LogStream> {
-    match s {
-        b"stdout" => Some(LogStream::Stdout),
-        b"stderr" => Some(LogStream::Stderr),
-        _ => None,
-    }
-}
-
-fn parse_time(s: &[u8]) -> Option<DateTime<Utc>> {
-    let s = std::str::from_utf8(s).ok()?;
-    DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
-/// Upstream `parseCRILog`. `line` is one line of the file, with or without its `\n`.
-pub fn parse_cri_log(line: &[u8]) -> Result<LogMessage, LogError> {
-    let err = |m: &str| LogError::Parse(format!("{m}: {:?}", String::from_utf8_lossy(line)));
-    let mut parts = line.splitn(4, |b| *b == b' ');
-    let ts = parts.next().ok_or_else(|| err("timestamp is not found"))?;
-    let timestamp = parse_time(ts).ok_or_else(|| err("unexpected timestamp format"))?;
-    let stream = parts
-        .next()
-        .ok_or_else(|| err("stream type is not found"))?;
-    let stream = stream_of(stream).ok_or_else(|| err("unexpected stream type"))?;
-    let tags = parts.next().ok_or_else(|| err("log tag is not found"))?;
-    let partial = tags.split(|b| *b == b':').next() == Some(b"P");
-    let mut log = parts.next().unwrap_or_default().to_vec();
-    if partial && log.last() == Some(&b'\n') {
-        log.pop();
-    } else if !partial && log.last() != Some(&b'\n') {
-        // The last line of a file being written may lack its newline; a full entry is a line.
-        log.push(b'\n');
-    }
-    Ok(LogMessage {
-        timestamp,
-        stream,
-        log,
-    })
-}
-
-/// Upstream `parseDockerJSONLog` (Docker's json-file driver).
-pub fn parse_docker_json_log(line: &[u8]) -> Result<LogMessage, LogError> {
-    #[derive(serde::Deserialize)]
-    struct JsonLog {
-        log: String,
-        stream: String,
-        time: String,
-    }
-    let j: JsonLog = serde_json::from_slice(line).map_err(|e| {
-        LogError::Parse(format!(
-            "docker json log: {e}: {:?}",
-            String::from_utf8_lossy(line)
-        ))
-    })?;
-    Ok(LogMessage {
-        timestamp: parse_time(j.time.as_bytes())
-            .ok_or_else(|| LogError::Parse(format!("unexpected time {:?}", j.time)))?,
-        stream: stream_of(j.stream.as_bytes())
-            .ok_or_else(|| LogError::Parse(format!("unexpected stream {:?}", j.stream)))?,
-        log: j.log.into_bytes(),
-    })
-}
-
-/// Parse one line in whichever format it is (upstream `getParseFunc` tries both).
-pub fn parse_log_line(line: &[u8]) -> Result<LogMessage, LogError> {
-    if line.first() == Some(&b'{') {
-        parse_docker_json_log(line).or_else(|_| parse_cri_log(line))
-    } else {
-        parse_cri_log(line)
-    }
-}
 
 /// Options of a log request (upstream `v1.PodLogOptions` as `LogOptions`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -267,31 +142,6 @@ impl LogOptions {
         };
         Ok(o)
     }
-}
-
-/// The files of a container log, oldest first: rotated `<path>.<timestamp>` files (not `.gz`
-/// or `.tmp`), then `path` itself when it exists.
-pub fn log_files(path: &Path) -> Vec<PathBuf> {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
-        return vec![];
-    };
-    let prefix = format!("{name}.");
-    let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .filter_map(|e| {
-                    let n = e.file_name().to_str()?.to_string();
-                    let suffix = n.strip_prefix(&prefix)?;
-                    (!suffix.ends_with(".gz") && !suffix.ends_with(".tmp")).then(|| dir.join(&n))
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    rotated.sort();
-    if path.exists() {
-        rotated.push(path.to_path_buf());
-    }
-    rotated
 }
 
 /// Lines in a file: newlines, plus one for unterminated trailing bytes.
@@ -568,210 +418,6 @@ pub async fn last_log_string(path: &Path) -> String {
         .unwrap_or_default()
 }
 
-/// Remove a container's log file and its rotated files (upstream `ContainerLogManager.Clean`).
-pub fn remove_container_logs(path: &Path) {
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-        return;
-    };
-    let prefix = format!("{name}.");
-    let Some(dir) = path.parent() else { return };
-    let victims = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.filter_map(Result::ok)
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .is_some_and(|n| n == name || n.starts_with(&prefix))
-                })
-                .map(|e| e.path())
-                .collect::<Vec<_>>()
-        })
-        .unwrap_or_default();
-    for v in victims {
-        if let Err(e) = std::fs::remove_file(&v) {
-            tracing::debug!(path = %v.display(), error = %e, "cannot remove container log");
-        }
-    }
-}
-
-/// Rotation policy (upstream `LogRotatePolicy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LogRotatePolicy {
-    /// Rotate when the current file reaches this size in bytes (0: never).
-    pub max_size: u64,
-    /// Files kept per container, the current one included (at least 2).
-    pub max_files: usize,
-}
-
-/// The rotated files of `path` to delete so that after one more rotation at most
-/// `max_files` files exist (upstream `removeExcessLogs`: keep `max_files - 2` rotated ones).
-pub fn excess_rotated_logs(path: &Path, max_files: usize) -> Vec<PathBuf> {
-    let mut rotated = log_files(path);
-    if rotated.last().is_some_and(|l| l.as_path() == path) {
-        rotated.pop();
-    }
-    let keep = max_files.saturating_sub(2);
-    let n = rotated.len().saturating_sub(keep);
-    rotated.truncate(n);
-    rotated
-}
-
-/// Rotate `path` if it reached the policy's size: returns the rotated file's name when it did.
-/// `reopen` asks the runtime to reopen the file; on failure the rename is undone.
-pub async fn rotate_log_if_needed<F, Fut>(
-    path: &Path,
-    policy: LogRotatePolicy,
-    now: DateTime<Utc>,
-    reopen: F,
-) -> Result<Option<PathBuf>, LogError>
-where
-    F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<(), String>>,
-{
-    let io = |source| LogError::Io {
-        path: path.to_path_buf(),
-        source,
-    };
-    if policy.max_size == 0 {
-        return Ok(None);
-    }
-    let size = match std::fs::metadata(path) {
-        Ok(m) => m.len(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io(e)),
-    };
-    if size < policy.max_size {
-        return Ok(None);
-    }
-    for old in excess_rotated_logs(path, policy.max_files) {
-        if let Err(e) = std::fs::remove_file(&old) {
-            tracing::warn!(path = %old.display(), error = %e, "cannot remove old rotated log");
-        }
-    }
-    let rotated = PathBuf::from(format!(
-        "{}.{}",
-        path.display(),
-        now.format(ROTATION_TIMESTAMP_FORMAT)
-    ));
-    if rotated.exists() {
-        // Rotated within the same second already: wait for the next round.
-        return Ok(None);
-    }
-    std::fs::rename(path, &rotated).map_err(io)?;
-    if let Err(e) = reopen().await {
-        tracing::warn!(path = %path.display(), error = %e, "reopening the container log failed; undoing the rotation");
-        std::fs::rename(&rotated, path).map_err(io)?;
-        return Err(LogError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::other(e),
-        });
-    }
-    Ok(Some(rotated))
-}
-
-/// The container log manager (upstream `containerLogManager`): rotates the logs of this
-/// node's running containers every monitor interval.
-#[derive(Debug, Clone)]
-pub struct ContainerLogManager {
-    runtime: Arc<dyn RuntimeService>,
-    policy: LogRotatePolicy,
-    interval: Duration,
-    node_name: String,
-}
-
-impl ContainerLogManager {
-    /// A manager for `runtime`'s containers of pods of `node_name`.
-    pub fn new(
-        runtime: Arc<dyn RuntimeService>,
-        policy: LogRotatePolicy,
-        interval: Duration,
-        node_name: String,
-    ) -> Self {
-        Self {
-            runtime,
-            policy,
-            interval,
-            node_name,
-        }
-    }
-
-    /// Running containers as (id, pod name, log path).
-    async fn running_container_logs(
-        &self,
-    ) -> Result<Vec<(String, String, String)>, crate::cri::RuntimeError> {
-        let filter = cri::ContainerFilter {
-            state: Some(cri::ContainerStateValue {
-                state: cri::ContainerState::ContainerRunning as i32,
-            }),
-            ..Default::default()
-        };
-        let mut out = Vec::new();
-        for c in self.runtime.list_containers(Some(filter)).await? {
-            let pod = c.labels.get(POD_NAME_LABEL).cloned().unwrap_or_default();
-            match self.runtime.container_status(&c.id).await {
-                Ok(st) => out.push((c.id, pod, st.log_path)),
-                Err(e) => {
-                    tracing::debug!(container = %c.id, error = %e, "container vanished while reading its log path")
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Rotate every due log once (upstream `rotateLogs`).
-    pub async fn rotate_logs(&self) {
-        let containers = match self.running_container_logs().await {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::warn!(error = %e, "log rotation: cannot list containers");
-                return;
-            }
-        };
-        for (id, pod_name, log_path) in containers {
-            if log_path.is_empty() || !crate::types::owned_by_node(&pod_name, &self.node_name) {
-                continue;
-            }
-            let rt = self.runtime.clone();
-            let cid = id.clone();
-            let r = rotate_log_if_needed(
-                Path::new(&log_path),
-                self.policy,
-                Utc::now(),
-                || async move {
-                    rt.reopen_container_log(&cid)
-                        .await
-                        .map_err(|e| e.to_string())
-                },
-            )
-            .await;
-            match r {
-                Ok(Some(to)) => {
-                    tracing::info!(container = %id, path = %log_path, rotated = %to.display(), "rotated container log")
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(container = %id, path = %log_path, error = %e, "failed to rotate container log")
-                }
-            }
-        }
-    }
-
-    /// Run until cancelled.
-    pub async fn run(self, cancel: CancellationToken) {
-        if self.policy.max_size == 0 {
-            return;
-        }
-        let mut tick = tokio::time::interval(self.interval.max(Duration::from_millis(100)));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                _ = cancel.cancelled() => return,
-                _ = tick.tick() => self.rotate_logs().await,
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -788,32 +434,6 @@ mod tests {
             "{} {stream} {tag} {content}\n",
             dockershim::crilog::format_rfc3339_nano(&ts)
         )
-    }
-
-    #[test]
-    fn parses_cri_and_docker_lines() {
-        let m = parse_log_line(b"2016-10-06T00:17:09.669794202Z stdout F log content 1\n")
-            .expect("cri");
-        assert_eq!(m.stream, LogStream::Stdout);
-        assert_eq!(m.log, b"log content 1\n");
-        assert_eq!(m.timestamp.timestamp_subsec_nanos(), 669_794_202);
-        let m = parse_log_line(b"2016-10-06T00:17:09.669794203Z stderr P:x partial\n")
-            .expect("partial");
-        assert_eq!(
-            (m.stream, m.log.as_slice()),
-            (LogStream::Stderr, &b"partial"[..])
-        );
-        let m = parse_log_line(
-            br#"{"log":"docker line\n","stream":"stderr","time":"2016-10-20T18:39:20.57606443Z"}"#,
-        )
-        .expect("docker");
-        assert_eq!(
-            (m.stream, m.log.as_slice()),
-            (LogStream::Stderr, &b"docker line\n"[..])
-        );
-        assert!(parse_log_line(b"2016-10-06T00:17:09Z stdin F x\n").is_err());
-        assert!(parse_log_line(b"garbage\n").is_err());
-        assert!(parse_log_line(b"{\"log\":1}\n").is_err());
     }
 
     #[test]
@@ -958,50 +578,5 @@ mod tests {
             "the stream ends once the container stopped"
         );
         task.await.expect("join").expect("read");
-    }
-
-    #[tokio::test]
-    async fn rotation_keeps_max_files_and_undoes_on_reopen_failure() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let path = dir.path().join("0.log");
-        let policy = LogRotatePolicy {
-            max_size: 10,
-            max_files: 3,
-        };
-        std::fs::write(&path, "short\n").expect("write");
-        let ok = || async { Ok(()) };
-        assert_eq!(
-            rotate_log_if_needed(&path, policy, t(0), ok)
-                .await
-                .expect("r"),
-            None,
-            "below the size"
-        );
-        for i in 0..4 {
-            std::fs::write(&path, format!("line number {i}\n")).expect("write");
-            let r = rotate_log_if_needed(&path, policy, t(i), ok)
-                .await
-                .expect("rotate");
-            assert!(r.is_some());
-            // The runtime's reopen creates the new file.
-            std::fs::write(&path, "").expect("reopen");
-        }
-        let files = log_files(&path);
-        assert_eq!(files.len(), 3, "{files:?}");
-        let last_rotated = std::fs::read_to_string(&files[1]).expect("read");
-        assert_eq!(last_rotated, "line number 3\n");
-        std::fs::write(&path, "a long enough line\n").expect("write");
-        let fail = || async { Err("unimplemented".to_string()) };
-        assert!(
-            rotate_log_if_needed(&path, policy, t(10), fail)
-                .await
-                .is_err()
-        );
-        assert_eq!(
-            std::fs::read_to_string(&path).expect("restored"),
-            "a long enough line\n"
-        );
-        remove_container_logs(&path);
-        assert!(log_files(&path).is_empty());
     }
 }

@@ -27,10 +27,18 @@
 //! exponent is truncated to 32 bits (`int32(parsed)`). Not kept: upstream's arbitrary-precision
 //! fallback rounds negative values toward +∞ in `ScaledValue` (so `-0.1n` has `Value() == 1`);
 //! here negative values always round away from zero.
+//!
+//! This file is a little over 800 lines on purpose: the parser, its exact integer arithmetic
+//! and the tests pinning them to upstream's values (about 300 lines, mostly tables) are one
+//! concept. The kubelet's admission fit check on top of quantities is in `fit.rs`.
+
+mod fit;
 
 use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
+
+pub use fit::{InsufficientResource, fit_pod_count};
 
 /// Upstream `resource.Scale`: a power of ten.
 pub type Scale = i32;
@@ -480,56 +488,6 @@ impl TryFrom<&k8s_openapi::apimachinery::pkg::api::resource::Quantity> for Quant
     }
 }
 
-/// Upstream `InsufficientResourceError` (the scheduler's `NodeResourcesFit`, run again by the
-/// kubelet's predicate admit handler): `requested` more of `resource` does not fit beside
-/// `used` within `capacity`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InsufficientResource {
-    /// The resource name (`pods`, `cpu`, `memory`, ...).
-    pub resource: String,
-    /// What the pod asks for.
-    pub requested: i64,
-    /// What the admitted pods use.
-    pub used: i64,
-    /// The node's allocatable amount.
-    pub capacity: i64,
-}
-
-impl InsufficientResource {
-    /// The pod's status reason when admission fails on it (upstream's predicate admit handler:
-    /// `OutOf<resource>`, e.g. `OutOfpods`).
-    pub fn reason(&self) -> String {
-        format!("OutOf{}", self.resource)
-    }
-}
-
-/// Upstream `InsufficientResourceError.Error()`.
-impl fmt::Display for InsufficientResource {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Node didn't have enough resource: {}, requested: {}, used: {}, capacity: {}",
-            self.resource, self.requested, self.used, self.capacity
-        )
-    }
-}
-
-/// Does one more pod fit beside `active_pods` admitted ones on a node of `max_pods`
-/// (`--max-pods`, the node's allocatable `pods`)? Upstream `fitsRequest`'s pod count check:
-/// `len(nodeInfo.Pods)+1 > allowedPodNumber` fails.
-pub fn fit_pod_count(active_pods: usize, max_pods: i64) -> Result<(), InsufficientResource> {
-    let used = i64::try_from(active_pods).unwrap_or(i64::MAX);
-    if used >= max_pods {
-        return Err(InsufficientResource {
-            resource: "pods".into(),
-            requested: 1,
-            used,
-            capacity: max_pods,
-        });
-    }
-    Ok(())
-}
-
 /// Parse a quantity into a value scaled by `scale` (1000 for milli-units, 1 for bytes),
 /// exactly and rounded up away from zero like upstream's `Quantity.MilliValue`/`Value`
 /// (see [`crate::resource::Quantity`]): `700m` at scale 1000 is 700, `0.1` is 100, `129e6` at
@@ -861,21 +819,5 @@ mod tests {
         ] {
             assert_eq!(Quantity::parse(s).unwrap().to_string(), shown, "{s}");
         }
-    }
-
-    #[test]
-    fn pod_count_admission() {
-        assert_eq!(fit_pod_count(0, 3), Ok(()));
-        assert_eq!(fit_pod_count(2, 3), Ok(()));
-        let e = fit_pod_count(3, 3).unwrap_err();
-        assert_eq!(e.reason(), "OutOfpods");
-        assert_eq!(
-            e.to_string(),
-            "Node didn't have enough resource: pods, requested: 1, used: 3, capacity: 3"
-        );
-        assert_eq!(fit_pod_count(110, 110).unwrap_err().used, 110);
-        assert!(fit_pod_count(0, 0).is_err());
-        assert!(fit_pod_count(0, -1).is_err());
-        assert!(fit_pod_count(usize::MAX, i64::MAX).is_err());
     }
 }

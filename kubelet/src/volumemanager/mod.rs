@@ -14,25 +14,39 @@
 //!   the termination message file (`<pod dir>/containers/<name>/<id>`);
 //! - the termination message of an exited container, with `FallbackToLogsOnError`;
 //! - teardown: unmounting what was mounted under a pod directory before it is removed.
+//!
+//! Layout, as upstream's `pkg/volume/<plugin>`: one file per volume plugin (`emptydir`,
+//! `hostpath`, `downwardapi`, `configmap`, `secret`, `projected`), each with its `SetUp`;
+//! `util` (atomic writer, item payloads) and `mount` (mount points, teardown) are what they
+//! share. This file is the manager: the volumes' host paths, mounting a pod's volumes through
+//! its plugins, container mounts and the pod directory's removal.
 
-use std::collections::{BTreeMap, HashMap};
+mod configmap;
+mod downwardapi;
+mod emptydir;
+mod hostpath;
+mod mount;
+mod projected;
+mod secret;
+mod util;
+
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use cri_proto::runtime::v1 as cri;
-use k8s_openapi::api::core::v1::{Container, DownwardAPIVolumeFile, Pod, Volume};
+use k8s_openapi::api::core::v1::{Container, Pod, Volume};
 
-use crate::envvars::{NodeAllocatable, container_resource_value, format_map};
+use crate::envvars::NodeAllocatable;
 
-/// The emptyDir plugin's directory name (upstream `kubernetes.io~empty-dir`).
-pub const EMPTY_DIR_PLUGIN: &str = "kubernetes.io~empty-dir";
-/// The downwardAPI plugin's directory name.
-pub const DOWNWARD_API_PLUGIN: &str = "kubernetes.io~downward-api";
-/// The projected plugin's directory name.
-pub const PROJECTED_PLUGIN: &str = "kubernetes.io~projected";
-/// Upstream configMap volume plugin directory.
-pub const CONFIG_MAP_PLUGIN: &str = "kubernetes.io~configmap";
-/// Upstream secret volume plugin directory.
-pub const SECRET_PLUGIN: &str = "kubernetes.io~secret";
+pub use configmap::CONFIG_MAP_PLUGIN;
+pub use downwardapi::{DOWNWARD_API_PLUGIN, downward_api_item_value};
+pub use emptydir::EMPTY_DIR_PLUGIN;
+pub use hostpath::check_host_path_type;
+pub use mount::{is_mount_point, unmount_pod_dir};
+pub use projected::PROJECTED_PLUGIN;
+pub use secret::SECRET_PLUGIN;
+use util::valid_relative_path;
+
 /// The kubelet-managed hosts file in the pod directory (upstream `etc-hosts`).
 pub const ETC_HOSTS_FILE: &str = "etc-hosts";
 /// The API default of `terminationMessagePath`.
@@ -112,286 +126,10 @@ pub fn volume_host_paths(pod: &Pod, pod_dir: &Path) -> HashMap<String, PathBuf> 
     out
 }
 
-/// Upstream `checkTypeInternal` (hostPath `type`): creates for `DirectoryOrCreate` (0755) and
-/// `FileOrCreate` (0644), else checks the kind of file; an empty type checks nothing.
-pub fn check_host_path_type(path: &Path, type_: &str) -> Result<(), String> {
-    use std::os::unix::fs::FileTypeExt;
-    let p = path.display();
-    let meta = std::fs::metadata(path);
-    let ft = meta.as_ref().ok().map(|m| m.file_type());
-    match type_ {
-        "" => Ok(()),
-        "DirectoryOrCreate" | "Directory" => {
-            if ft.is_none() && type_ == "DirectoryOrCreate" {
-                use std::os::unix::fs::DirBuilderExt;
-                return std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o755)
-                    .create(path)
-                    .map_err(|e| format!("cannot create directory {p}: {e}"));
-            }
-            if ft.is_some_and(|f| f.is_dir()) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "hostPath type check failed: {p} is not a directory"
-                ))
-            }
-        }
-        "FileOrCreate" | "File" => {
-            if ft.is_none() && type_ == "FileOrCreate" {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent)
-                        .map_err(|e| format!("cannot create directory for {p}: {e}"))?;
-                }
-                use std::os::unix::fs::OpenOptionsExt;
-                return std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .mode(0o644)
-                    .open(path)
-                    .map(|_| ())
-                    .map_err(|e| format!("cannot create file {p}: {e}"));
-            }
-            if ft.is_some_and(|f| f.is_file()) {
-                Ok(())
-            } else {
-                Err(format!("hostPath type check failed: {p} is not a file"))
-            }
-        }
-        "Socket" => ft
-            .filter(|f| f.is_socket())
-            .map(|_| ())
-            .ok_or_else(|| format!("hostPath type check failed: {p} is not a socket file")),
-        "CharDevice" => ft
-            .filter(|f| f.is_char_device())
-            .map(|_| ())
-            .ok_or_else(|| format!("hostPath type check failed: {p} is not a character device")),
-        "BlockDevice" => ft
-            .filter(|f| f.is_block_device())
-            .map(|_| ())
-            .ok_or_else(|| format!("hostPath type check failed: {p} is not a block device")),
-        other => Err(format!("{other} is an invalid volume type")),
-    }
-}
-
-/// Mount points (from `/proc/self/mountinfo`) at or under `dir`.
-fn mounts_under(dir: &Path) -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| l.split(' ').nth(4))
-        .map(|m| PathBuf::from(m.replace("\\040", " ")))
-        .filter(|m| m.starts_with(dir))
-        .collect()
-}
-
-/// Is `dir` a mount point?
-pub fn is_mount_point(dir: &Path) -> bool {
-    mounts_under(dir).iter().any(|m| m == dir)
-}
-
-fn c_path(p: &Path) -> Result<std::ffi::CString, String> {
-    use std::os::unix::ffi::OsStrExt;
-    std::ffi::CString::new(p.as_os_str().as_bytes()).map_err(|e| e.to_string())
-}
-
-/// Upstream `setupTmpfs`: mount a tmpfs at `dir` (`size=` when a size limit is given).
-fn mount_tmpfs(dir: &Path, size: Option<u64>) -> Result<(), String> {
-    if is_mount_point(dir) {
-        return Ok(());
-    }
-    let target = c_path(dir)?;
-    let opts = size.map(|s| format!("size={s}")).unwrap_or_default();
-    let data = std::ffi::CString::new(opts).map_err(|e| e.to_string())?;
-    let fstype = c"tmpfs";
-    // SAFETY: mount(2) with valid NUL-terminated strings that outlive the call.
-    let rc = unsafe {
-        libc::mount(
-            fstype.as_ptr(),
-            target.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            data.as_ptr().cast(),
-        )
-    };
-    if rc != 0 {
-        return Err(format!(
-            "mount tmpfs on {}: {}",
-            dir.display(),
-            std::io::Error::last_os_error()
-        ));
-    }
-    tracing::info!(dir = %dir.display(), ?size, "mounted tmpfs for a memory-backed emptyDir");
-    Ok(())
-}
-
-/// Unmount everything mounted under `pod_dir` (deepest first), before the directory is
-/// removed (upstream `TearDown` of memory-backed emptyDirs).
-pub fn unmount_pod_dir(pod_dir: &Path) {
-    let mut mounts = mounts_under(pod_dir);
-    mounts.sort_by_key(|m| std::cmp::Reverse(m.as_os_str().len()));
-    for m in mounts {
-        let Ok(target) = c_path(&m) else { continue };
-        // SAFETY: umount2(2) with a valid NUL-terminated path.
-        let rc = unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
-        if rc != 0 {
-            tracing::warn!(dir = %m.display(), error = %std::io::Error::last_os_error(), "cannot unmount volume");
-        } else {
-            tracing::info!(dir = %m.display(), "unmounted volume");
-        }
-    }
-}
-
 /// Remove a pod directory after unmounting its volumes.
 pub fn remove_pod_dir(pod_dir: &Path) -> std::io::Result<()> {
     unmount_pod_dir(pod_dir);
     std::fs::remove_dir_all(pod_dir)
-}
-
-/// The file content of one downwardAPI item (upstream `CollectData` of the downwardAPI plugin:
-/// only pod metadata fields and container resources).
-pub fn downward_api_item_value(
-    item: &DownwardAPIVolumeFile,
-    pod: &Pod,
-    node: &NodeAllocatable,
-) -> Result<String, String> {
-    if let Some(f) = &item.field_ref {
-        let m = &pod.metadata;
-        return match f.field_path.as_str() {
-            "metadata.labels" => Ok(format_map(m.labels.as_ref())),
-            "metadata.annotations" => Ok(format_map(m.annotations.as_ref())),
-            p @ ("metadata.name" | "metadata.namespace" | "metadata.uid") => {
-                Ok(crate::envvars::pod_field_value(pod, p, &[], "").unwrap_or_default())
-            }
-            p if p.starts_with("metadata.labels['") || p.starts_with("metadata.annotations['") => {
-                Ok(crate::envvars::pod_field_value(pod, p, &[], "").unwrap_or_default())
-            }
-            p => Err(format!("unsupported fieldPath: {p}")),
-        };
-    }
-    if let Some(r) = &item.resource_field_ref {
-        let name = r.container_name.as_deref().unwrap_or_default();
-        let c = pod
-            .spec
-            .as_ref()
-            .and_then(|s| {
-                s.containers
-                    .iter()
-                    .chain(s.init_containers.iter().flatten())
-                    .find(|c| c.name == name)
-            })
-            .ok_or_else(|| format!("resourceFieldRef: container {name:?} not found"))?;
-        return container_resource_value(r, c, node).map_err(|e| e.to_string());
-    }
-    Err(format!(
-        "item {:?} has no fieldRef or resourceFieldRef",
-        item.path
-    ))
-}
-
-fn valid_relative_path(p: &str) -> bool {
-    !p.is_empty()
-        && !Path::new(p).is_absolute()
-        && !Path::new(p)
-            .components()
-            .any(|c| matches!(c, std::path::Component::ParentDir))
-}
-
-/// Write files into `dir` (replacing changed ones atomically), with their modes.
-/// A file of a volume: relative path, content, mode.
-type VolumeFile = (String, Vec<u8>, i32);
-
-/// Writes `files` under `dir` (each replaced atomically when its content changed) and removes
-/// files of earlier versions that are no longer part of the volume.
-fn write_volume_files(dir: &Path, files: &[VolumeFile]) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    for (rel, content, mode) in files {
-        if !valid_relative_path(rel) {
-            return Err(format!("invalid item path {rel:?}"));
-        }
-        let path = dir.join(rel);
-        if std::fs::read(&path).is_ok_and(|c| &c == content) {
-            continue;
-        }
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-        }
-        let tmp = path.with_extension("kubelet-tmp");
-        std::fs::write(&tmp, content).map_err(|e| format!("write {}: {e}", tmp.display()))?;
-        let mode = u32::try_from(*mode).unwrap_or(0o644) & 0o777;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| e.to_string())?;
-        std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))?;
-    }
-    let keep: std::collections::HashSet<PathBuf> = files.iter().map(|f| dir.join(&f.0)).collect();
-    prune(dir, &keep);
-    Ok(())
-}
-
-/// Removes files under `dir` not in `keep`, and directories left empty.
-fn prune(dir: &Path, keep: &std::collections::HashSet<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            prune(&p, keep);
-            let _ = std::fs::remove_dir(&p);
-        } else if !keep.contains(&p) {
-            let _ = std::fs::remove_file(&p);
-        }
-    }
-}
-
-/// The files of a configMap or secret volume (upstream `MakePayload`): every key, or the
-/// listed `items` (a missing key fails unless the volume is optional).
-fn key_files(
-    kind: &str,
-    data: Option<BTreeMap<String, Vec<u8>>>,
-    items: Option<&[k8s_openapi::api::core::v1::KeyToPath]>,
-    default_mode: Option<i32>,
-    optional: bool,
-) -> Result<Vec<VolumeFile>, String> {
-    let Some(data) = data else {
-        return Ok(Vec::new());
-    };
-    let mode = default_mode.unwrap_or(0o644);
-    match items.filter(|i| !i.is_empty()) {
-        None => Ok(data.into_iter().map(|(k, v)| (k, v, mode)).collect()),
-        Some(items) => {
-            let mut out = Vec::new();
-            for i in items {
-                match data.get(&i.key) {
-                    Some(v) => out.push((i.path.clone(), v.clone(), i.mode.unwrap_or(mode))),
-                    None if optional => {}
-                    None => {
-                        return Err(format!("{kind} references non-existent key: {}", i.key));
-                    }
-                }
-            }
-            Ok(out)
-        }
-    }
-}
-
-fn downward_files(
-    items: &[DownwardAPIVolumeFile],
-    default_mode: Option<i32>,
-    pod: &Pod,
-    node: &NodeAllocatable,
-) -> Result<Vec<VolumeFile>, String> {
-    items
-        .iter()
-        .map(|i| {
-            Ok((
-                i.path.clone(),
-                downward_api_item_value(i, pod, node)?.into_bytes(),
-                i.mode.or(default_mode).unwrap_or(0o644),
-            ))
-        })
-        .collect()
 }
 
 /// Set up one volume at `path` (upstream `SetUp` of its plugin).
@@ -402,93 +140,23 @@ fn set_up_volume(
     node: &NodeAllocatable,
     objects: &crate::apiobjects::ApiObjects,
 ) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
     if let Some(hp) = &v.host_path {
-        return check_host_path_type(path, hp.type_.as_deref().unwrap_or_default());
+        return hostpath::set_up(hp, path);
     }
     if let Some(ed) = &v.empty_dir {
-        std::fs::create_dir_all(path).map_err(|e| e.to_string())?;
-        if ed.medium.as_deref() == Some("Memory") {
-            let size = ed
-                .size_limit
-                .as_ref()
-                .and_then(|q| crate::resource::parse_quantity_scaled(&q.0, 1.0))
-                .and_then(|v| u64::try_from(v).ok())
-                .filter(|v| *v > 0);
-            mount_tmpfs(path, size)?;
-        } else if let Some(m) = ed.medium.as_deref().filter(|m| !m.is_empty()) {
-            return Err(format!("emptyDir medium {m:?} is not supported"));
-        }
-        // Upstream emptyDir directories are world-writable.
-        return std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777))
-            .map_err(|e| e.to_string());
+        return emptydir::set_up(ed, path);
     }
     if let Some(d) = &v.downward_api {
-        let files = downward_files(d.items.as_deref().unwrap_or(&[]), d.default_mode, pod, node)?;
-        return write_volume_files(path, &files);
+        return downwardapi::set_up(d, path, pod, node);
     }
     if let Some(c) = &v.config_map {
-        let optional = c.optional.unwrap_or(false);
-        let data = objects.config_map_data(&c.name, optional)?;
-        let files = key_files(
-            "configmap",
-            data,
-            c.items.as_deref(),
-            c.default_mode,
-            optional,
-        )?;
-        return write_volume_files(path, &files);
+        return configmap::set_up(c, path, objects);
     }
     if let Some(s) = &v.secret {
-        let optional = s.optional.unwrap_or(false);
-        let name = s.secret_name.as_deref().unwrap_or_default();
-        let data = objects.secret_data(name, optional)?;
-        let files = key_files("secret", data, s.items.as_deref(), s.default_mode, optional)?;
-        return write_volume_files(path, &files);
+        return secret::set_up(s, path, objects);
     }
     if let Some(p) = &v.projected {
-        let mut files = Vec::new();
-        for src in p.sources.iter().flatten() {
-            if let Some(d) = &src.downward_api {
-                files.extend(downward_files(
-                    d.items.as_deref().unwrap_or(&[]),
-                    p.default_mode,
-                    pod,
-                    node,
-                )?);
-            } else if let Some(c) = &src.config_map {
-                let optional = c.optional.unwrap_or(false);
-                let data = objects.config_map_data(&c.name, optional)?;
-                files.extend(key_files(
-                    "configmap",
-                    data,
-                    c.items.as_deref(),
-                    p.default_mode,
-                    optional,
-                )?);
-            } else if let Some(s) = &src.secret {
-                let optional = s.optional.unwrap_or(false);
-                let data = objects.secret_data(&s.name, optional)?;
-                files.extend(key_files(
-                    "secret",
-                    data,
-                    s.items.as_deref(),
-                    p.default_mode,
-                    optional,
-                )?);
-            } else if let Some(t) = &src.service_account_token {
-                let token = objects.token(t)?;
-                // Upstream writes the token 0600 unless the volume says otherwise.
-                files.push((
-                    t.path.clone(),
-                    token.into_bytes(),
-                    p.default_mode.unwrap_or(0o600),
-                ));
-            } else {
-                return Err("unsupported projected volume source".into());
-            }
-        }
-        return write_volume_files(path, &files);
+        return projected::set_up(p, path, pod, node, objects);
     }
     Err("unsupported volume type".into())
 }
@@ -690,7 +358,8 @@ pub fn kubelet_managed_mounts(
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{
-        EmptyDirVolumeSource, HostPathVolumeSource, PodSpec, Volume, VolumeMount,
+        DownwardAPIVolumeFile, EmptyDirVolumeSource, HostPathVolumeSource, PodSpec, Volume,
+        VolumeMount,
     };
 
     fn pod() -> Pod {
@@ -768,71 +437,6 @@ mod tests {
             ),
             Err(VolumeError::Unsupported("cfg".into()))
         );
-    }
-
-    #[test]
-    fn host_path_type_checks() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let d = dir.path();
-        let file = d.join("file");
-        std::fs::write(&file, "x").expect("file");
-        let sock = d.join("sock");
-        let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("socket");
-        let missing = d.join("missing");
-        assert_eq!(check_host_path_type(&missing, ""), Ok(()));
-        assert_eq!(check_host_path_type(d, "Directory"), Ok(()));
-        assert_eq!(
-            check_host_path_type(&file, "Directory"),
-            Err(format!(
-                "hostPath type check failed: {} is not a directory",
-                file.display()
-            ))
-        );
-        assert!(check_host_path_type(&missing, "Directory").is_err());
-        assert_eq!(check_host_path_type(&file, "File"), Ok(()));
-        assert_eq!(
-            check_host_path_type(d, "File"),
-            Err(format!(
-                "hostPath type check failed: {} is not a file",
-                d.display()
-            ))
-        );
-        assert_eq!(check_host_path_type(&sock, "Socket"), Ok(()));
-        assert_eq!(
-            check_host_path_type(&file, "Socket"),
-            Err(format!(
-                "hostPath type check failed: {} is not a socket file",
-                file.display()
-            ))
-        );
-        assert_eq!(
-            check_host_path_type(Path::new("/dev/null"), "CharDevice"),
-            Ok(())
-        );
-        assert_eq!(
-            check_host_path_type(&file, "CharDevice"),
-            Err(format!(
-                "hostPath type check failed: {} is not a character device",
-                file.display()
-            ))
-        );
-        assert_eq!(
-            check_host_path_type(Path::new("/dev/null"), "BlockDevice"),
-            Err("hostPath type check failed: /dev/null is not a block device".to_string())
-        );
-        assert_eq!(
-            check_host_path_type(d, "Bogus"),
-            Err("Bogus is an invalid volume type".to_string())
-        );
-        // The *OrCreate types create what is missing, then check like the plain ones.
-        let newdir = d.join("a/b");
-        assert_eq!(check_host_path_type(&newdir, "DirectoryOrCreate"), Ok(()));
-        assert!(newdir.is_dir());
-        let newfile = d.join("c/f");
-        assert_eq!(check_host_path_type(&newfile, "FileOrCreate"), Ok(()));
-        assert!(newfile.is_file());
-        assert!(check_host_path_type(&file, "DirectoryOrCreate").is_err());
-        assert!(check_host_path_type(d, "FileOrCreate").is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use integration::apiserver::ApiServer;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client, Config};
-use kubelet::apistatus::{ApiStatusSyncer, PodState};
+use kubelet::status::api::{ApiStatusSyncer, PodState};
 
 fn client(server: &ApiServer) -> Client {
     let _ = rustls::crypto::ring::default_provider().install_default();

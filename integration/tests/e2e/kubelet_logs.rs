@@ -31,7 +31,7 @@ pub(crate) fn secure_port_flags(port: u16) -> Vec<String> {
 /// no client certificate): (status code, body), de-chunked.
 pub(crate) async fn secure_get_status(port: u16, path: &str) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let config = kubelet::probe_transport::insecure_client_config(None).ok()?;
+    let config = kubelet::probe::transport::insecure_client_config(None).ok()?;
     let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await

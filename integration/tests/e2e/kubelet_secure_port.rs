@@ -48,7 +48,7 @@ fn client_identity(ca_path: &std::path::Path) -> (CertificateDer<'static>, Priva
 fn connector(
     identity: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>,
 ) -> tokio_rustls::TlsConnector {
-    let config = kubelet::probe_transport::insecure_client_config(
+    let config = kubelet::probe::transport::insecure_client_config(
         identity.map(|(cert, key)| (vec![cert], key)),
     )
     .expect("client config");

@@ -479,21 +479,8 @@ struct CachedInfo {
 }
 
 fn base64(data: &[u8]) -> String {
-    const T: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut s = String::with_capacity(data.len().div_ceil(3) * 4);
-    for c in data.chunks(3) {
-        let n = (u32::from(c[0]) << 16)
-            | (u32::from(*c.get(1).unwrap_or(&0)) << 8)
-            | u32::from(*c.get(2).unwrap_or(&0));
-        for i in 0..4 {
-            if i <= c.len() {
-                s.push(char::from(T[((n >> (18 - 6 * i)) & 63) as usize]));
-            } else {
-                s.push('=');
-            }
-        }
-    }
-    s
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(data)
 }
 
 /// Compare dotted CNI versions (missing or empty counts as 0.1.0... i.e. old).

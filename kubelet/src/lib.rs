@@ -28,6 +28,7 @@
 
 pub mod apimode;
 pub mod apiobjects;
+pub mod cliflag;
 pub mod cm;
 pub mod config;
 pub mod container;

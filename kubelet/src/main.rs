@@ -141,14 +141,9 @@ async fn main() -> anyhow::Result<()> {
             shim.streaming_idle_timeout = config.streaming_connection_idle_timeout;
             if flags.network_plugin == "cni" {
                 shim.cni = Some(dockershim::config::CniSettings {
-                    bin_dirs: flags
-                        .cni_bin_dir
-                        .split(',')
-                        .filter(|d| !d.is_empty())
-                        .map(Into::into)
-                        .collect(),
-                    conf_dir: flags.cni_conf_dir.clone(),
-                    cache_dir: flags.cni_cache_dir.clone(),
+                    bin_dirs: flags.cni.bin_dirs(),
+                    conf_dir: flags.cni.cni_conf_dir.clone().into(),
+                    cache_dir: flags.cni.cni_cache_dir.clone().into(),
                 });
             }
             tracing::info!(endpoint = %endpoint, docker = %shim.docker_endpoint, cni = shim.cni.is_some(), "starting embedded dockershim");

@@ -30,16 +30,14 @@ pub fn owned_by_node(pod_name: &str, node_name: &str) -> bool {
         .is_some_and(|rest| rest.ends_with('-') && rest.len() > 1)
 }
 
-// Labels the kubelet puts on every sandbox and container (upstream `pkg/kubelet/types/labels.go`).
-
-/// Pod name label.
-pub const POD_NAME_LABEL: &str = "io.kubernetes.pod.name";
-/// Pod namespace label.
-pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
-/// Pod UID label.
-pub const POD_UID_LABEL: &str = "io.kubernetes.pod.uid";
-/// Container name label.
-pub const CONTAINER_NAME_LABEL: &str = "io.kubernetes.container.name";
+// Labels the kubelet puts on every sandbox and container (upstream `pkg/kubelet/types/labels.go`),
+// shared with dockershim through node-common.
+pub use node_common::labels::{
+    KUBERNETES_CONTAINER_NAME_LABEL as CONTAINER_NAME_LABEL,
+    KUBERNETES_POD_NAME_LABEL as POD_NAME_LABEL,
+    KUBERNETES_POD_NAMESPACE_LABEL as POD_NAMESPACE_LABEL,
+    KUBERNETES_POD_UID_LABEL as POD_UID_LABEL,
+};
 
 #[cfg(test)]
 mod tests {

@@ -69,30 +69,9 @@ pub struct Flags {
         default_value = "0"
     )]
     pub network_plugin_mtu: String,
-    /// Comma-separated directories to search for CNI plugin binaries.
-    #[arg(
-        long,
-        allow_hyphen_values = true,
-        value_name = "DIRS",
-        default_value = "/opt/cni/bin"
-    )]
-    pub cni_bin_dir: String,
-    /// Directory holding CNI network configurations.
-    #[arg(
-        long,
-        allow_hyphen_values = true,
-        value_name = "DIR",
-        default_value = "/etc/cni/net.d"
-    )]
-    pub cni_conf_dir: String,
-    /// Directory where CNI caches results.
-    #[arg(
-        long,
-        allow_hyphen_values = true,
-        value_name = "DIR",
-        default_value = "/var/lib/cni/cache"
-    )]
-    pub cni_cache_dir: String,
+    /// `--cni-bin-dir`, `--cni-conf-dir`, `--cni-cache-dir` (shared with the kubelet).
+    #[command(flatten)]
+    pub cni: node_common::cni::CniDirFlags,
     /// Hairpin mode: promiscuous-bridge, hairpin-veth or none. As in cri-dockerd only kubenet
     /// uses it: with cni the bridge config's hairpinMode decides.
     #[arg(
@@ -404,23 +383,17 @@ impl Flags {
     }
 
     fn cni_settings(&self) -> Result<CniSettings, FlagError> {
-        let bin_dirs: Vec<PathBuf> = self
-            .cni_bin_dir
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(PathBuf::from)
-            .collect();
+        let bin_dirs: Vec<PathBuf> = self.cni.bin_dirs();
         if bin_dirs.is_empty() {
             return Err(FlagError::new(
                 "cni-bin-dir",
-                &self.cni_bin_dir,
+                &self.cni.cni_bin_dir,
                 "the cni network plugin needs at least one directory of CNI plugins",
             ));
         }
         for (flag, value) in [
-            ("cni-conf-dir", &self.cni_conf_dir),
-            ("cni-cache-dir", &self.cni_cache_dir),
+            ("cni-conf-dir", &self.cni.cni_conf_dir),
+            ("cni-cache-dir", &self.cni.cni_cache_dir),
         ] {
             if value.trim().is_empty() {
                 return Err(FlagError::new(
@@ -432,8 +405,8 @@ impl Flags {
         }
         Ok(CniSettings {
             bin_dirs,
-            conf_dir: PathBuf::from(self.cni_conf_dir.trim()),
-            cache_dir: PathBuf::from(self.cni_cache_dir.trim()),
+            conf_dir: PathBuf::from(self.cni.cni_conf_dir.trim()),
+            cache_dir: PathBuf::from(self.cni.cni_cache_dir.trim()),
         })
     }
 }

@@ -38,9 +38,9 @@ fn defaults_are_cri_dockerds() {
     assert_eq!(f.pod_infra_container_image, "registry.k8s.io/pause:3.6");
     assert_eq!(f.network_plugin, "cni");
     assert_eq!(f.network_plugin_mtu, "0");
-    assert_eq!(f.cni_bin_dir, "/opt/cni/bin");
-    assert_eq!(f.cni_conf_dir, "/etc/cni/net.d");
-    assert_eq!(f.cni_cache_dir, "/var/lib/cni/cache");
+    assert_eq!(f.cni.cni_bin_dir, "/opt/cni/bin");
+    assert_eq!(f.cni.cni_conf_dir, "/etc/cni/net.d");
+    assert_eq!(f.cni.cni_cache_dir, "/var/lib/cni/cache");
     assert_eq!(f.hairpin_mode, "none");
     assert!(!f.ipv6_dual_stack);
     assert_eq!(f.pod_cidr, "");

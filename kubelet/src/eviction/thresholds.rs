@@ -14,26 +14,16 @@ pub const DEFAULT_EVICTION_HARD: &str = "memory.available<100Mi,nodefs.available
 /// Parse a `--eviction-hard`-style flag (`memory.available<100Mi,nodefs.available<10%`) into
 /// a signal -> value map (upstream `MapStringString` with `<`).
 pub fn parse_threshold_flag(s: &str) -> Result<BTreeMap<String, String>, String> {
-    s.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|p| {
-            p.split_once('<')
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| format!("malformed pair {p:?}, expect signal<value"))
-        })
-        .collect()
+    crate::cliflag::map_string_string(s, '<')
+        .map(|v| v.into_iter().collect())
+        .map_err(|p| format!("malformed pair {p:?}, expect signal<value"))
 }
 
 /// Parse a `--eviction-soft-grace-period`-style flag (`memory.available=1m30s`).
 pub fn parse_pairs_flag(s: &str) -> Result<BTreeMap<String, String>, String> {
-    s.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|p| {
-            p.split_once('=')
-                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                .ok_or_else(|| format!("malformed pair {p:?}, expect signal=value"))
-        })
-        .collect()
+    crate::cliflag::map_string_string(s, '=')
+        .map(|v| v.into_iter().collect())
+        .map_err(|p| format!("malformed pair {p:?}, expect signal=value"))
 }
 
 /// Upstream `ParseThresholdConfig`: hard and soft thresholds, soft grace periods (every soft

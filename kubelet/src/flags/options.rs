@@ -79,15 +79,10 @@ pub struct KubeletFlags {
     /// Docker's default bridge.
     #[arg(long, default_value = "")]
     pub network_plugin: String,
-    /// Directories (comma-separated) holding CNI plugin binaries (embedded dockershim).
-    #[arg(long, default_value = "/opt/cni/bin")]
-    pub cni_bin_dir: String,
-    /// Directory holding CNI network configs (embedded dockershim).
-    #[arg(long, default_value = "/etc/cni/net.d")]
-    pub cni_conf_dir: PathBuf,
-    /// Directory where CNI caches results (embedded dockershim).
-    #[arg(long, default_value = "/var/lib/cni/cache")]
-    pub cni_cache_dir: PathBuf,
+    /// The CNI directories of the embedded dockershim (`--cni-bin-dir`, `--cni-conf-dir`,
+    /// `--cni-cache-dir`), the same group dockershim takes.
+    #[command(flatten)]
+    pub cni: node_common::cni::CniDirFlags,
     /// kubeconfig of the API server; without it the kubelet runs standalone.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,

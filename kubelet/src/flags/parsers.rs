@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Taint;
 
+use crate::cliflag::map_string_string;
 use crate::kubeletconfig::ConfigError;
 
 /// Parse `--manifest-url-header` values like upstream `ColonSeparatedMultimapStringString`:
@@ -13,19 +14,18 @@ use crate::kubeletconfig::ConfigError;
 pub fn parse_header_pairs(values: &[String]) -> Result<BTreeMap<String, Vec<String>>, ConfigError> {
     let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for v in values {
-        for pair in v.split(',').filter(|p| !p.trim().is_empty()) {
-            let (k, val) = pair.split_once(':').ok_or_else(|| ConfigError::Flag {
-                flag: "manifest-url-header",
-                reason: format!("malformed pair {pair:?}, expect string:string"),
-            })?;
-            let k = k.trim();
+        let pairs = map_string_string(v, ':').map_err(|pair| ConfigError::Flag {
+            flag: "manifest-url-header",
+            reason: format!("malformed pair {pair:?}, expect string:string"),
+        })?;
+        for (k, val) in pairs {
             if k.is_empty() {
                 return Err(ConfigError::Flag {
                     flag: "manifest-url-header",
-                    reason: format!("empty key in {pair:?}"),
+                    reason: format!("empty key in {:?}", format!(":{val}")),
                 });
             }
-            out.entry(k.to_string()).or_default().push(val.to_string());
+            out.entry(k).or_default().push(val);
         }
     }
     Ok(out)
@@ -33,32 +33,28 @@ pub fn parse_header_pairs(values: &[String]) -> Result<BTreeMap<String, Vec<Stri
 
 /// Parse `--feature-gates`: comma-separated `Name=bool` pairs.
 pub fn parse_feature_gates(s: &str) -> Result<BTreeMap<String, bool>, ConfigError> {
-    s.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|pair| {
-            let bad = || ConfigError::Flag {
-                flag: "feature-gates",
-                reason: format!("malformed pair {pair:?}, expect Name=true|false"),
-            };
-            let (k, v) = pair.split_once('=').ok_or_else(bad)?;
-            let v: bool = v.trim().parse().map_err(|_| bad())?;
-            Ok((k.trim().to_string(), v))
+    let bad = |pair: &str| ConfigError::Flag {
+        flag: "feature-gates",
+        reason: format!("malformed pair {pair:?}, expect Name=true|false"),
+    };
+    map_string_string(s, '=')
+        .map_err(|p| bad(&p))?
+        .into_iter()
+        .map(|(k, v)| match v.parse::<bool>() {
+            Ok(b) => Ok((k, b)),
+            Err(_) => Err(bad(&format!("{k}={v}"))),
         })
         .collect()
 }
 
 /// Parse `--node-labels`: comma-separated `key=value` pairs.
 pub fn parse_node_labels(s: &str) -> Result<BTreeMap<String, String>, ConfigError> {
-    s.split(',')
-        .filter(|p| !p.trim().is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').ok_or_else(|| ConfigError::Flag {
-                flag: "node-labels",
-                reason: format!("malformed pair {pair:?}, expect key=value"),
-            })?;
-            Ok((k.trim().to_string(), v.trim().to_string()))
+    map_string_string(s, '=')
+        .map(|v| v.into_iter().collect())
+        .map_err(|pair| ConfigError::Flag {
+            flag: "node-labels",
+            reason: format!("malformed pair {pair:?}, expect key=value"),
         })
-        .collect()
 }
 
 const TAINT_EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];

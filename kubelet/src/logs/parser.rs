@@ -7,14 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::LogError;
 
-/// The output stream of a log entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LogStream {
-    /// stdout.
-    Stdout,
-    /// stderr.
-    Stderr,
-}
+pub use node_common::crilog::LogStream;
 
 /// One parsed log entry (upstream `logMessage`). `log` keeps its trailing newline for full
 /// lines; a partial (`P`) CRI entry has none.
@@ -29,11 +22,7 @@ pub struct LogMessage {
 }
 
 fn stream_of(s: &[u8]) -> Option<LogStream> {
-    match s {
-        b"stdout" => Some(LogStream::Stdout),
-        b"stderr" => Some(LogStream::Stderr),
-        _ => None,
-    }
+    LogStream::from_bytes(s)
 }
 
 pub(super) fn parse_time(s: &[u8]) -> Option<DateTime<Utc>> {
@@ -43,28 +32,18 @@ pub(super) fn parse_time(s: &[u8]) -> Option<DateTime<Utc>> {
         .map(|t| t.with_timezone(&Utc))
 }
 
-/// Upstream `parseCRILog`. `line` is one line of the file, with or without its `\n`.
+/// Upstream `parseCRILog` (the shared codec's, [`node_common::crilog::parse_cri_log`]). `line`
+/// is one line of the file, with or without its `\n`; a full entry's content gets its newline
+/// back, a partial one has none.
 pub fn parse_cri_log(line: &[u8]) -> Result<LogMessage, LogError> {
-    let err = |m: &str| LogError::Parse(format!("{m}: {:?}", String::from_utf8_lossy(line)));
-    let mut parts = line.splitn(4, |b| *b == b' ');
-    let ts = parts.next().ok_or_else(|| err("timestamp is not found"))?;
-    let timestamp = parse_time(ts).ok_or_else(|| err("unexpected timestamp format"))?;
-    let stream = parts
-        .next()
-        .ok_or_else(|| err("stream type is not found"))?;
-    let stream = stream_of(stream).ok_or_else(|| err("unexpected stream type"))?;
-    let tags = parts.next().ok_or_else(|| err("log tag is not found"))?;
-    let partial = tags.split(|b| *b == b':').next() == Some(b"P");
-    let mut log = parts.next().unwrap_or_default().to_vec();
-    if partial && log.last() == Some(&b'\n') {
-        log.pop();
-    } else if !partial && log.last() != Some(&b'\n') {
-        // The last line of a file being written may lack its newline; a full entry is a line.
+    let l = node_common::crilog::parse_cri_log(line).map_err(|e| LogError::Parse(e.to_string()))?;
+    let mut log = l.content;
+    if !l.partial {
         log.push(b'\n');
     }
     Ok(LogMessage {
-        timestamp,
-        stream,
+        timestamp: l.timestamp.with_timezone(&Utc),
+        stream: l.stream,
         log,
     })
 }

@@ -44,37 +44,12 @@ pub struct LogOptions {
     pub previous: bool,
 }
 
-/// Decode `%XX` and `+` in a query component.
-/// The pairs of a query string in order (repeated keys kept), `+` and `%xx` decoded.
+/// The pairs of a query string in order (repeated keys kept), `+` and `%xx` decoded
+/// (`application/x-www-form-urlencoded`, as Go's `url.ParseQuery`).
 pub(crate) fn query_pairs(query: &str) -> Vec<(String, String)> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            (url_decode(k), url_decode(v))
-        })
+    form_urlencoded::parse(query.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect()
-}
-
-fn url_decode(s: &str) -> String {
-    let hex = |c: u8| (c as char).to_digit(16);
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match (b[i], b.get(i + 1).copied(), b.get(i + 2).copied()) {
-            (b'+', _, _) => out.push(b' '),
-            (b'%', Some(h), Some(l)) if hex(h).is_some() && hex(l).is_some() => {
-                let v = hex(h).unwrap_or(0) * 16 + hex(l).unwrap_or(0);
-                out.push(u8::try_from(v).unwrap_or(b'?'));
-                i += 2;
-            }
-            (c, _, _) => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 pub(crate) fn parse_bool(k: &str, v: &str) -> Result<bool, LogError> {
@@ -200,7 +175,7 @@ impl Writer<'_> {
         let mut line = Vec::with_capacity(msg.log.len() + 36);
         if self.opts.timestamps && self.at_line_start {
             line.extend_from_slice(
-                dockershim::crilog::format_rfc3339_nano(&msg.timestamp).as_bytes(),
+                node_common::crilog::format_rfc3339_nano(&msg.timestamp).as_bytes(),
             );
             line.push(b' ');
         }
@@ -432,7 +407,7 @@ mod tests {
     fn cri(ts: DateTime<Utc>, stream: &str, tag: &str, content: &str) -> String {
         format!(
             "{} {stream} {tag} {content}\n",
-            dockershim::crilog::format_rfc3339_nano(&ts)
+            node_common::crilog::format_rfc3339_nano(&ts)
         )
     }
 
@@ -517,8 +492,8 @@ mod tests {
             ..Default::default()
         };
         let out = read(ts).await;
-        let first = dockershim::crilog::format_rfc3339_nano(&t(6));
-        let last = dockershim::crilog::format_rfc3339_nano(&t(7));
+        let first = node_common::crilog::format_rfc3339_nano(&t(6));
+        let last = node_common::crilog::format_rfc3339_nano(&t(7));
         assert_eq!(out, format!("{first} c6\n{last} part-ial\n"));
         let limit = LogOptions {
             limit_bytes: Some(5),

@@ -122,24 +122,11 @@ pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response<Body
     boxed(response(status, "text/plain; charset=utf-8", b))
 }
 
+/// A path segment with `%xx` decoded (Go's `url.PathUnescape`; `+` stays).
 fn path_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |j: usize| b.get(j).and_then(|c| (*c as char).to_digit(16));
-        match (b[i], hex(i + 1), hex(i + 2)) {
-            (b'%', Some(h), Some(l)) => {
-                out.push(u8::try_from(h * 16 + l).unwrap_or(b'?'));
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
 }
 
 /// Upstream `validateContainerLogStatus`: the id of the container instance whose logs to

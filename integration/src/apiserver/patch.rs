@@ -1,7 +1,8 @@
-//! The patch formats of the fixture API server — JSON merge patch (RFC 7386), strategic merge
-//! patch (lists with a merge key merged element by element, `$patch: delete` / `replace`
-//! directives, `$setElementOrder` and `$retainKeys` accepted) and JSON patch (RFC 6902 add,
-//! remove, replace, test) — and the pod defaulting the API server applies on create.
+//! The patch formats of the fixture API server — JSON merge patch (RFC 7386) and JSON patch
+//! (RFC 6902) from the `json-patch` crate, strategic merge patch (lists with a merge key merged
+//! element by element, `$patch: delete` / `replace` directives, `$setElementOrder` and
+//! `$retainKeys` accepted; no crate has it) — and the pod defaulting the API server applies on
+//! create.
 
 use serde_json::{Map, Value, json};
 
@@ -22,27 +23,13 @@ pub fn apply(kind: Kind, current: &Value, patch: &Value) -> Result<Value, String
     }
 }
 
-/// RFC 7386.
+/// RFC 7386 (the `json-patch` crate's).
 pub fn merge(target: &Value, patch: &Value) -> Value {
-    let Value::Object(p) = patch else {
-        return patch.clone();
-    };
-    let mut out = match target {
-        Value::Object(t) => t.clone(),
-        _ => Map::new(),
-    };
-    for (k, v) in p {
-        if v.is_null() {
-            out.remove(k);
-        } else {
-            let merged = merge(out.get(k).unwrap_or(&Value::Null), v);
-            out.insert(k.clone(), merged);
-        }
-    }
-    Value::Object(out)
+    let mut doc = target.clone();
+    json_patch::merge(&mut doc, patch);
+    doc
 }
 
-/// The merge key of the lists in the types the kubelet patches (from the API types' `patchMergeKey`).
 fn merge_key(field: &str) -> Option<&'static str> {
     Some(match field {
         "conditions" => "type",
@@ -118,79 +105,12 @@ fn merge_list(current: &[Value], patch: &[Value], key: &str) -> Vec<Value> {
     out
 }
 
-fn pointer_parts(path: &str) -> Result<Vec<String>, String> {
-    if path.is_empty() {
-        return Ok(Vec::new());
-    }
-    let rest = path
-        .strip_prefix('/')
-        .ok_or_else(|| format!("invalid JSON pointer {path:?}"))?;
-    Ok(rest
-        .split('/')
-        .map(|p| p.replace("~1", "/").replace("~0", "~"))
-        .collect())
-}
-
-/// RFC 6902: add, remove, replace and test.
+/// RFC 6902 (the `json-patch` crate's): add, remove, replace, move, copy and test.
 pub fn json_patch(current: &Value, patch: &Value) -> Result<Value, String> {
-    let ops = patch
-        .as_array()
-        .ok_or("a JSON patch is a list of operations")?;
+    let ops: json_patch::Patch =
+        serde_json::from_value(patch.clone()).map_err(|e| format!("invalid JSON patch: {e}"))?;
     let mut doc = current.clone();
-    for op in ops {
-        let name = op.get("op").and_then(Value::as_str).unwrap_or("");
-        let path = op.get("path").and_then(Value::as_str).unwrap_or("");
-        let parts = pointer_parts(path)?;
-        let (last, parents) = parts
-            .split_last()
-            .ok_or_else(|| format!("{name}: the root cannot be patched"))?;
-        let parent_ptr: String = parents.iter().map(|p| format!("/{p}")).collect();
-        match name {
-            "test" => {
-                if doc.pointer(path) != op.get("value") {
-                    return Err(format!("test failed at {path}"));
-                }
-            }
-            "add" | "replace" | "remove" => {
-                let parent = doc
-                    .pointer_mut(&parent_ptr)
-                    .ok_or_else(|| format!("{name}: no parent at {path}"))?;
-                let value = op.get("value").cloned().unwrap_or(Value::Null);
-                match parent {
-                    Value::Object(m) => match name {
-                        "remove" => {
-                            m.remove(last)
-                                .ok_or_else(|| format!("remove: nothing at {path}"))?;
-                        }
-                        "replace" if !m.contains_key(last) => {
-                            return Err(format!("replace: nothing at {path}"));
-                        }
-                        _ => {
-                            m.insert(last.clone(), value);
-                        }
-                    },
-                    Value::Array(a) => {
-                        let idx = if last == "-" {
-                            a.len()
-                        } else {
-                            last.parse::<usize>()
-                                .map_err(|_| format!("{name}: bad index in {path}"))?
-                        };
-                        match name {
-                            "add" if idx <= a.len() => a.insert(idx, value),
-                            "replace" if idx < a.len() => a[idx] = value,
-                            "remove" if idx < a.len() => {
-                                a.remove(idx);
-                            }
-                            _ => return Err(format!("{name}: index out of range in {path}")),
-                        }
-                    }
-                    _ => return Err(format!("{name}: parent of {path} is not a container")),
-                }
-            }
-            other => return Err(format!("unsupported JSON patch operation {other:?}")),
-        }
-    }
+    json_patch::patch(&mut doc, &ops).map_err(|e| e.to_string())?;
     Ok(doc)
 }
 

@@ -209,7 +209,11 @@ async fn node_loop(
             _ = status_tick.tick() => {
                 use crate::eviction::NodeCondition;
                 let health = Health {
-                    not_ready: shared.healthz().err(),
+                    not_ready: if shared.shutdown.shutting_down() {
+                        Some(crate::nodeshutdown::NOT_READY_MESSAGE.to_string())
+                    } else {
+                        shared.healthz().err()
+                    },
                     memory_pressure: shared.eviction.has(NodeCondition::MemoryPressure),
                     disk_pressure: shared.eviction.has(NodeCondition::DiskPressure),
                     pid_pressure: shared.eviction.has(NodeCondition::PidPressure),

@@ -43,6 +43,9 @@ pub struct KubeletShared {
     pub eviction: Arc<crate::eviction::EvictionState>,
     /// The mirror pods the API source sees (API-server mode).
     pub mirrors: crate::mirror::MirrorPods,
+    /// Whether the node is shutting down (graceful node shutdown): Ready turns False and new
+    /// pods are rejected.
+    pub shutdown: Arc<crate::nodeshutdown::ShutdownState>,
     /// UIDs of pods evicted or rejected at admission: terminal, never started again; they keep
     /// their Failed status until their source removes them.
     pub evicted: RwLock<HashSet<String>>,

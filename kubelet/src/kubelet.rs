@@ -61,6 +61,7 @@ impl Kubelet {
             runtime: runtime.clone(),
             eviction: Arc::default(),
             evicted: RwLock::new(HashSet::new()),
+            shutdown: Arc::default(),
             mirrors: Default::default(),
         });
         Self {
@@ -217,13 +218,43 @@ impl Kubelet {
                     .unwrap_or_default()
             })
         };
+        let (shutdown_tx, mut shutdown_rx) = mpsc::unbounded_channel();
+        if self.config.shutdown.enabled() {
+            let pleg = Arc::clone(&self.shared.pleg);
+            let manager =
+                crate::nodeshutdown::ShutdownManager::new(crate::nodeshutdown::ManagerParts {
+                    config: self.config.shutdown,
+                    state: Arc::clone(&self.shared.shutdown),
+                    pods: active_pods.clone(),
+                    running: Arc::new(move |uid: &str| {
+                        pleg.runtime_pods()
+                            .iter()
+                            .any(|p| p.id == uid && p.is_running())
+                    }),
+                    is_critical: Arc::new(crate::eviction::is_critical),
+                    kill: shutdown_tx,
+                });
+            let cancel = cancel.child_token();
+            tokio::spawn(async move {
+                let logind = match crate::nodeshutdown::logind::DbusLogind::connect().await {
+                    Ok(l) => l,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "graceful node shutdown is configured but systemd-logind cannot be reached; node shutdown will not be graceful");
+                        return;
+                    }
+                };
+                if let Err(e) = manager.run(Arc::new(logind), cancel).await {
+                    tracing::error!(error = %e, "failed to start the node shutdown manager");
+                }
+            });
+        }
         let eviction = crate::eviction::EvictionManager::new(crate::eviction::ManagerParts {
             config: self.config.eviction.clone(),
             runtime: runtime.runtime_service().clone(),
             images: runtime.image_service().clone(),
             root_dir: self.config.root_dir.clone(),
             state: Arc::clone(&self.shared.eviction),
-            pods: active_pods,
+            pods: active_pods.clone(),
             image_gc: Arc::new(image_gc.clone()),
             container_gc: Arc::new(container_gc.clone()),
             evict: evict_tx,
@@ -274,6 +305,7 @@ impl Kubelet {
                 Some(d) = done_rx.recv() => loop_state.handle_worker_done(d),
                 Some(uid) = probe_rx.recv() => loop_state.handle_probe_update(&uid),
                 Some(req) = evict_rx.recv() => loop_state.handle_evict(req),
+                Some(req) = shutdown_rx.recv() => loop_state.handle_shutdown_kill(req),
                 _ = sync_tick.tick() => loop_state.sync_due_pods(),
                 _ = housekeeping.tick() => loop_state.housekeeping(),
             }
@@ -347,7 +379,7 @@ impl SyncLoop {
             pod,
             kill: true,
             grace_override: Some(req.grace_seconds),
-            evict: Some(req.message),
+            evict: Some(crate::pod_workers::Termination::evicted(req.message)),
         });
     }
 
@@ -379,6 +411,28 @@ impl SyncLoop {
             .count()
     }
 
+    /// The node shutdown manager wants a pod gone: kill it with the group's grace period; it
+    /// ends Failed / `Terminated` (upstream `killPodFunc` with the shutdown status function).
+    fn handle_shutdown_kill(&mut self, req: crate::nodeshutdown::ShutdownKill) {
+        let uid = uid_of(&req.pod);
+        if self.is_evicted(&uid) || self.pod(&uid).is_none() {
+            return;
+        }
+        self.set_evicted(&uid, true);
+        self.probes.remove_pod(&uid);
+        self.work_queue.remove(&uid);
+        let pod = self.pod(&uid).unwrap_or(req.pod);
+        self.workers.update_pod(PodWork {
+            pod,
+            kill: true,
+            grace_override: Some(req.grace_seconds),
+            evict: Some(crate::pod_workers::Termination {
+                reason: crate::nodeshutdown::REASON.into(),
+                message: crate::nodeshutdown::MESSAGE.into(),
+            }),
+        });
+    }
+
     /// Upstream `canAdmitPod`: the eviction admit handler, then the predicate admit handler's
     /// pod count (`--max-pods`). A rejected pod never starts and is Failed with reason
     /// `Evicted`, or `OutOfpods` with message "Pod Node didn't have enough resource: pods,
@@ -386,6 +440,14 @@ impl SyncLoop {
     /// static pods as critical and first tries to preempt non-critical pods for them.
     fn admit(&mut self, pod: &Pod) -> bool {
         let uid = uid_of(pod);
+        if let Err((reason, message)) = self.shared.shutdown.admit() {
+            tracing::warn!(pod = %crate::container::pod_full_name(pod), reason, "pod rejected at admission: the node is shutting down");
+            self.set_evicted(&uid, true);
+            self.shared
+                .status
+                .set_pod_status(&uid, rejected_status(pod, reason, message));
+            return false;
+        }
         let Err(message) = self.shared.eviction.admit(pod) else {
             return self.admit_pod_count(pod);
         };
@@ -395,7 +457,7 @@ impl SyncLoop {
             qos_class: Some(crate::qos::get_pod_qos(pod).into()),
             ..Default::default()
         };
-        crate::pod_workers::evicted_status(&mut status, &message);
+        crate::pod_workers::evicted_status(&mut status, crate::eviction::REASON, &message);
         self.shared.status.set_pod_status(&uid, status);
         false
     }

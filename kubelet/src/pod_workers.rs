@@ -36,9 +36,29 @@ pub struct PodWork {
     pub kill: bool,
     /// Grace period override in seconds (deletion grace, orphan containers' grace).
     pub grace_override: Option<i64>,
-    /// The pod is being evicted with this message: it ends Failed with reason `Evicted`, and
-    /// its status stays after its containers are gone.
-    pub evict: Option<String>,
+    /// The kubelet itself terminates the pod (eviction, node shutdown): it ends Failed with
+    /// this reason and message, and its status stays after its containers are gone.
+    pub evict: Option<Termination>,
+}
+
+/// Why the kubelet terminated a pod itself: the final status's reason and message
+/// (`Evicted` from the eviction manager, `Terminated` for a node shutdown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Termination {
+    /// The status reason.
+    pub reason: String,
+    /// The status message.
+    pub message: String,
+}
+
+impl Termination {
+    /// An eviction with `message` (reason `Evicted`).
+    pub fn evicted(message: impl Into<String>) -> Self {
+        Self {
+            reason: crate::eviction::REASON.into(),
+            message: message.into(),
+        }
+    }
 }
 
 /// A worker's report to the sync loop (upstream `wrapUp` / `completeTerminated`).
@@ -224,8 +244,8 @@ async fn manage_pod_loop(
         if work.kill {
             let start = Instant::now();
             sync_terminating_pod(&ctx, &work).await;
-            if let Some(message) = &work.evict {
-                set_evicted_status(&ctx, &work.pod, message).await;
+            if let Some(t) = &work.evict {
+                set_evicted_status(&ctx, &work.pod, t).await;
             }
             ctx.metrics
                 .observe_pod_worker("terminating", start.elapsed());
@@ -372,31 +392,39 @@ pub async fn sync_terminating_pod(ctx: &SyncContext, work: &PodWork) {
     }
 }
 
-/// The final status of an evicted pod (upstream eviction manager's `evictPod` status function):
-/// its containers as the runtime last saw them, phase Failed, reason `Evicted`, and the
-/// DisruptionTarget condition.
-pub async fn set_evicted_status(ctx: &SyncContext, pod: &Pod, message: &str) {
+/// The final status of a pod the kubelet terminated itself (upstream eviction manager's
+/// `evictPod` and the shutdown manager's status functions): its containers as the runtime last
+/// saw them, phase Failed, the termination's reason and message, and the DisruptionTarget
+/// condition. An eviction is also recorded as an event.
+pub async fn set_evicted_status(ctx: &SyncContext, pod: &Pod, t: &Termination) {
     let (uid, name, ns) = meta(pod);
     let mut api = match ctx.runtime.get_pod_status(uid, name, ns).await {
         Ok(s) => generate_api_pod_status(pod, &s, &WaitingReasons::default(), &ctx.host_ip),
         Err(_) => ctx.status.get_pod_status(uid).unwrap_or_default(),
     };
-    evicted_status(&mut api, message);
+    evicted_status(&mut api, &t.reason, &t.message);
     ctx.status.set_pod_status(uid, api);
-    ctx.runtime.events().event(
-        pod,
-        None,
-        crate::events::EventType::Warning,
-        crate::eviction::REASON,
-        message,
-    );
+    if t.reason == crate::eviction::REASON {
+        ctx.runtime.events().event(
+            pod,
+            None,
+            crate::events::EventType::Warning,
+            crate::eviction::REASON,
+            &t.message,
+        );
+    }
 }
 
-/// Marks `api` as an evicted pod's status.
-pub fn evicted_status(api: &mut k8s_openapi::api::core::v1::PodStatus, message: &str) {
+/// Marks `api` as the status of a pod the kubelet terminated (`reason`: `Evicted`,
+/// `Terminated`, …).
+pub fn evicted_status(
+    api: &mut k8s_openapi::api::core::v1::PodStatus,
+    reason: &str,
+    message: &str,
+) {
     use k8s_openapi::api::core::v1::PodCondition;
     api.phase = Some("Failed".into());
-    api.reason = Some(crate::eviction::REASON.into());
+    api.reason = Some(reason.into());
     api.message = Some(message.to_string());
     let conditions = api.conditions.get_or_insert_with(Vec::new);
     conditions.retain(|c| c.type_ != "DisruptionTarget");
@@ -640,7 +668,9 @@ mod tests {
         b.workers.update_pod(work(pod("w5", &["app"]), false));
         b.next_done().await;
         b.workers.update_pod(PodWork {
-            evict: Some("The node was low on resource: memory.".into()),
+            evict: Some(Termination::evicted(
+                "The node was low on resource: memory.",
+            )),
             ..work(pod("w5", &["app"]), true)
         });
         assert!(b.next_done().await.terminated);

@@ -46,6 +46,8 @@ pub fn resolve(
     let mut f = file.unwrap_or_default();
     let ignored: Vec<String> = f.ignored_fields().into_iter().map(String::from).collect();
     f.normalize();
+    let mut gates = f.feature_gates.clone().unwrap_or_default();
+    gates.extend(parse_feature_gates(&flags.feature_gates)?);
     // With a file, a field it leaves out takes upstream's v1beta1 default, which differs from
     // the flag's (legacy) default for these two (upstream `applyLegacyDefaults`).
     if with_file {
@@ -162,10 +164,17 @@ pub fn resolve(
             flags.runtime_request_timeout,
             f.runtime_request_timeout
         ),
-        evented_pleg: {
-            let mut gates = f.feature_gates.clone().unwrap_or_default();
-            gates.extend(parse_feature_gates(&flags.feature_gates)?);
-            flags.evented_pleg || gates.get("EventedPLEG").copied().unwrap_or(false)
+        evented_pleg: flags.evented_pleg || gates.get("EventedPLEG").copied().unwrap_or(false),
+        // Upstream: beta and on by default since 1.21; the periods come from the file only.
+        shutdown: if gates.get("GracefulNodeShutdown").copied().unwrap_or(true) {
+            crate::nodeshutdown::ShutdownConfig {
+                grace_period: f.shutdown_grace_period.unwrap_or_default(),
+                grace_period_critical_pods: f
+                    .shutdown_grace_period_critical_pods
+                    .unwrap_or_default(),
+            }
+        } else {
+            crate::nodeshutdown::ShutdownConfig::default()
         },
         api: match &flags.kubeconfig {
             None => None,

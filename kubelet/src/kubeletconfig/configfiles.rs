@@ -253,14 +253,20 @@ mod tests {
             "tlsCipherSuites",
             "serverTLSBootstrap",
             "memorySwap",
-            "shutdownGracePeriod",
-            "shutdownGracePeriodCriticalPods",
+            "shutdownGracePeriodByPodPriority",
             "tracing",
             "logging.vmodule",
         ] {
             assert!(ignored.contains(&f), "{f}: {ignored:?}");
         }
-        for f in ["clusterDNS", "logging", "healthzPort", "oomScoreAdj"] {
+        for f in [
+            "clusterDNS",
+            "logging",
+            "healthzPort",
+            "oomScoreAdj",
+            "shutdownGracePeriod",
+            "shutdownGracePeriodCriticalPods",
+        ] {
             assert!(!ignored.contains(&f), "{f}");
         }
     }

@@ -23,7 +23,6 @@ impl KubeletConfiguration {
         let nonempty_str = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
         let is_true = |v: &Option<bool>| *v == Some(true);
         let is_false = |v: &Option<bool>| *v == Some(false);
-        let nonzero_dur = |v: &Option<Duration>| v.is_some_and(|d| !d.is_zero());
         note(
             "tlsCipherSuites",
             self.tls_cipher_suites
@@ -227,14 +226,6 @@ impl KubeletConfiguration {
         note(
             "enableSystemLogHandler",
             is_true(&self.enable_system_log_handler),
-        );
-        note(
-            "shutdownGracePeriod",
-            nonzero_dur(&self.shutdown_grace_period),
-        );
-        note(
-            "shutdownGracePeriodCriticalPods",
-            nonzero_dur(&self.shutdown_grace_period_critical_pods),
         );
         note(
             "shutdownGracePeriodByPodPriority",

@@ -107,6 +107,9 @@ pub struct KubeletConfig {
     pub runtime_request_timeout: Duration,
     /// Use the evented PLEG.
     pub evented_pleg: bool,
+    /// Graceful node shutdown (`shutdownGracePeriod`, `shutdownGracePeriodCriticalPods`; off
+    /// when zero or with the `GracefulNodeShutdown` gate off).
+    pub shutdown: crate::nodeshutdown::ShutdownConfig,
     /// API-server mode, when `--kubeconfig` is given.
     pub api: Option<crate::apimode::ApiModeConfig>,
     /// klog-style verbosity.

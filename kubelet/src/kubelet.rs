@@ -442,6 +442,13 @@ impl SyncLoop {
         let uid = uid_of(pod);
         if let Err((reason, message)) = self.shared.shutdown.admit() {
             tracing::warn!(pod = %crate::container::pod_full_name(pod), reason, "pod rejected at admission: the node is shutting down");
+            self.events.event(
+                pod,
+                None,
+                crate::events::EventType::Warning,
+                reason,
+                message.to_string(),
+            );
             self.set_evicted(&uid, true);
             self.shared
                 .status

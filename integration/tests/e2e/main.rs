@@ -43,6 +43,7 @@ mod kubelet_probes;
 mod kubelet_qos;
 mod kubelet_restart_policy;
 mod kubelet_secure_port;
+mod kubelet_shutdown;
 mod kubelet_volumes;
 mod socket_activation;
 mod streaming;

@@ -123,3 +123,146 @@ impl ApiStatusSyncer {
         self.written.retain(|uid, _| known_uids(uid));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The syncer against an API server played by a `tower` service that records each request
+    //! and answers as the API server would.
+
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
+    type Seen = Arc<Mutex<Vec<(String, String, serde_json::Value)>>>;
+
+    /// A client whose requests land in `seen`; `conflict` answers 409 to every request.
+    fn client(seen: Seen, conflict: bool) -> Client {
+        let svc = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let seen = Arc::clone(&seen);
+            async move {
+                let (parts, body) = req.into_parts();
+                let bytes = body
+                    .collect()
+                    .await
+                    .map(|b| b.to_bytes())
+                    .unwrap_or_default();
+                let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+                seen.lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push((parts.method.to_string(), parts.uri.path().to_string(), json));
+                let (code, body) = if conflict {
+                    (
+                        409,
+                        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "reason": "Conflict", "code": 409, "message": "uid precondition failed"}),
+                    )
+                } else {
+                    (
+                        200,
+                        serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+                            "metadata": {"name": "web", "namespace": "default", "uid": "u1"}}),
+                    )
+                };
+                let resp = http::Response::builder()
+                    .status(code)
+                    .header("content-type", "application/json")
+                    .body(Full::new(Bytes::from(body.to_string())))
+                    .map_err(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>)?;
+                Ok::<_, Box<dyn std::error::Error + Send + Sync>>(resp)
+            }
+        });
+        Client::new(svc, "default")
+    }
+
+    fn state(phase: &str, deleting: bool, can_be_deleted: bool) -> PodState {
+        PodState {
+            pod: Pod {
+                metadata: ObjectMeta {
+                    name: Some("web".into()),
+                    namespace: Some("default".into()),
+                    uid: Some("u1".into()),
+                    deletion_timestamp: deleting.then(|| Time(k8s_openapi::jiff::Timestamp::now())),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+            can_be_deleted,
+        }
+    }
+
+    fn take(seen: &Seen) -> Vec<(String, String, serde_json::Value)> {
+        std::mem::take(
+            &mut *seen
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_status_is_written_once_until_it_changes() {
+        let seen = Seen::default();
+        let mut s = ApiStatusSyncer::new(client(Arc::clone(&seen), false));
+        let r = s.sync_batch(&[state("Pending", false, false)]).await;
+        assert_eq!(
+            r,
+            BatchResult {
+                patched: 1,
+                deleted: 0,
+                failed: 0
+            }
+        );
+        let reqs = take(&seen);
+        assert_eq!(reqs.len(), 1);
+        assert_eq!(reqs[0].0, "PATCH");
+        assert_eq!(reqs[0].1, "/api/v1/namespaces/default/pods/web/status");
+        // The UID rides along as a precondition, the status as written.
+        assert_eq!(reqs[0].2["metadata"]["uid"], "u1");
+        assert_eq!(reqs[0].2["status"]["phase"], "Pending");
+        // Unchanged: nothing written.
+        let r = s.sync_batch(&[state("Pending", false, false)]).await;
+        assert_eq!(r, BatchResult::default());
+        assert!(take(&seen).is_empty());
+        // Changed: written again.
+        let r = s.sync_batch(&[state("Running", false, false)]).await;
+        assert_eq!(r.patched, 1);
+        assert_eq!(take(&seen)[0].2["status"]["phase"], "Running");
+    }
+
+    #[tokio::test]
+    async fn a_terminated_pod_being_deleted_is_deleted_with_its_uid_as_precondition() {
+        let seen = Seen::default();
+        let mut s = ApiStatusSyncer::new(client(Arc::clone(&seen), false));
+        // Being deleted but containers still there: status only.
+        s.sync_batch(&[state("Running", true, false)]).await;
+        assert!(take(&seen).iter().all(|r| r.0 == "PATCH"));
+        let r = s.sync_batch(&[state("Succeeded", true, true)]).await;
+        assert_eq!(r.deleted, 1);
+        let reqs = take(&seen);
+        let delete = reqs.iter().find(|r| r.0 == "DELETE").expect("a DELETE");
+        assert_eq!(delete.1, "/api/v1/namespaces/default/pods/web");
+        assert_eq!(delete.2["gracePeriodSeconds"], 0);
+        assert_eq!(delete.2["preconditions"]["uid"], "u1");
+        // A pod that is not being deleted is never deleted.
+        let r = s.sync_batch(&[state("Failed", false, true)]).await;
+        assert_eq!(r.deleted, 0);
+        assert!(take(&seen).iter().all(|r| r.0 != "DELETE"));
+    }
+
+    #[tokio::test]
+    async fn a_conflict_means_another_pod_and_is_not_a_failure() {
+        let seen = Seen::default();
+        let mut s = ApiStatusSyncer::new(client(Arc::clone(&seen), true));
+        let r = s.sync_batch(&[state("Running", false, false)]).await;
+        assert_eq!(r, BatchResult::default());
+        // Nothing recorded as written: the next batch tries again.
+        s.sync_batch(&[state("Running", false, false)]).await;
+        assert_eq!(take(&seen).len(), 2);
+    }
+}

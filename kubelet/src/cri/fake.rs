@@ -198,6 +198,11 @@ impl FakeRuntime {
         }
     }
 
+    /// Every image.
+    pub fn images(&self) -> Vec<cri::Image> {
+        self.with(|s| s.images.values().cloned().collect())
+    }
+
     /// Every sandbox's status.
     pub fn sandboxes(&self) -> Vec<cri::PodSandboxStatus> {
         self.with(|s| s.sandboxes.values().cloned().collect())

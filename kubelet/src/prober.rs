@@ -159,7 +159,7 @@ impl ProbeWorker {
                     (successes >= success_threshold).then_some(true)
                 }
                 Err(e) => {
-                    tracing::debug!(pod = %pod_full_name(&self.pod), container = %self.container.name, probe = ?self.kind, error = %e, "probe failed");
+                    tracing::debug!(error = %e, "probe failed");
                     failures += 1;
                     successes = 0;
                     let kind = match self.kind {
@@ -180,7 +180,7 @@ impl ProbeWorker {
             if let Some(ok) = result
                 && self.results.set(self.kind, &current_id, ok)
             {
-                tracing::info!(pod = %pod_full_name(&self.pod), container = %self.container.name, probe = ?self.kind, ok, "probe result changed");
+                tracing::info!(ok, "probe result changed");
                 if self.updates.send(self.uid.clone()).is_err() {
                     return;
                 }
@@ -256,7 +256,13 @@ impl ProbeManager {
                     results: self.results.clone(),
                     updates: self.updates.clone(),
                 };
-                tokio::spawn(w.run(token.clone()));
+                let span = tracing::info_span!(
+                    "probe_worker",
+                    pod = %pod_full_name(&w.pod),
+                    container = %w.container.name,
+                    probe = ?w.kind
+                );
+                tokio::spawn(tracing::Instrument::instrument(w.run(token.clone()), span));
                 self.workers.insert(key, token);
             }
         }

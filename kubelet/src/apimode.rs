@@ -118,6 +118,7 @@ pub fn spawn(
         kubelet_port: cfg.kubelet_port,
         container_runtime_version: runtime_version,
         kubelet_version: crate::version::KUBERNETES_VERSION.to_string(),
+        reserved: shared.reserved.clone(),
     };
     tokio::spawn(node_loop(
         client.clone(),

@@ -43,6 +43,11 @@ pub struct KubeletShared {
     pub eviction: Arc<crate::eviction::EvictionState>,
     /// The mirror pods the API source sees (API-server mode).
     pub mirrors: crate::mirror::MirrorPods,
+    /// The node's allocatable amounts per resource in base units (millicores, bytes, pods):
+    /// capacity less kube-reserved, system-reserved and the hard eviction thresholds.
+    pub allocatable: std::collections::BTreeMap<String, i64>,
+    /// What allocatable holds back from capacity, per resource in base units.
+    pub reserved: std::collections::BTreeMap<String, i64>,
     /// Whether the node is shutting down (graceful node shutdown): Ready turns False and new
     /// pods are rejected.
     pub shutdown: Arc<crate::nodeshutdown::ShutdownState>,

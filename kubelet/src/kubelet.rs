@@ -50,7 +50,19 @@ impl Kubelet {
         runtime: KubeGenericRuntimeManager,
         metrics: Arc<Metrics>,
     ) -> Self {
+        let machine = crate::nodestatus::Machine::read(&config.root_dir);
+        let max_pods = u32::try_from(config.max_pods).unwrap_or(0);
+        let capacity = crate::nodestatus::capacity(&machine, max_pods);
+        let mut reserved = config.node_reservation.clone();
+        for (k, v) in crate::eviction::hard_eviction_reservation(&config.eviction, &capacity) {
+            let e = reserved.entry(k).or_default();
+            *e = e.saturating_add(v);
+        }
+        let allocatable = crate::resource::allocatable(&capacity, &[&reserved]);
+        tracing::info!(?capacity, ?allocatable, "node allocatable");
         let shared = Arc::new(KubeletShared {
+            allocatable,
+            reserved,
             pods: RwLock::new(HashMap::new()),
             status: StatusManager::default(),
             metrics,
@@ -385,7 +397,7 @@ impl SyncLoop {
 
     /// Upstream `filterOutInactivePods` over the pod manager's pods other than `except`: those
     /// not rejected or evicted, and not terminal unless still terminating.
-    fn active_pod_count(&self, except: &str) -> usize {
+    fn active_pods(&self, except: &str) -> Vec<Pod> {
         let evicted = self
             .shared
             .evicted
@@ -408,7 +420,8 @@ impl SyncLoop {
                         .get_pod_status(uid)
                         .is_some_and(|s| matches!(s.phase.as_deref(), Some("Succeeded" | "Failed")))
             })
-            .count()
+            .filter_map(|uid| self.pod(uid))
+            .collect()
     }
 
     /// The node shutdown manager wants a pod gone: kill it with the group's grace period; it
@@ -433,10 +446,12 @@ impl SyncLoop {
         });
     }
 
-    /// Upstream `canAdmitPod`: the eviction admit handler, then the predicate admit handler's
-    /// pod count (`--max-pods`). A rejected pod never starts and is Failed with reason
-    /// `Evicted`, or `OutOfpods` with message "Pod Node didn't have enough resource: pods,
-    /// requested: 1, used: N, capacity: M" and a Warning event (upstream `rejectPod`). Deviation: upstream treats
+    /// Upstream `canAdmitPod`: the shutdown and eviction admit handlers, then the predicate
+    /// admit handler's pod count (`--max-pods`), CPU and memory requests against allocatable. A
+    /// rejected pod never starts and is Failed with reason `NodeShutdown`, `Evicted`, or
+    /// `OutOfpods` / `OutOfcpu` / `OutOfmemory` with message "Pod Node didn't have enough
+    /// resource: pods, requested: 1, used: N, capacity: M" and a Warning event (upstream
+    /// `rejectPod`). Deviation: upstream treats
     /// static pods as critical and first tries to preempt non-critical pods for them.
     fn admit(&mut self, pod: &Pod) -> bool {
         let uid = uid_of(pod);
@@ -456,7 +471,7 @@ impl SyncLoop {
             return false;
         }
         let Err(message) = self.shared.eviction.admit(pod) else {
-            return self.admit_pod_count(pod);
+            return self.admit_resources(pod);
         };
         tracing::warn!(pod = %crate::container::pod_full_name(pod), message = %message, "pod rejected at admission");
         self.set_evicted(&uid, true);
@@ -469,11 +484,26 @@ impl SyncLoop {
         false
     }
 
-    /// The predicate admit handler's pod count: a pod beyond `--max-pods` is rejected.
-    fn admit_pod_count(&mut self, pod: &Pod) -> bool {
+    /// The predicate admit handler's resource fit: a pod beyond `--max-pods`, or asking for more
+    /// CPU or memory than the admitted pods leave of allocatable, is rejected.
+    fn admit_resources(&mut self, pod: &Pod) -> bool {
         let uid = uid_of(pod);
-        let Err(e) = crate::resource::fit_pod_count(self.active_pod_count(&uid), self.max_pods)
-        else {
+        let active = self.active_pods(&uid);
+        let used = active.iter().map(crate::resource::pod_requests).fold(
+            crate::resource::Resources::default(),
+            |a, r| crate::resource::Resources {
+                milli_cpu: a.milli_cpu.saturating_add(r.milli_cpu),
+                memory: a.memory.saturating_add(r.memory),
+            },
+        );
+        let allocatable = crate::resource::Resources {
+            milli_cpu: self.shared.allocatable.get("cpu").copied().unwrap_or(0),
+            memory: self.shared.allocatable.get("memory").copied().unwrap_or(0),
+        };
+        let fit = crate::resource::fit_pod_count(active.len(), self.max_pods).and_then(|()| {
+            crate::resource::fit_requests(crate::resource::pod_requests(pod), used, allocatable)
+        });
+        let Err(e) = fit else {
             return true;
         };
         let (reason, message) = (e.reason(), e.to_string());

@@ -114,6 +114,35 @@ pub struct NodeSpecInputs {
     /// `docker://20.10.24` or `containerd://1.6.20`.
     pub container_runtime_version: String,
     pub kubelet_version: String,
+    /// What allocatable holds back per resource in base units (millicores, bytes): kube- and
+    /// system-reserved plus the hard eviction thresholds.
+    pub reserved: BTreeMap<String, i64>,
+}
+
+/// The machine's capacity per resource in base units: `cpu` in millicores, `memory` and
+/// `ephemeral-storage` in bytes, `pods`.
+pub fn capacity(m: &Machine, max_pods: u32) -> BTreeMap<String, i64> {
+    let i = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    BTreeMap::from([
+        ("cpu".to_string(), i(m.cpus).saturating_mul(1000)),
+        ("memory".to_string(), i(m.memory_bytes)),
+        (
+            "ephemeral-storage".to_string(),
+            i(m.ephemeral_storage_bytes),
+        ),
+        ("pods".to_string(), i64::from(max_pods)),
+    ])
+}
+
+/// A base-unit amount as the Node shows it: whole cores or millicores, `Ki` for byte amounts
+/// that divide by 1024.
+fn quantity_of(resource: &str, v: i64) -> Quantity {
+    Quantity(match resource {
+        "cpu" if v % 1000 == 0 => (v / 1000).to_string(),
+        "cpu" => format!("{v}m"),
+        "memory" | "ephemeral-storage" if v % 1024 == 0 => format!("{}Ki", v / 1024),
+        _ => v.to_string(),
+    })
 }
 
 /// The Node to register: its name and the upstream well-known labels plus `--node-labels`.
@@ -255,7 +284,15 @@ pub fn node_status(
                 address: i.hostname.clone(),
             },
         ]),
-        allocatable: Some(capacity.clone()),
+        allocatable: Some(
+            crate::resource::allocatable(&self::capacity(m, i.max_pods), &[&i.reserved])
+                .into_iter()
+                .map(|(k, v)| {
+                    let q = quantity_of(&k, v);
+                    (k, q)
+                })
+                .collect(),
+        ),
         capacity: Some(capacity),
         conditions: Some(conditions),
         daemon_endpoints: Some(NodeDaemonEndpoints {
@@ -584,5 +621,33 @@ mod tests {
         let top = top_images(imgs);
         assert_eq!(top.len(), 50);
         assert_eq!(top[0].size_bytes, Some(59));
+    }
+
+    #[test]
+    fn allocatable_is_capacity_less_what_is_reserved() {
+        let m = Machine {
+            cpus: 4,
+            memory_bytes: 8 << 30,
+            ephemeral_storage_bytes: 100 << 30,
+            ..Default::default()
+        };
+        let mut i = inputs();
+        i.reserved = BTreeMap::from([
+            ("cpu".to_string(), 1100),
+            ("memory".to_string(), (1 << 30) + (100 << 20)),
+            ("ephemeral-storage".to_string(), 10 << 30),
+        ]);
+        let s = node_status(&i, &m, &Health::default(), Vec::new(), None);
+        let a = s.allocatable.expect("allocatable");
+        let c = s.capacity.expect("capacity");
+        assert_eq!(c["cpu"].0, "4");
+        assert_eq!(a["cpu"].0, "2900m");
+        assert_eq!(c["memory"].0, "8388608Ki");
+        assert_eq!(a["memory"].0, format!("{}Ki", 8388608 - 1048576 - 102400));
+        assert_eq!(
+            a["ephemeral-storage"].0,
+            format!("{}Ki", (90u64 << 30) / 1024)
+        );
+        assert_eq!(a["pods"], c["pods"]);
     }
 }

@@ -42,6 +42,7 @@ async fn node_registers_reports_status_on_change_and_renews_its_lease() {
         container_runtime_version: "containerd://1.6.20".into(),
         kubelet_version: "v1.34.0".into(),
         labels: [("tier".to_string(), "test".to_string())].into(),
+        reserved: Default::default(),
     };
     let machine = Machine::read(std::path::Path::new("/"));
     assert!(machine.cpus > 0 && machine.memory_bytes > 0, "{machine:?}");

@@ -26,6 +26,7 @@ mod dockershim_network;
 mod dockershim_restart;
 mod grpc_clients;
 mod judges;
+mod kubelet_allocatable;
 mod kubelet_api_features;
 mod kubelet_api_mode;
 mod kubelet_api_source;

@@ -35,6 +35,7 @@ pub use measure::{observe, parse_meminfo};
 pub use rank::{
     PodUsage, SYSTEM_CRITICAL_PRIORITY, eviction_message, is_critical, rank, usage_for,
 };
+pub use thresholds::hard_eviction_reservation;
 pub use thresholds::{
     DEFAULT_EVICTION_HARD, Decider, EvictionConfig, parse_pairs_flag, parse_threshold_flag,
     parse_thresholds, thresholds_met,

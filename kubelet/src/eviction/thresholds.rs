@@ -108,6 +108,34 @@ impl Default for EvictionConfig {
     }
 }
 
+/// Upstream `hardEvictionReservation`: what the hard thresholds hold back from allocatable —
+/// `memory.available` as `memory`, `nodefs.available` as `ephemeral-storage` — in bytes, a
+/// percentage taken of that resource's capacity (`capacity`, in bytes).
+pub fn hard_eviction_reservation(
+    config: &EvictionConfig,
+    capacity: &BTreeMap<String, i64>,
+) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    for t in config
+        .thresholds
+        .iter()
+        .filter(|t| t.grace_period.is_zero())
+    {
+        let resource = match t.signal {
+            Signal::MemoryAvailable => "memory",
+            Signal::NodeFsAvailable => "ephemeral-storage",
+            _ => continue,
+        };
+        let cap = capacity
+            .get(resource)
+            .and_then(|c| u64::try_from(*c).ok())
+            .unwrap_or(0);
+        let amount = i64::try_from(t.value.amount(cap)).unwrap_or(i64::MAX);
+        out.insert(resource.to_string(), amount);
+    }
+    out
+}
+
 /// Upstream `thresholdsMet`: the thresholds whose signal is below their value (plus the minimum
 /// reclaim when `enforce_min_reclaim`, i.e. a threshold stays met until that much is freed).
 pub fn thresholds_met(

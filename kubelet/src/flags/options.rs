@@ -95,6 +95,13 @@ pub struct KubeletFlags {
     /// Labels for the node at registration: `key=value` pairs, comma-separated.
     #[arg(long, default_value = "")]
     pub node_labels: String,
+    /// Resources reserved for Kubernetes system daemons (`cpu=100m,memory=100Mi,...`),
+    /// subtracted from the node's allocatable (`kubeReserved`).
+    #[arg(long, default_value = "")]
+    pub kube_reserved: String,
+    /// Resources reserved for the OS' system daemons (`systemReserved`), likewise.
+    #[arg(long, default_value = "")]
+    pub system_reserved: String,
     /// How often the node status is computed and written when it changed.
     #[arg(long, default_value = "10s", value_parser = parse_duration_arg)]
     pub node_status_update_frequency: Duration,

@@ -63,6 +63,26 @@ pub fn resolve(
         f.node_status_report_frequency = f.node_status_update_frequency;
     }
     let eviction = eviction_config(flags, matches, &f)?;
+    let reservation = |flag: &'static str, value: &str, file: &Option<BTreeMap<String, String>>| {
+        let map = if explicit(matches, &flag.replace('-', "_")) {
+            crate::cliflag::map_string_string(value, '=')
+                .map(|v| v.into_iter().collect::<BTreeMap<_, _>>())
+                .map_err(|pair| ConfigError::Flag {
+                    flag,
+                    reason: format!("malformed pair {pair:?}, expect resource=quantity"),
+                })?
+        } else {
+            file.clone().unwrap_or_default()
+        };
+        crate::resource::parse_reservation(&map)
+            .map_err(|reason| ConfigError::Flag { flag, reason })
+    };
+    let kube_reserved = reservation("kube-reserved", &flags.kube_reserved, &f.kube_reserved)?;
+    let system_reserved = reservation(
+        "system-reserved",
+        &flags.system_reserved,
+        &f.system_reserved,
+    )?;
     let pick = |id: &str, flag: Option<String>, file: Option<String>| {
         if explicit(matches, id) {
             flag
@@ -163,6 +183,14 @@ pub fn resolve(
             "runtime_request_timeout",
             flags.runtime_request_timeout,
             f.runtime_request_timeout
+        ),
+        node_reservation: [kube_reserved, system_reserved].into_iter().flatten().fold(
+            BTreeMap::new(),
+            |mut acc, (k, v)| {
+                let e: &mut i64 = acc.entry(k).or_default();
+                *e = e.saturating_add(v);
+                acc
+            },
         ),
         evented_pleg: flags.evented_pleg || gates.get("EventedPLEG").copied().unwrap_or(false),
         // Upstream: beta and on by default since 1.21; the periods come from the file only.

@@ -3,7 +3,6 @@
 //! is named when it is set to something other than the value under which upstream does
 //! nothing either.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use super::v1beta1::KubeletConfiguration;
@@ -169,10 +168,6 @@ impl KubeletConfiguration {
                 .as_deref()
                 .is_some_and(|s| !s.is_empty() && s != "Get"),
         );
-        let nonempty_map =
-            |m: &Option<BTreeMap<String, String>>| m.as_ref().is_some_and(|m| !m.is_empty());
-        note("systemReserved", nonempty_map(&self.system_reserved));
-        note("kubeReserved", nonempty_map(&self.kube_reserved));
         note(
             "reservedSystemCPUs",
             nonempty_str(&self.reserved_system_cpus),

@@ -105,6 +105,9 @@ pub struct KubeletConfig {
     pub read_only_port: i32,
     /// CRI request timeout.
     pub runtime_request_timeout: Duration,
+    /// `kubeReserved` plus `systemReserved` per resource in base units (millicores, bytes):
+    /// subtracted from capacity for allocatable and admission.
+    pub node_reservation: std::collections::BTreeMap<String, i64>,
     /// Use the evented PLEG.
     pub evented_pleg: bool,
     /// Graceful node shutdown (`shutdownGracePeriod`, `shutdownGracePeriodCriticalPods`; off

@@ -38,7 +38,10 @@ use std::cmp::Ordering;
 use std::fmt;
 use std::str::FromStr;
 
-pub use fit::{InsufficientResource, fit_pod_count};
+pub use fit::{
+    InsufficientResource, Resources, allocatable, fit_pod_count, fit_requests, parse_reservation,
+    pod_requests,
+};
 
 /// Upstream `resource.Scale`: a power of ten.
 pub type Scale = i32;

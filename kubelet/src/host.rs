@@ -46,6 +46,10 @@ pub struct KubeletShared {
     /// The node's allocatable amounts per resource in base units (millicores, bytes, pods):
     /// capacity less kube-reserved, system-reserved and the hard eviction thresholds.
     pub allocatable: std::collections::BTreeMap<String, i64>,
+    /// The node's labels (well-known ones and `--node-labels`) and taints (registered ones), as
+    /// admission matches pods against them.
+    pub node_labels: std::collections::BTreeMap<String, String>,
+    pub node_taints: Vec<k8s_openapi::api::core::v1::Taint>,
     /// What allocatable holds back from capacity, per resource in base units.
     pub reserved: std::collections::BTreeMap<String, i64>,
     /// Whether the node is shutting down (graceful node shutdown): Ready turns False and new

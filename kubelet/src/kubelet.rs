@@ -60,7 +60,30 @@ impl Kubelet {
         }
         let allocatable = crate::resource::allocatable(&capacity, &[&reserved]);
         tracing::info!(?capacity, ?allocatable, "node allocatable");
+        let mut node_labels = std::collections::BTreeMap::from([
+            (
+                "kubernetes.io/hostname".to_string(),
+                config.node_name.clone(),
+            ),
+            ("kubernetes.io/os".to_string(), "linux".to_string()),
+            (
+                "kubernetes.io/arch".to_string(),
+                machine.architecture.clone(),
+            ),
+            ("beta.kubernetes.io/os".to_string(), "linux".to_string()),
+            (
+                "beta.kubernetes.io/arch".to_string(),
+                machine.architecture.clone(),
+            ),
+        ]);
+        node_labels.extend(config.node_labels.clone());
         let shared = Arc::new(KubeletShared {
+            node_labels,
+            node_taints: config
+                .api
+                .as_ref()
+                .map(|a| a.register_with_taints.clone())
+                .unwrap_or_default(),
             allocatable,
             reserved,
             pods: RwLock::new(HashMap::new()),
@@ -503,10 +526,26 @@ impl SyncLoop {
         let fit = crate::resource::fit_pod_count(active.len(), self.max_pods).and_then(|()| {
             crate::resource::fit_requests(crate::resource::pod_requests(pod), used, allocatable)
         });
-        let Err(e) = fit else {
-            return true;
+        let (reason, message) = match fit {
+            Err(e) => (e.reason(), e.to_string()),
+            Ok(()) => {
+                let s = &self.shared;
+                let (reason, message) = if !crate::predicate::node_affinity_matches(
+                    pod,
+                    &s.node_name,
+                    &s.node_labels,
+                ) {
+                    crate::predicate::NODE_AFFINITY
+                } else if !crate::types::is_static_pod(pod)
+                    && crate::predicate::untolerated_no_execute(pod, &s.node_taints).is_some()
+                {
+                    crate::predicate::TAINT
+                } else {
+                    return true;
+                };
+                (reason.to_string(), message.to_string())
+            }
         };
-        let (reason, message) = (e.reason(), e.to_string());
         tracing::warn!(pod = %crate::container::pod_full_name(pod), reason = %reason, message = %message, "pod rejected at admission");
         self.events.event(
             pod,

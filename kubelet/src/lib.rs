@@ -55,6 +55,7 @@ pub mod nodeshutdown;
 pub mod nodestatus;
 pub mod pleg;
 pub mod pod_workers;
+pub mod predicate;
 pub mod probe;
 pub mod prober;
 pub mod qos;

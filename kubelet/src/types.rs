@@ -30,6 +30,15 @@ pub fn owned_by_node(pod_name: &str, node_name: &str) -> bool {
         .is_some_and(|rest| rest.ends_with('-') && rest.len() > 1)
 }
 
+/// Upstream `IsStaticPod`: a pod from a source other than the API server (file, http).
+pub fn is_static_pod(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONFIG_SOURCE_ANNOTATION))
+        .is_some_and(|s| s != API_SOURCE)
+}
+
 // Labels the kubelet puts on every sandbox and container (upstream `pkg/kubelet/types/labels.go`),
 // shared with dockershim through node-common.
 pub use node_common::labels::{

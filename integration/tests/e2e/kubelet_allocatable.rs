@@ -5,8 +5,11 @@
 //! requesting more than what is left is rejected `OutOfcpu` with upstream's message
 //! ("Pod Node didn't have enough resource: cpu, requested: R, used: U, capacity: C"), one
 //! requesting more memory than the node has `OutOfmemory`; neither reaches the runtime.
+//! With `--node-labels=disk=ssd`, a pod selecting `disk: ssd` runs and one selecting
+//! `disk: hdd` is rejected `NodeAffinity` ("Pod Predicate NodeAffinity failed").
 //! API-server mode (the project's API fixture): the Node's `status.allocatable` is capacity less
-//! those reservations.
+//! those reservations, and with `--register-with-taints=dedicated=db:NoExecute` an API pod
+//! without a toleration is rejected `Taint` ("Pod Predicate TaintToleration failed").
 
 use crate::kubelet_support;
 
@@ -56,7 +59,10 @@ async fn kubelet_resource_admission(kind: RuntimeKind) {
     let mut k = Kubelet::new(kind, "klalloc");
     let node = k.node.clone();
     let uid = |n: &str| format!("{node}-{n}");
-    let uids: Vec<String> = ["half", "cpu", "mem"].iter().map(|n| uid(n)).collect();
+    let uids: Vec<String> = ["half", "cpu", "mem", "sel", "nosel"]
+        .iter()
+        .map(|n| uid(n))
+        .collect();
     let half = alloc / 2;
     k.write_manifest(
         "half.yaml",
@@ -68,7 +74,9 @@ async fn kubelet_resource_admission(kind: RuntimeKind) {
             "16Mi",
         ),
     );
-    k.spawn(&tb, &RESERVE.map(String::from));
+    let mut flags: Vec<String> = RESERVE.map(String::from).to_vec();
+    flags.push("--node-labels=disk=ssd".into());
+    k.spawn(&tb, &flags);
     let (port, log, endpoint) = (k.port, k.log.clone(), k.endpoint(&tb));
     let body = async {
         wait_for("the pod within allocatable running", &log, || async {
@@ -125,6 +133,32 @@ async fn kubelet_resource_admission(kind: RuntimeKind) {
             );
         }
         assert!(running_ids(&pod(port, &uids[0]).await.expect("pod")).is_some());
+        // Node selectors against the node's labels.
+        let selecting = |name: &str, uid: &str, disk: &str| {
+            pod_manifest(
+                name,
+                uid,
+                &tb.busybox_image,
+                "sleep 3600",
+                &format!("  nodeSelector:\n    disk: {disk}\n"),
+            )
+        };
+        k.write_manifest("sel.yaml", &selecting("sel", &uids[3], "ssd"));
+        k.write_manifest("nosel.yaml", &selecting("nosel", &uids[4], "hdd"));
+        wait_for("the pod selecting this node running", &log, || async {
+            running_ids(&pod(port, &uids[3]).await?)
+        })
+        .await;
+        let nosel = wait_for("the pod selecting another node rejected", &log, || async {
+            let p = pod(port, &uids[4]).await?;
+            (p["status"]["phase"] == "Failed").then_some(p)
+        })
+        .await;
+        assert_eq!(nosel["status"]["reason"], "NodeAffinity", "{nosel}");
+        assert_eq!(
+            nosel["status"]["message"], "Pod Predicate NodeAffinity failed",
+            "{nosel}"
+        );
     };
     let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(body)).await;
     k.shutdown(&tb, &uids).await;
@@ -163,10 +197,15 @@ async fn kubelet_node_allocatable_api() {
     let (root, log) = (dir.path().join("root"), dir.path().join("kubelet.log"));
     let node = integration::fixtures::unique_name("allocapi");
     let mut cmd = kubelet_command(kind, &tb, &root, None, free_port(), &node, &log);
-    cmd.arg("--kubeconfig").arg(&kubeconfig).args(RESERVE);
+    cmd.arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(RESERVE)
+        .arg("--register-with-taints=dedicated=db:NoExecute");
     let mut child = cmd.spawn().expect("spawn kubelet");
     let config = kube::Config::new(server.url().parse().expect("url"));
-    let nodes: Api<Node> = Api::all(kube::Client::try_from(config).expect("client"));
+    let client = kube::Client::try_from(config).expect("client");
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client, "default");
     let body = async {
         let status = wait_for("the Node's status", &log, || async {
             nodes.get_opt(&node).await.ok()??.status
@@ -195,6 +234,30 @@ async fn kubelet_node_allocatable_api() {
             "{alloc:?}"
         );
         assert_eq!(alloc["pods"], cap["pods"]);
+        // An API pod that does not tolerate the NoExecute taint is refused.
+        let name = format!("{node}-untolerant");
+        let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                "containers": [{"name": "main", "image": tb.busybox_image,
+                    "imagePullPolicy": "IfNotPresent", "command": ["sleep", "3600"]}]}
+        }))
+        .expect("pod");
+        pods.create(&kube::api::PostParams::default(), &p)
+            .await
+            .expect("create");
+        let status = wait_for("the untolerant pod rejected", &log, || async {
+            let s = pods.get_opt(&name).await.ok()??.status?;
+            (s.phase.as_deref() == Some("Failed")).then_some(s)
+        })
+        .await;
+        assert_eq!(status.reason.as_deref(), Some("Taint"), "{status:?}");
+        assert_eq!(
+            status.message.as_deref(),
+            Some("Pod Predicate TaintToleration failed"),
+            "{status:?}"
+        );
     };
     let outcome = tokio::time::timeout(std::time::Duration::from_secs(90), body).await;
     stop_kubelet(&mut child).await;

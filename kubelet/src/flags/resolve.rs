@@ -192,6 +192,7 @@ pub fn resolve(
                 acc
             },
         ),
+        node_labels: parse_node_labels(&flags.node_labels)?,
         evented_pleg: flags.evented_pleg || gates.get("EventedPLEG").copied().unwrap_or(false),
         // Upstream: beta and on by default since 1.21; the periods come from the file only.
         shutdown: if gates.get("GracefulNodeShutdown").copied().unwrap_or(true) {

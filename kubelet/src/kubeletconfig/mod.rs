@@ -108,6 +108,9 @@ pub struct KubeletConfig {
     /// `kubeReserved` plus `systemReserved` per resource in base units (millicores, bytes):
     /// subtracted from capacity for allocatable and admission.
     pub node_reservation: std::collections::BTreeMap<String, i64>,
+    /// `--node-labels`: the node's own labels beside the well-known ones (admission matches
+    /// node selectors against them in every mode).
+    pub node_labels: std::collections::BTreeMap<String, String>,
     /// Use the evented PLEG.
     pub evented_pleg: bool,
     /// Graceful node shutdown (`shutdownGracePeriod`, `shutdownGracePeriodCriticalPods`; off

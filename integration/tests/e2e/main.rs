@@ -34,6 +34,7 @@ mod kubelet_api_status;
 mod kubelet_credentials;
 mod kubelet_evented_pleg;
 mod kubelet_eviction;
+mod kubelet_faults;
 mod kubelet_gc;
 mod kubelet_kubeadm;
 mod kubelet_logs;

@@ -12,9 +12,10 @@
 //! refreshes them once a minute and the stats RPCs never compute sizes on the request path.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
+use parking_lot::{Mutex, RwLock};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -68,32 +69,30 @@ pub struct ListCache {
 impl ListCache {
     /// Something changed (an event, or a mutation we made): the listing is stale.
     pub fn invalidate(&self) {
-        if let Ok(mut s) = self.state.lock() {
-            s.seq += 1;
-            s.last_change = s.seq;
-        }
+        let mut s = self.state.lock();
+        s.seq += 1;
+        s.last_change = s.seq;
     }
 
     /// The event stream is (re)connected or lost. Connecting also invalidates: events may have
     /// been missed while it was down.
     pub fn set_watching(&self, watching: bool) {
-        if let Ok(mut s) = self.state.lock() {
-            s.watching = watching;
-            s.seq += 1;
-            s.last_change = s.seq;
-        }
+        let mut s = self.state.lock();
+        s.watching = watching;
+        s.seq += 1;
+        s.last_change = s.seq;
     }
 
     /// The cached listing, if it can be trusted.
     pub fn get(&self) -> Option<Vec<ContainerSummary>> {
-        let s = self.state.lock().ok()?;
+        let s = self.state.lock();
         let (taken, at, list) = s.listing.as_ref()?;
         s.fresh(*taken, *at).then(|| list.clone())
     }
 
     /// The full id of container `id` if an inspect found it running and nothing changed since.
     pub fn running(&self, id: &str) -> Option<String> {
-        let s = self.state.lock().ok()?;
+        let s = self.state.lock();
         let (taken, at, full) = s.running.get(id)?;
         s.fresh(*taken, *at).then(|| full.clone())
     }
@@ -101,36 +100,30 @@ impl ListCache {
     /// Remembers that an inspect requested after `ticket` found `id` (full id `full_id`)
     /// running.
     pub fn store_running(&self, ticket: u64, id: &str, full_id: &str) {
-        if let Ok(mut s) = self.state.lock() {
-            // Forget what a change already made stale, and everything if it grew too big.
-            let last = s.last_change;
-            s.running.retain(|_, (t, _, _)| *t > last);
-            if s.running.len() >= RUNNING_MAX {
-                s.running.clear();
-            }
-            s.running.insert(
-                id.to_string(),
-                (ticket, Instant::now(), full_id.to_string()),
-            );
+        let mut s = self.state.lock();
+        // Forget what a change already made stale, and everything if it grew too big.
+        let last = s.last_change;
+        s.running.retain(|_, (t, _, _)| *t > last);
+        if s.running.len() >= RUNNING_MAX {
+            s.running.clear();
         }
+        s.running.insert(
+            id.to_string(),
+            (ticket, Instant::now(), full_id.to_string()),
+        );
     }
 
     /// A ticket to take before requesting a fresh listing from Docker.
     pub fn ticket(&self) -> u64 {
-        self.state
-            .lock()
-            .map(|mut s| {
-                s.seq += 1;
-                s.seq
-            })
-            .unwrap_or(0)
+        let mut s = self.state.lock();
+        s.seq += 1;
+        s.seq
     }
 
     /// Stores a listing requested after `ticket` was taken, unless a newer one is stored.
     pub fn store(&self, ticket: u64, list: &[ContainerSummary]) {
-        if let Ok(mut s) = self.state.lock()
-            && s.listing.as_ref().is_none_or(|(t, _, _)| *t < ticket)
-        {
+        let mut s = self.state.lock();
+        if s.listing.as_ref().is_none_or(|(t, _, _)| *t < ticket) {
             s.listing = Some((ticket, Instant::now(), list.to_vec()));
         }
     }
@@ -145,7 +138,7 @@ pub struct ImageRefCache {
 impl ImageRefCache {
     /// The repo digests of `image_id`, if known and the event stream is connected.
     pub fn get(&self, image_id: &str) -> Option<Vec<String>> {
-        let s = self.state.lock().ok()?;
+        let s = self.state.lock();
         if !s.0 {
             return None;
         }
@@ -154,26 +147,22 @@ impl ImageRefCache {
 
     /// Remembers the repo digests of `image_id`.
     pub fn put(&self, image_id: &str, digests: Vec<String>) {
-        if let Ok(mut s) = self.state.lock()
-            && s.0
-        {
+        let mut s = self.state.lock();
+        if s.0 {
             s.1.insert(image_id.to_string(), digests);
         }
     }
 
     /// An image was pulled, tagged, untagged, loaded or removed.
     pub fn clear(&self) {
-        if let Ok(mut s) = self.state.lock() {
-            s.1.clear();
-        }
+        self.state.lock().1.clear();
     }
 
     /// The event stream is (re)connected or lost; either way what was cached may be stale.
     pub fn set_watching(&self, watching: bool) {
-        if let Ok(mut s) = self.state.lock() {
-            s.0 = watching;
-            s.1.clear();
-        }
+        let mut s = self.state.lock();
+        s.0 = watching;
+        s.1.clear();
     }
 }
 
@@ -189,10 +178,7 @@ pub struct SizeCache {
 impl SizeCache {
     /// The last known size of `id`'s writable layer (0 until first computed).
     pub fn get(&self, id: &str) -> u64 {
-        self.sizes
-            .read()
-            .map(|m| m.get(id).copied().unwrap_or(0))
-            .unwrap_or(0)
+        self.sizes.read().get(id).copied().unwrap_or(0)
     }
 
     /// Refreshes every `SIZE_REFRESH` until cancelled.
@@ -202,9 +188,7 @@ impl SizeCache {
             loop {
                 match docker.container_sizes().await {
                     Ok(m) => {
-                        if let Ok(mut w) = sizes.write() {
-                            *w = m;
-                        }
+                        *sizes.write() = m;
                     }
                     Err(e) => debug!(error = %e, "refreshing container sizes"),
                 }
@@ -319,7 +303,7 @@ mod tests {
         c.invalidate();
         let t = c.ticket();
         c.store_running(t, "new", "y");
-        let n = c.state.lock().map(|s| s.running.len()).unwrap_or(0);
+        let n = c.state.lock().running.len();
         assert_eq!(n, 1, "entries older than the last change are forgotten");
     }
 

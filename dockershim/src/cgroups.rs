@@ -8,10 +8,10 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::RwLock;
 
 use bollard::models::ContainerStatsResponse;
 use bollard::models::{ContainerCpuStats, ContainerCpuUsage, ContainerMemoryStats};
+use parking_lot::RwLock;
 
 /// Where the cgroup filesystem is mounted.
 pub const CGROUP_ROOT: &str = "/sys/fs/cgroup";
@@ -130,31 +130,25 @@ pub struct CgroupCache {
 impl CgroupCache {
     /// The remembered directories of `id`.
     pub fn get(&self, id: &str) -> Option<CgroupPaths> {
-        self.paths.read().ok()?.get(id).cloned()
+        self.paths.read().get(id).cloned()
     }
 
     /// Finds `id`'s directories through its init process `pid` and remembers them.
     pub fn resolve(&self, id: &str, pid: i64) -> Option<CgroupPaths> {
         let table = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
         let paths = paths_from_proc(&table, Path::new(CGROUP_ROOT))?;
-        if let Ok(mut m) = self.paths.write() {
-            m.insert(id.to_string(), paths.clone());
-        }
+        self.paths.write().insert(id.to_string(), paths.clone());
         Some(paths)
     }
 
     /// Forgets `id` (its cgroup is gone).
     pub fn forget(&self, id: &str) {
-        if let Ok(mut m) = self.paths.write() {
-            m.remove(id);
-        }
+        self.paths.write().remove(id);
     }
 
     /// Keeps only the containers `alive` says exist.
     pub fn retain(&self, alive: impl Fn(&str) -> bool) {
-        if let Ok(mut m) = self.paths.write() {
-            m.retain(|id, _| alive(id));
-        }
+        self.paths.write().retain(|id, _| alive(id));
     }
 }
 

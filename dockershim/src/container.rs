@@ -324,9 +324,7 @@ impl<D: DockerApi> Shim<D> {
             Err(e) => return Err(e.into()),
         };
         self.logs.stop(&full_id);
-        if let Ok(mut set) = self.oom_killed.lock() {
-            set.remove(&full_id);
-        }
+        self.oom_killed.lock().remove(&full_id);
         match self.docker.remove_container(&full_id).await {
             Ok(()) => Ok(()),
             Err(e) if e.is_not_found() => Ok(()),

@@ -132,12 +132,9 @@ impl<D: DockerApi> Shim<D> {
         let exit_code = st.and_then(|s| s.exit_code).unwrap_or(0) as i32;
         let finished_at = docker_time_ns(st.and_then(|s| s.finished_at.as_deref()));
         let (reason, message) = if state == cri::ContainerState::ContainerExited {
-            let oom_event = c.id.as_ref().is_some_and(|id| {
-                self.oom_killed
-                    .lock()
-                    .map(|s| s.contains(id))
-                    .unwrap_or(false)
-            });
+            let oom_event =
+                c.id.as_ref()
+                    .is_some_and(|id| self.oom_killed.lock().contains(id));
             let reason = if st.and_then(|s| s.oom_killed).unwrap_or(false) || oom_event {
                 "OOMKilled"
             } else if exit_code == 0 {

@@ -16,7 +16,7 @@ use crate::shim::Shim;
 /// registrar): a second RunPodSandbox or CreateContainer for the same name fails at once with
 /// AlreadyExists instead of racing the first one. Docker names are global to the daemon, so the
 /// set is too.
-static RESERVED_NAMES: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+static RESERVED_NAMES: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::new());
 
 /// A Docker name reserved for the lifetime of the value (see [`RESERVED_NAMES`]).
 #[derive(Debug)]
@@ -25,7 +25,7 @@ pub(crate) struct NameReservation(String);
 impl NameReservation {
     /// Reserves `name`, or fails with AlreadyExists when a request in flight holds it.
     pub(crate) fn take(name: &str) -> Result<Self> {
-        let mut names = RESERVED_NAMES.lock().unwrap_or_else(|e| e.into_inner());
+        let mut names = RESERVED_NAMES.lock();
         if names.iter().any(|n| n == name) {
             return Err(ShimError::AlreadyExists(format!(
                 "the name {name:?} is reserved by a request in progress for the same metadata"
@@ -38,7 +38,7 @@ impl NameReservation {
 
 impl Drop for NameReservation {
     fn drop(&mut self) {
-        let mut names = RESERVED_NAMES.lock().unwrap_or_else(|e| e.into_inner());
+        let mut names = RESERVED_NAMES.lock();
         if let Some(i) = names.iter().position(|n| *n == self.0) {
             names.swap_remove(i);
         }

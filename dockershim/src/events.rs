@@ -133,11 +133,8 @@ impl<D: DockerApi> Shim<D> {
                 let ours = actor
                     .and_then(|a| a.attributes.as_ref())
                     .is_some_and(|a| a.contains_key(labels::CONTAINER_TYPE_LABEL_KEY));
-                if ours
-                    && let Some(id) = actor.and_then(|a| a.id.clone())
-                    && let Ok(mut set) = self.oom_killed.lock()
-                {
-                    set.insert(id);
+                if ours && let Some(id) = actor.and_then(|a| a.id.clone()) {
+                    self.oom_killed.lock().insert(id);
                 }
             }
             Some(EventMessageTypeEnum::CONTAINER) if cache::changes_listing(action) => {

@@ -4,7 +4,8 @@
 //! kubelet's embedded mode calls the same function.
 //!
 //! Modules, bottom to top (each imports only from the layers under it):
-//! 1. `docker` — the [`DockerApi`] trait, its bollard client and (in tests) a fake.
+//! 1. `docker` — the [`DockerApi`] trait, its bollard client and (in tests) a fake; in tests,
+//!    `testbed` — when a test that needs the real runtime skips and when it fails.
 //! 2. `naming`, `labels`, `checkpoint`, `security`, `crilog`, `cni`, `filter`, `timestamp`,
 //!    `pause_image`, `cgroups`, `config`, `errors` (the one mapping to gRPC codes) — pure
 //!    translation and files; `cache`, `logs`, `network` — state those build on.
@@ -43,11 +44,14 @@ pub mod shim;
 pub mod stats;
 pub mod streaming;
 pub mod streaming_rpc;
+#[cfg(test)]
+mod testbed;
 pub mod timestamp;
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
+use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};

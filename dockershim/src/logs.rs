@@ -5,10 +5,11 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
+use parking_lot::Mutex;
 
 use crate::crilog::{self, CriLogError, LogCopierHandle, LogStream, LogWriter};
 use crate::docker::{self, DockerApi};
@@ -56,7 +57,7 @@ impl LogManager {
     }
 
     fn insert(&self, id: &str, handle: LogCopierHandle) {
-        let mut copiers = self.copiers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut copiers = self.copiers.lock();
         copiers.retain(|_, h| !h.is_finished());
         if let Some(old) = copiers.insert(id.to_string(), Arc::new(handle)) {
             old.abort();
@@ -66,7 +67,7 @@ impl LogManager {
     /// Reopens `id`'s log file at its path.
     pub async fn reopen(&self, id: &str) -> Result<(), CriLogError> {
         let handle = {
-            let copiers = self.copiers.lock().unwrap_or_else(|p| p.into_inner());
+            let copiers = self.copiers.lock();
             copiers.get(id).cloned()
         };
         match handle {
@@ -83,7 +84,7 @@ impl LogManager {
     /// `limit` is left to finish on its own and not waited for again.
     pub async fn drained(&self, id: &str, limit: Duration) {
         let handle = {
-            let copiers = self.copiers.lock().unwrap_or_else(|p| p.into_inner());
+            let copiers = self.copiers.lock();
             match copiers.get(id) {
                 Some(h) if !h.is_finished() => h.clone(),
                 _ => return,
@@ -91,7 +92,7 @@ impl LogManager {
         };
         if tokio::time::timeout(limit, handle.drained()).await.is_err() {
             tracing::warn!(container = %id, "container log copier still busy after the exit, not waiting for it again");
-            let mut copiers = self.copiers.lock().unwrap_or_else(|p| p.into_inner());
+            let mut copiers = self.copiers.lock();
             if copiers.get(id).is_some_and(|h| Arc::ptr_eq(h, &handle)) {
                 copiers.remove(id);
             }
@@ -100,7 +101,7 @@ impl LogManager {
 
     /// Stops copying `id` (it is being removed).
     pub fn stop(&self, id: &str) {
-        let mut copiers = self.copiers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut copiers = self.copiers.lock();
         if let Some(h) = copiers.remove(id) {
             h.abort();
         }

@@ -237,13 +237,13 @@ mod tests {
         let sock = std::path::Path::new("/var/run/docker.sock");
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } != 0 || !sock.exists() {
-            eprintln!("SKIPPED docker_loads_it: needs root and /var/run/docker.sock");
+            crate::testbed::skip("docker_loads_it", "needs root and /var/run/docker.sock");
             return;
         }
         let docker = match bollard::Docker::connect_with_unix_defaults() {
             Ok(d) if d.ping().await.is_ok() => d,
             _ => {
-                eprintln!("SKIPPED docker_loads_it: Docker does not answer");
+                crate::testbed::skip("docker_loads_it", "Docker does not answer");
                 return;
             }
         };

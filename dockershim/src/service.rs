@@ -112,7 +112,7 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
                     "cniNetwork": self.shim.network_name(),
                     "rootDirectory": self.shim.config.root_directory,
                     "sandboxOomScoreAdj": self.shim.sandbox_oom_score_adj,
-                    "podCIDR": *self.shim.pod_cidr.lock().unwrap_or_else(|p| p.into_inner()),
+                    "podCIDR": *self.shim.pod_cidr.lock(),
                 })
                 .to_string(),
             );
@@ -156,7 +156,7 @@ impl<D: DockerApi> RuntimeService for DockerService<D> {
             .and_then(|c| c.network_config)
             .map(|n| n.pod_cidr)
         {
-            *self.shim.pod_cidr.lock().unwrap_or_else(|p| p.into_inner()) = cidr;
+            *self.shim.pod_cidr.lock() = cidr;
         }
         ok(cri::UpdateRuntimeConfigResponse {})
     }

@@ -7,10 +7,11 @@
 //! so the shim reaches it only through the small [`StreamingServer`] trait it owns here.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use bollard::models::{ContainerInspectResponse, ContainerSummary};
 use cri_proto::runtime::v1 as cri;
+use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 

@@ -134,13 +134,10 @@ pub fn spawn(
             shared
                 .pods
                 .read()
-                .map(|m| {
-                    m.values()
-                        .filter(|p| !is_api_pod(p) && p.metadata.deletion_timestamp.is_none())
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default()
+                .values()
+                .filter(|p| !is_api_pod(p) && p.metadata.deletion_timestamp.is_none())
+                .cloned()
+                .collect()
         })
     };
     tokio::spawn(crate::mirror::run(
@@ -242,11 +239,8 @@ async fn pod_status_loop(client: Client, shared: Arc<KubeletShared>, cancel: Can
             _ = shared.status.changed() => {}
         }
         // Live pods: the status the kubelet computed (none yet: nothing to write).
-        let mut pods: Vec<PodState> = shared
-            .pods
-            .read()
-            .map(|m| m.values().cloned().collect::<Vec<_>>())
-            .unwrap_or_default()
+        let live: Vec<Pod> = shared.pods.read().values().cloned().collect();
+        let mut pods: Vec<PodState> = live
             .into_iter()
             .filter(is_api_pod)
             .map(|p| {
@@ -268,8 +262,10 @@ async fn pod_status_loop(client: Client, shared: Arc<KubeletShared>, cancel: Can
         let statics: Vec<Pod> = shared
             .pods
             .read()
-            .map(|m| m.values().filter(|p| !is_api_pod(p)).cloned().collect())
-            .unwrap_or_default();
+            .values()
+            .filter(|p| !is_api_pod(p))
+            .cloned()
+            .collect();
         for s in statics {
             if let (Some(mirror), Some(status)) = (
                 shared.mirrors.get(&s),
@@ -287,11 +283,7 @@ async fn pod_status_loop(client: Client, shared: Arc<KubeletShared>, cancel: Can
             }
         }
         // Pods whose graceful deletion finished: their objects go.
-        let finished: Vec<Pod> = shared
-            .terminated
-            .write()
-            .map(|mut t| t.drain().map(|(_, p)| p).collect())
-            .unwrap_or_default();
+        let finished: Vec<Pod> = shared.terminated.write().drain().map(|(_, p)| p).collect();
         pods.extend(finished.into_iter().filter(is_api_pod).map(|p| PodState {
             pod: p,
             status: None,

@@ -7,10 +7,11 @@
 //! upstream's "no kubeClient defined".
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
 use kube::{Api, Client};
+use parking_lot::Mutex;
 
 /// The objects fetched for one pod.
 #[derive(Debug, Clone, Default)]
@@ -354,17 +355,17 @@ pub async fn fetch(client: &Client, pod: &Pod, tokens: &TokenCache) -> ApiObject
         let cached = tokens
             .0
             .lock()
-            .ok()
-            .and_then(|c| c.get(&key).cloned())
+            .get(&key)
+            .cloned()
             .filter(|(_, refresh_at)| std::time::Instant::now() < *refresh_at);
         let token = match cached {
             Some((t, _)) => Ok(t),
             None => {
                 let t = request_token(client, pod, &aud, exp).await;
-                if let (Ok(tok), Ok(mut c)) = (&t, tokens.0.lock()) {
+                if let Ok(tok) = &t {
                     // Refreshed once 80 % of its lifetime passed.
                     let life = std::time::Duration::from_secs(u64::try_from(exp).unwrap_or(3600));
-                    c.insert(
+                    tokens.0.lock().insert(
                         key,
                         (tok.clone(), std::time::Instant::now() + life.mul_f64(0.8)),
                     );
@@ -380,9 +381,7 @@ pub async fn fetch(client: &Client, pod: &Pod, tokens: &TokenCache) -> ApiObject
 impl TokenCache {
     /// Forgets the tokens of pod `uid` (it is gone).
     pub fn forget(&self, uid: &str) {
-        if let Ok(mut c) = self.0.lock() {
-            c.retain(|k, _| k.2 != uid);
-        }
+        self.0.lock().retain(|k, _| k.2 != uid);
     }
 }
 

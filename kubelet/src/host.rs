@@ -6,10 +6,11 @@
 //! the loop.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use parking_lot::RwLock;
 
 use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::metrics::Metrics;
@@ -63,11 +64,7 @@ pub struct KubeletShared {
 impl KubeletShared {
     /// The known pods with their live status, sorted by namespace/name.
     pub fn pods_with_status(&self) -> Vec<Pod> {
-        let mut pods: Vec<Pod> = self
-            .pods
-            .read()
-            .map(|m| m.values().cloned().collect())
-            .unwrap_or_default();
+        let mut pods: Vec<Pod> = self.pods.read().values().cloned().collect();
         for p in &mut pods {
             if let Some(s) = p
                 .metadata
@@ -87,11 +84,7 @@ impl KubeletShared {
 
     /// Upstream health checks `syncloop` and `pleg`.
     pub fn healthz(&self) -> Result<(), String> {
-        let last = self
-            .last_sync_loop
-            .read()
-            .map(|t| t.elapsed())
-            .unwrap_or_default();
+        let last = self.last_sync_loop.read().elapsed();
         if last > SYNC_LOOP_HEALTH_THRESHOLD {
             return Err(format!(
                 "syncloop: sync loop took too long: last iteration {last:?} ago"

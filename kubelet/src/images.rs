@@ -10,11 +10,12 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use cri_proto::runtime::v1 as cri;
+use parking_lot::Mutex;
 
 use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::kuberuntime::manager::RuntimeError;
@@ -173,7 +174,7 @@ impl ImageGcManager {
         }
         let mut images = Vec::new();
         let mut in_use = HashSet::new();
-        let mut records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+        let mut records = self.records.lock();
         let mut present = HashSet::new();
         for i in list {
             let used = used_refs.contains(&i.id)
@@ -258,7 +259,7 @@ impl ImageGcManager {
         to_free: u64,
     ) -> u64 {
         let victims = {
-            let records = self.records.lock().unwrap_or_else(|e| e.into_inner());
+            let records = self.records.lock();
             select_images(images, &records, in_use, &self.policy, now, to_free)
         };
         let mut freed = 0u64;
@@ -271,9 +272,7 @@ impl ImageGcManager {
             match self.runtime.image_service().remove_image(spec).await {
                 Ok(_) => {
                     freed += size;
-                    if let Ok(mut r) = self.records.lock() {
-                        r.remove(&id);
-                    }
+                    self.records.lock().remove(&id);
                 }
                 Err(e) => tracing::warn!(image = %id, error = %e, "failed to remove image"),
             }

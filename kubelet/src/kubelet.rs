@@ -6,10 +6,11 @@
 //! restart that no source knows. State shared with the HTTP server lives in [`KubeletShared`].
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use parking_lot::RwLock;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -238,19 +239,16 @@ impl Kubelet {
         let active_pods = {
             let shared = Arc::clone(&self.shared);
             Arc::new(move || {
-                let evicted = shared.evicted.read().map(|e| e.clone()).unwrap_or_default();
+                let evicted = shared.evicted.read().clone();
                 shared
                     .pods
                     .read()
-                    .map(|m| {
-                        m.iter()
-                            .filter(|(uid, p)| {
-                                !evicted.contains(*uid) && p.metadata.deletion_timestamp.is_none()
-                            })
-                            .map(|(_, p)| p.clone())
-                            .collect()
+                    .iter()
+                    .filter(|(uid, p)| {
+                        !evicted.contains(*uid) && p.metadata.deletion_timestamp.is_none()
                     })
-                    .unwrap_or_default()
+                    .map(|(_, p)| p.clone())
+                    .collect()
             })
         };
         let (shutdown_tx, mut shutdown_rx) = mpsc::unbounded_channel();
@@ -344,9 +342,7 @@ impl Kubelet {
                 _ = sync_tick.tick() => loop_state.sync_due_pods(),
                 _ = housekeeping.tick() => loop_state.housekeeping(),
             }
-            if let Ok(mut t) = self.shared.last_sync_loop.write() {
-                *t = Instant::now();
-            }
+            *self.shared.last_sync_loop.write() = Instant::now();
         }
         workers_cancel.cancel();
         tracing::info!("kubelet sync loop stopped; pods are left running");
@@ -386,16 +382,15 @@ impl SyncLoop {
     }
 
     fn is_evicted(&self, uid: &str) -> bool {
-        self.shared.evicted.read().is_ok_and(|e| e.contains(uid))
+        self.shared.evicted.read().contains(uid)
     }
 
     fn set_evicted(&self, uid: &str, on: bool) {
-        if let Ok(mut e) = self.shared.evicted.write() {
-            if on {
-                e.insert(uid.to_string());
-            } else {
-                e.remove(uid);
-            }
+        let mut e = self.shared.evicted.write();
+        if on {
+            e.insert(uid.to_string());
+        } else {
+            e.remove(uid);
         }
     }
 
@@ -421,18 +416,8 @@ impl SyncLoop {
     /// Upstream `filterOutInactivePods` over the pod manager's pods other than `except`: those
     /// not rejected or evicted, and not terminal unless still terminating.
     fn active_pods(&self, except: &str) -> Vec<Pod> {
-        let evicted = self
-            .shared
-            .evicted
-            .read()
-            .map(|e| e.clone())
-            .unwrap_or_default();
-        let uids: Vec<String> = self
-            .shared
-            .pods
-            .read()
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default();
+        let evicted = self.shared.evicted.read().clone();
+        let uids: Vec<String> = self.shared.pods.read().keys().cloned().collect();
         uids.iter()
             .filter(|uid| uid.as_str() != except && !evicted.contains(*uid))
             .filter(|uid| {
@@ -597,9 +582,7 @@ impl SyncLoop {
                     }
                     self.shared.metrics.pod_forgotten(&uid);
                     self.probes.remove_pod(&uid);
-                    if let Ok(mut m) = self.shared.pods.write() {
-                        m.remove(&uid);
-                    }
+                    self.shared.pods.write().remove(&uid);
                     self.work_queue.remove(&uid);
                     self.dispatch(pod, true, None);
                 }
@@ -609,17 +592,11 @@ impl SyncLoop {
     }
 
     fn set_pod(&self, uid: &str, pod: Pod) {
-        if let Ok(mut m) = self.shared.pods.write() {
-            m.insert(uid.to_string(), pod);
-        }
+        self.shared.pods.write().insert(uid.to_string(), pod);
     }
 
     fn pod(&self, uid: &str) -> Option<Pod> {
-        self.shared
-            .pods
-            .read()
-            .ok()
-            .and_then(|m| m.get(uid).cloned())
+        self.shared.pods.read().get(uid).cloned()
     }
 
     /// PLEG events re-sync the pod (upstream `handlePodSyncs` for non-removed events).
@@ -651,14 +628,14 @@ impl SyncLoop {
             self.probes.remove_pod(&d.uid);
             self.work_queue.remove(&d.uid);
             // A gracefully deleted pod is forgotten once terminated.
-            if let Ok(mut m) = self.shared.pods.write()
-                && m.get(&d.uid)
-                    .is_some_and(|p| p.metadata.deletion_timestamp.is_some())
-                && let Some(pod) = m.remove(&d.uid)
+            let mut pods = self.shared.pods.write();
+            if pods
+                .get(&d.uid)
+                .is_some_and(|p| p.metadata.deletion_timestamp.is_some())
+                && let Some(pod) = pods.remove(&d.uid)
                 && self.pod_config_has_api
-                && let Ok(mut t) = self.shared.terminated.write()
             {
-                t.insert(d.uid.clone(), pod);
+                self.shared.terminated.write().insert(d.uid.clone(), pod);
             }
             return;
         }
@@ -696,12 +673,7 @@ impl SyncLoop {
         if ready_since.elapsed() < SOURCES_SETTLE || !self.shared.pleg.has_relisted() {
             return;
         }
-        let desired: HashSet<String> = self
-            .shared
-            .pods
-            .read()
-            .map(|m| m.keys().cloned().collect())
-            .unwrap_or_default();
+        let desired: HashSet<String> = self.shared.pods.read().keys().cloned().collect();
         for uid in self.workers.uids() {
             if !desired.contains(&uid) && !self.workers.is_terminating(&uid) {
                 let mut pod = Pod::default();
@@ -711,27 +683,19 @@ impl SyncLoop {
         }
         // Desired pods without a worker (re-added while their previous incarnation was being
         // terminated) get one again.
-        let evicted = self
-            .shared
-            .evicted
-            .read()
-            .map(|e| e.clone())
-            .unwrap_or_default();
+        let evicted = self.shared.evicted.read().clone();
         let unserved: Vec<Pod> = self
             .shared
             .pods
             .read()
-            .map(|m| {
-                m.iter()
-                    .filter(|(uid, p)| {
-                        !self.workers.is_known(uid)
-                            && !evicted.contains(*uid)
-                            && p.metadata.deletion_timestamp.is_none()
-                    })
-                    .map(|(_, p)| p.clone())
-                    .collect()
+            .iter()
+            .filter(|(uid, p)| {
+                !self.workers.is_known(uid)
+                    && !evicted.contains(*uid)
+                    && p.metadata.deletion_timestamp.is_none()
             })
-            .unwrap_or_default();
+            .map(|(_, p)| p.clone())
+            .collect();
         for pod in unserved {
             if !self.work_queue.contains_key(&uid_of(&pod)) {
                 self.probes.add_pod(&pod);

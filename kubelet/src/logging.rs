@@ -183,14 +183,13 @@ mod tests {
 
     #[test]
     fn json_lines_carry_the_fields_of_their_spans() {
-        use std::sync::{Arc, Mutex};
+        use parking_lot::Mutex;
+        use std::sync::Arc;
         #[derive(Clone, Default)]
         struct Buf(Arc<Mutex<Vec<u8>>>);
         impl std::io::Write for Buf {
             fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-                if let Ok(mut v) = self.0.lock() {
-                    v.extend_from_slice(b);
-                }
+                self.0.lock().extend_from_slice(b);
                 Ok(b.len())
             }
             fn flush(&mut self) -> std::io::Result<()> {
@@ -211,8 +210,7 @@ mod tests {
             let _c = c.enter();
             tracing::info!(image = "busybox", "pulling image");
         });
-        let text =
-            String::from_utf8(buf.0.lock().map(|v| v.clone()).unwrap_or_default()).expect("utf8");
+        let text = String::from_utf8(buf.0.lock().clone()).expect("utf8");
         let j: serde_json::Value = serde_json::from_str(text.trim()).expect("one json line");
         assert_eq!(j["msg"], "pulling image");
         assert_eq!(j["pod"], "default/web");

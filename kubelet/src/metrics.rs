@@ -4,9 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
+
+use parking_lot::Mutex;
 
 /// Default latency buckets (seconds).
 pub const BUCKETS: [f64; 12] = [
@@ -78,57 +79,59 @@ pub struct Metrics {
 impl Metrics {
     /// Observe one PLEG relist.
     pub fn observe_relist(&self, d: Duration) {
-        if let Ok(mut h) = self.pleg_relist.lock() {
-            h.observe(d);
-        }
+        self.pleg_relist.lock().observe(d);
     }
 
     /// The kubelet saw pod `uid` for the first time (start of `kubelet_pod_start_duration_seconds`).
     pub fn pod_seen(&self, uid: &str) {
-        if let Ok(mut m) = self.first_seen.lock() {
-            m.entry(uid.to_string())
-                .or_insert_with(std::time::Instant::now);
-        }
+        self.first_seen
+            .lock()
+            .entry(uid.to_string())
+            .or_insert_with(std::time::Instant::now);
     }
 
     /// Pod `uid` is running: observe its start duration once.
     pub fn pod_running(&self, uid: &str) {
-        let seen = self.first_seen.lock().ok().and_then(|mut m| m.remove(uid));
-        if let (Some(t), Ok(mut h)) = (seen, self.pod_start.lock()) {
-            h.observe(t.elapsed());
+        let seen = self.first_seen.lock().remove(uid);
+        if let Some(t) = seen {
+            self.pod_start.lock().observe(t.elapsed());
         }
     }
 
     /// Pod `uid` is gone before it ran.
     pub fn pod_forgotten(&self, uid: &str) {
-        if let Ok(mut m) = self.first_seen.lock() {
-            m.remove(uid);
-        }
+        self.first_seen.lock().remove(uid);
     }
 
     /// Count one runtime operation (and its failure) that took `took`.
     pub fn runtime_operation_took(&self, op: &str, failed: bool, took: Duration) {
         self.runtime_operation(op, failed);
-        if let Ok(mut m) = self.runtime_durations.lock() {
-            m.entry(op.to_string()).or_default().observe(took);
-        }
+        self.runtime_durations
+            .lock()
+            .entry(op.to_string())
+            .or_default()
+            .observe(took);
     }
 
     /// Count one runtime operation (and its failure).
     pub fn runtime_operation(&self, op: &str, failed: bool) {
-        if let Ok(mut m) = self.runtime_ops.lock() {
-            *m.entry(op.to_string()).or_default() += 1;
-        }
-        if failed && let Ok(mut m) = self.runtime_errors.lock() {
-            *m.entry(op.to_string()).or_default() += 1;
+        *self.runtime_ops.lock().entry(op.to_string()).or_default() += 1;
+        if failed {
+            *self
+                .runtime_errors
+                .lock()
+                .entry(op.to_string())
+                .or_default() += 1;
         }
     }
 
     /// Observe one pod worker sync of `operation` (`sync`, `terminating`, `terminated`).
     pub fn observe_pod_worker(&self, operation: &str, d: Duration) {
-        if let Ok(mut m) = self.pod_worker.lock() {
-            m.entry(operation.to_string()).or_default().observe(d);
-        }
+        self.pod_worker
+            .lock()
+            .entry(operation.to_string())
+            .or_default()
+            .observe(d);
     }
 
     /// Set the running pod/container gauges.
@@ -153,50 +156,42 @@ impl Metrics {
             self.running_containers.load(Ordering::Relaxed)
         );
         out.push_str("# HELP kubelet_pleg_relist_duration_seconds Duration in seconds for relisting pods in PLEG.\n# TYPE kubelet_pleg_relist_duration_seconds histogram\n");
-        if let Ok(h) = self.pleg_relist.lock() {
-            h.render(&mut out, "kubelet_pleg_relist_duration_seconds", "");
-        }
+        self.pleg_relist
+            .lock()
+            .render(&mut out, "kubelet_pleg_relist_duration_seconds", "");
         out.push_str("# HELP kubelet_runtime_operations_total Cumulative number of runtime operations by operation type.\n# TYPE kubelet_runtime_operations_total counter\n");
-        if let Ok(m) = self.runtime_ops.lock() {
-            for (op, n) in m.iter() {
-                let _ = writeln!(
-                    out,
-                    "kubelet_runtime_operations_total{{operation_type=\"{op}\"}} {n}"
-                );
-            }
+        for (op, n) in self.runtime_ops.lock().iter() {
+            let _ = writeln!(
+                out,
+                "kubelet_runtime_operations_total{{operation_type=\"{op}\"}} {n}"
+            );
         }
         out.push_str("# HELP kubelet_runtime_operations_errors_total Cumulative number of runtime operation errors by operation type.\n# TYPE kubelet_runtime_operations_errors_total counter\n");
-        if let Ok(m) = self.runtime_errors.lock() {
-            for (op, n) in m.iter() {
-                let _ = writeln!(
-                    out,
-                    "kubelet_runtime_operations_errors_total{{operation_type=\"{op}\"}} {n}"
-                );
-            }
+        for (op, n) in self.runtime_errors.lock().iter() {
+            let _ = writeln!(
+                out,
+                "kubelet_runtime_operations_errors_total{{operation_type=\"{op}\"}} {n}"
+            );
         }
         out.push_str("# HELP kubelet_runtime_operations_duration_seconds Duration in seconds of runtime operations. Broken down by operation type.\n# TYPE kubelet_runtime_operations_duration_seconds histogram\n");
-        if let Ok(m) = self.runtime_durations.lock() {
-            for (op, h) in m.iter() {
-                h.render(
-                    &mut out,
-                    "kubelet_runtime_operations_duration_seconds",
-                    &format!("operation_type=\"{op}\""),
-                );
-            }
+        for (op, h) in self.runtime_durations.lock().iter() {
+            h.render(
+                &mut out,
+                "kubelet_runtime_operations_duration_seconds",
+                &format!("operation_type=\"{op}\""),
+            );
         }
         out.push_str("# HELP kubelet_pod_start_duration_seconds Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run\n# TYPE kubelet_pod_start_duration_seconds histogram\n");
-        if let Ok(h) = self.pod_start.lock() {
-            h.render(&mut out, "kubelet_pod_start_duration_seconds", "");
-        }
+        self.pod_start
+            .lock()
+            .render(&mut out, "kubelet_pod_start_duration_seconds", "");
         out.push_str("# HELP kubelet_pod_worker_duration_seconds Duration in seconds to sync a single pod.\n# TYPE kubelet_pod_worker_duration_seconds histogram\n");
-        if let Ok(m) = self.pod_worker.lock() {
-            for (op, h) in m.iter() {
-                h.render(
-                    &mut out,
-                    "kubelet_pod_worker_duration_seconds",
-                    &format!("operation_type=\"{op}\""),
-                );
-            }
+        for (op, h) in self.pod_worker.lock().iter() {
+            h.render(
+                &mut out,
+                "kubelet_pod_worker_duration_seconds",
+                &format!("operation_type=\"{op}\""),
+            );
         }
         out
     }

@@ -8,13 +8,14 @@
 //! deletes those whose static pod is gone. Their status is written by the status task.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::{Api, Client};
+use parking_lot::RwLock;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -49,18 +50,16 @@ pub struct MirrorPods(Arc<RwLock<BTreeMap<String, Pod>>>);
 impl MirrorPods {
     /// Replaces the known set (after every change the API source sees).
     pub fn set(&self, pods: BTreeMap<String, Pod>) {
-        if let Ok(mut m) = self.0.write() {
-            *m = pods;
-        }
+        *self.0.write() = pods;
     }
 
     /// The mirror pod of `static_pod`, if the API has one.
     pub fn get(&self, static_pod: &Pod) -> Option<Pod> {
-        self.0.read().ok()?.get(&key(static_pod)).cloned()
+        self.0.read().get(&key(static_pod)).cloned()
     }
 
     pub fn all(&self) -> BTreeMap<String, Pod> {
-        self.0.read().map(|m| m.clone()).unwrap_or_default()
+        self.0.read().clone()
     }
 }
 

@@ -7,10 +7,11 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
+use parking_lot::Mutex;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -174,12 +175,12 @@ impl PodWorkers {
                 return;
             }
             w.terminating |= work.kill;
-            if let Ok(mut p) = w.pending.lock() {
-                // A pending kill is never replaced by a sync.
-                if !p.as_ref().is_some_and(|p| p.kill && !work.kill) {
-                    *p = Some(work);
-                }
+            let mut p = w.pending.lock();
+            // A pending kill is never replaced by a sync.
+            if !p.as_ref().is_some_and(|p| p.kill && !work.kill) {
+                *p = Some(work);
             }
+            drop(p);
             w.notify.notify_one();
             return;
         }
@@ -188,9 +189,7 @@ impl PodWorkers {
             notify: Arc::new(Notify::new()),
             terminating: work.kill,
         };
-        if let Ok(mut p) = w.pending.lock() {
-            *p = Some(work);
-        }
+        *w.pending.lock() = Some(work);
         w.notify.notify_one();
         tokio::spawn(manage_pod_loop(
             uid.clone(),
@@ -238,7 +237,7 @@ async fn manage_pod_loop(
             _ = cancel.cancelled() => return,
             _ = notify.notified() => {}
         }
-        let Some(work) = pending.lock().ok().and_then(|mut p| p.take()) else {
+        let Some(work) = pending.lock().take() else {
             continue;
         };
         if work.kill {

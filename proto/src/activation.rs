@@ -21,7 +21,8 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
-use std::sync::Mutex;
+
+use parking_lot::Mutex;
 
 /// The first passed descriptor (`SD_LISTEN_FDS_START`).
 pub const LISTEN_FDS_START: RawFd = 3;
@@ -287,7 +288,7 @@ fn set_cloexec(fd: RawFd) -> Result<(), ActivationError> {
 /// environment is only read: a binary calls [`unset_environment`] afterwards, before it starts
 /// any thread.
 pub fn passed_fds() -> Result<Vec<PassedFd>, ActivationError> {
-    let mut store = STORE.lock().unwrap_or_else(|p| p.into_inner());
+    let mut store = STORE.lock();
     if let Store::Read(entries) = &*store {
         return Ok(entries.iter().map(Entry::describe).collect());
     }
@@ -405,7 +406,7 @@ pub fn std_unix_listener(
     selector: &FdSelector,
 ) -> Result<std::os::unix::net::UnixListener, ActivationError> {
     passed_fds()?;
-    let mut store = STORE.lock().unwrap_or_else(|p| p.into_inner());
+    let mut store = STORE.lock();
     let Store::Read(entries) = &mut *store else {
         return Err(ActivationError::NotActivated);
     };

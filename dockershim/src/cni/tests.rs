@@ -341,8 +341,9 @@ async fn real_bridge_plugin_in_netns() {
     // SAFETY: geteuid has no preconditions.
     let root = unsafe { libc::geteuid() } == 0;
     if !root || !bin.join("bridge").exists() || !bin.join("host-local").exists() {
-        eprintln!(
-            "SKIPPED real_bridge_plugin_in_netns: needs root and /usr/lib/cni/{{bridge,host-local,loopback}}"
+        crate::testbed::skip(
+            "real_bridge_plugin_in_netns",
+            "needs root and /usr/lib/cni/{bridge,host-local,loopback}",
         );
         return;
     }
@@ -354,7 +355,7 @@ async fn real_bridge_plugin_in_netns() {
         .map(|o| o.status.success())
         .unwrap_or(false)
     {
-        eprintln!("SKIPPED real_bridge_plugin_in_netns: cannot create a netns");
+        crate::testbed::skip("real_bridge_plugin_in_netns", "cannot create a netns");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();

@@ -2,10 +2,11 @@
 //! streaming server behind the shim's `StreamingServer` trait: request checks, the container
 //! resolved to its full running id, and the URL the server answers.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cri_proto::RuntimeService;
 use cri_proto::runtime::v1 as cri;
+use parking_lot::Mutex;
 use tonic::{Code, Request};
 
 use super::{Fixture, code_of};
@@ -20,10 +21,7 @@ struct RecordingServer {
 
 impl RecordingServer {
     fn url(&self, kind: &str, id: &str) -> String {
-        self.asked
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(format!("{kind} {id}"));
+        self.asked.lock().push(format!("{kind} {id}"));
         format!("fake://{kind}/{id}")
     }
 }
@@ -151,7 +149,7 @@ async fn exec_attach_and_port_forward_check_the_request_and_ask_the_server_for_a
     let stopped = exec(exec_req(&id, &["sh"], true, false, false)).await;
     assert_eq!(code_of(stopped), Code::FailedPrecondition);
     assert_eq!(
-        server.asked.lock().map(|a| a.len()).unwrap_or(0),
+        server.asked.lock().len(),
         3,
         "only the valid requests reached the server"
     );

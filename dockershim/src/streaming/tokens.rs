@@ -5,11 +5,11 @@
 //! a bounded number of pending tokens (further requests are refused, not queued).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use base64::Engine;
 use cri_proto::runtime::v1 as cri;
+use parking_lot::Mutex;
 
 /// A request waiting for its streaming connection.
 #[derive(Debug, Clone)]
@@ -53,7 +53,7 @@ impl RequestCache {
 
     /// Stores `req` and returns its fresh token (128 random bits, URL-safe base64).
     pub fn insert(&self, req: CachedRequest) -> Result<String, CacheFull> {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut entries = self.entries.lock();
         let now = Instant::now();
         entries.retain(|_, (expires, _)| *expires > now);
         if entries.len() >= self.max_in_flight {
@@ -71,14 +71,14 @@ impl RequestCache {
 
     /// Takes the request stored under `token`: `None` when unknown, already used or expired.
     pub fn consume(&self, token: &str) -> Option<CachedRequest> {
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        let mut entries = self.entries.lock();
         let (expires, req) = entries.remove(token)?;
         (expires > Instant::now()).then_some(req)
     }
 
     /// Pending (possibly expired) tokens.
     pub fn len(&self) -> usize {
-        self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+        self.entries.lock().len()
     }
 
     pub fn is_empty(&self) -> bool {

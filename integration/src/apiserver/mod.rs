@@ -25,10 +25,11 @@ mod watch;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use hyper::Request;
 use hyper::body::Incoming;
+use parking_lot::Mutex;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
@@ -215,21 +216,13 @@ impl ApiServer {
 
     /// Ends every open watch (as a dropped connection or an API server restart would).
     pub fn drop_watches(&self) {
-        let mut w = self
-            .shared
-            .watches
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut w = self.shared.watches.lock();
         w.cancel();
         *w = CancellationToken::new();
     }
 
     /// Every request so far.
     pub fn requests(&self) -> Vec<Seen> {
-        self.shared
-            .seen
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.shared.seen.lock().clone()
     }
 }

@@ -21,15 +21,11 @@ pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
-    shared
-        .seen
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .push(Seen {
-            method: method.to_string(),
-            path: path.clone(),
-            query: query.clone(),
-        });
+    shared.seen.lock().push(Seen {
+        method: method.to_string(),
+        path: path.clone(),
+        query: query.clone(),
+    });
     let content_type = req
         .headers()
         .get("content-type")

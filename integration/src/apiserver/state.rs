@@ -2,8 +2,7 @@
 //! cancellation drops every open watch, and the requests seen so far (`Seen`, for tests that
 //! count what a client sends).
 
-use std::sync::Mutex;
-
+use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use super::store::Store;

@@ -8,8 +8,8 @@
 //! pod deletion (deletionTimestamp and deletionGracePeriodSeconds first, removal at grace 0).
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
 
+use parking_lot::{Mutex, MutexGuard};
 use serde_json::{Value, json};
 use tokio::sync::broadcast;
 
@@ -156,8 +156,8 @@ impl Store {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock()
     }
 
     /// The current resourceVersion (of the whole store, as a list reports it).

@@ -44,11 +44,7 @@ pub(super) fn watch_response(
     let namespace = t.namespace.clone();
     let q_outer = q.clone();
     let q = q.clone();
-    let dropped = shared
-        .watches
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .clone();
+    let dropped = shared.watches.lock().clone();
     let timeout = q
         .get("timeoutSeconds")
         .and_then(|s| s.parse().ok())

@@ -245,7 +245,8 @@ pub async fn run(
     parallel: usize,
     timeout: Duration,
 ) -> Vec<CaseReport> {
-    use std::sync::{Arc, Mutex};
+    use parking_lot::Mutex;
+    use std::sync::Arc;
     // The case during which the runtime stopped answering.
     let died_in: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
     let not_run = |killer: &str| {
@@ -258,7 +259,7 @@ pub async fn run(
         let died_in = died_in.clone();
         async move {
             let start = Instant::now();
-            let killer = died_in.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let killer = died_in.lock().clone();
             if let Some(killer) = killer {
                 return CaseReport {
                     name: case.name.to_string(),
@@ -277,7 +278,7 @@ pub async fn run(
             if let Outcome::Fail(why) = &outcome
                 && let Err(probe) = runtime_answers(&ctx).await
             {
-                let mut died = died_in.lock().unwrap_or_else(|e| e.into_inner());
+                let mut died = died_in.lock();
                 match died.as_deref() {
                     Some(killer) => outcome = not_run(killer),
                     None => {

@@ -13,7 +13,7 @@
 
 use crate::kubelet_support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cri_proto::runtime::v1 as cri;
 use integration::apiserver::ApiServer;
@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod, Secret};
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::{Api, Client, Config};
 use kubelet_support::*;
+use parking_lot::Mutex;
 
 /// `sh -c script` in the pod's running container; its stdout when it succeeded.
 async fn exec(endpoint: &str, uid: &str, script: &str) -> Option<String> {
@@ -204,9 +205,7 @@ async fn api_features(kind: RuntimeKind) {
                 .await
                 .expect("create pod");
             let app_uid = p.metadata.uid.expect("uid");
-            if let Ok(mut c) = created.lock() {
-                c.push(app_uid.clone());
-            }
+            created.lock().push(app_uid.clone());
             wait_for("the app pod Running", &log, || async {
                 (phase(&pods.get_opt(&app).await.ok()??) == "Running").then_some(())
             })
@@ -302,9 +301,9 @@ async fn api_features(kind: RuntimeKind) {
                 .create(&PostParams::default(), &private)
                 .await
                 .expect("create private pod");
-            if let Ok(mut c) = created.lock() {
-                c.push(p.metadata.uid.clone().unwrap_or_default());
-            }
+            created
+                .lock()
+                .push(p.metadata.uid.clone().unwrap_or_default());
             wait_for(
                 "the pod pulled with imagePullSecrets Running",
                 &log,
@@ -332,9 +331,9 @@ async fn api_features(kind: RuntimeKind) {
                 .create(&PostParams::default(), &p)
                 .await
                 .expect("create late");
-            if let Ok(mut c) = created.lock() {
-                c.push(p.metadata.uid.clone().unwrap_or_default());
-            }
+            created
+                .lock()
+                .push(p.metadata.uid.clone().unwrap_or_default());
             wait_for(
                 "a pod created after the watch broke Running",
                 &log,
@@ -363,7 +362,7 @@ async fn api_features(kind: RuntimeKind) {
     for n in [app.clone(), late.clone(), format!("{app}-private")] {
         let _ = pods.delete(&n, &DeleteParams::default()).await;
     }
-    let mut uids = created.lock().map(|c| c.clone()).unwrap_or_default();
+    let mut uids = created.lock().clone();
     uids.push(static_uid.clone());
     k.shutdown(&tb, &uids).await;
     if let Err(e) = outcome {

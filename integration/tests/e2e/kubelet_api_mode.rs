@@ -6,7 +6,7 @@
 
 use crate::kubelet_support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use integration::apiserver::ApiServer;
 use integration::fixtures::unique_name;
@@ -20,6 +20,7 @@ use kubelet_support::{
     cleanup_all, free_port, kubelet_command, runtime_containers, runtime_endpoint,
     runtime_sandboxes, stop_kubelet, wait_for,
 };
+use parking_lot::Mutex;
 
 async fn api_mode(kind: RuntimeKind) {
     let tb = require_testbed!(&format!("kubelet_api_mode[{}]", kind.name()));
@@ -149,9 +150,7 @@ async fn api_mode(kind: RuntimeKind) {
                 .await
                 .expect("create pod");
             let pod_uid = created.metadata.uid.clone().expect("uid");
-            if let Ok(mut u) = created_uid.lock() {
-                *u = Some(pod_uid.clone());
-            }
+            *created_uid.lock() = Some(pod_uid.clone());
             wait_for("the pod Running in the API", &log, || async {
                 let p = pods.get_opt(&name).await.ok()??;
                 let st = p.status?;
@@ -197,7 +196,7 @@ async fn api_mode(kind: RuntimeKind) {
     .await;
     stop_kubelet(&mut child).await;
     // Whatever happened, leave nothing of this pod in the runtime.
-    let uid = created_uid.lock().ok().and_then(|u| u.clone());
+    let uid = created_uid.lock().clone();
     cleanup_all(kind, &tb, &uid.into_iter().collect::<Vec<_>>()).await;
     if let Err(e) = outcome {
         std::panic::resume_unwind(e.into_panic());

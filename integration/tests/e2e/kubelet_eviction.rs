@@ -11,7 +11,7 @@
 use crate::kubelet_support;
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use integration::apiserver::ApiServer;
 use integration::fixtures::unique_name;
@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{DeleteParams, PostParams};
 use kube::{Api, Client, Config};
 use kubelet_support::*;
+use parking_lot::Mutex;
 
 fn mount_tmpfs(dir: &Path, size: &str) {
     use std::ffi::CString;
@@ -164,9 +165,7 @@ async fn kubelet_eviction(kind: RuntimeKind) {
                     .await
                     .expect("create pod");
                 let uid = p.metadata.uid.expect("uid");
-                if let Ok(mut c) = created.lock() {
-                    c.push(uid.clone());
-                }
+                created.lock().push(uid.clone());
                 uids.push(uid);
             }
             for name in [&be, &bu, &gu] {
@@ -254,7 +253,7 @@ async fn kubelet_eviction(kind: RuntimeKind) {
     for n in &names {
         let _ = pods.delete(n, &DeleteParams::default()).await;
     }
-    let mut all = created.lock().map(|c| c.clone()).unwrap_or_default();
+    let mut all = created.lock().clone();
     all.push(static_uid.clone());
     k.shutdown(&tb, &all).await;
     if let Err(e) = outcome {

@@ -13,7 +13,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cri_proto::runtime::v1 as cri;
 use futures::FutureExt;
@@ -21,6 +21,7 @@ use integration::fixtures::unique_name;
 use integration::require_testbed;
 use integration::runtimes::{InProcessShim, RuntimeKind, clients};
 use integration::testbed::Testbed;
+use parking_lot::Mutex;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::Child;
 
@@ -539,7 +540,7 @@ async fn serve_manifest(body: Arc<Mutex<String>>) -> u16 {
     let port = listener.local_addr().expect("addr").port();
     tokio::spawn(async move {
         while let Ok((mut s, _)) = listener.accept().await {
-            let body = body.lock().map(|b| b.clone()).unwrap_or_default();
+            let body = body.lock().clone();
             tokio::spawn(async move {
                 let mut buf = vec![0u8; 4096];
                 let mut req = Vec::new();
@@ -617,9 +618,7 @@ async fn kubelet_manifest_url_containerd() {
             running_ids(find_pod(&pods, &uid)?)
         })
         .await;
-        if let Ok(mut b) = body.lock() {
-            *b = r#"{"apiVersion":"v1","kind":"PodList","items":[]}"#.to_string();
-        }
+        *body.lock() = r#"{"apiVersion":"v1","kind":"PodList","items":[]}"#.to_string();
         wait_for("the http pod to be removed", &log, || async {
             let pods = pods(port).await?;
             find_pod(&pods, &uid).is_none().then_some(())?;

@@ -14,12 +14,13 @@ use crate::kubelet_support;
 
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use kubelet_support::*;
+use parking_lot::Mutex;
 
 const MESSAGE: &str = "Pod was terminated in response to imminent node shutdown.";
 
@@ -32,15 +33,13 @@ struct Seen {
 
 impl Seen {
     fn inhibits(&self) -> Vec<[String; 4]> {
-        self.inhibits.lock().map(|v| v.clone()).unwrap_or_default()
+        self.inhibits.lock().clone()
     }
 
     /// How many handed-out locks the kubelet still holds open.
     fn held(&self) -> usize {
-        let Ok(locks) = self.locks.lock() else {
-            return 0;
-        };
-        locks
+        self.locks
+            .lock()
             .iter()
             .filter(|s| {
                 let _ = s.set_nonblocking(true);
@@ -67,12 +66,11 @@ impl FakeLogind {
     ) -> zbus::fdo::Result<zbus::zvariant::OwnedFd> {
         let (ours, theirs) =
             UnixStream::pair().map_err(|e| zbus::fdo::Error::Failed(e.to_string()))?;
-        if let Ok(mut v) = self.seen.inhibits.lock() {
-            v.push([what.into(), who.into(), why.into(), mode.into()]);
-        }
-        if let Ok(mut v) = self.seen.locks.lock() {
-            v.push(ours);
-        }
+        self.seen
+            .inhibits
+            .lock()
+            .push([what.into(), who.into(), why.into(), mode.into()]);
+        self.seen.locks.lock().push(ours);
         Ok(std::os::fd::OwnedFd::from(theirs).into())
     }
 

@@ -18,7 +18,7 @@
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cri_proto::runtime::v1 as cri;
@@ -27,6 +27,7 @@ use integration::fixtures::{
 };
 use integration::runtimes::{InProcessShim, RuntimeKind, clients, workspace_binary};
 use integration::testbed::Testbed;
+use parking_lot::Mutex;
 
 use crate::dockershim_support::docker;
 use crate::kubelet_support::{
@@ -216,7 +217,7 @@ async fn packaged_units_run_dockershim_socket_activated() {
         body(tb.clone(), leftovers.clone()),
     ))
     .await;
-    let left = leftovers.lock().unwrap().clone();
+    let left = leftovers.lock().clone();
     if !left.sandboxes.is_empty() || !left.pod_uids.is_empty() {
         // The activated dockershim is gone (killed on drop): clean up through one of our own.
         if let Ok(mut shim) = InProcessShim::start(&tb).await {
@@ -355,7 +356,7 @@ async fn body(tb: Testbed, leftovers: Arc<Mutex<Leftovers>>) {
         .unwrap_or_else(|e| panic!("RunPodSandbox: {e}; log:\n{}", log_text()))
         .into_inner()
         .pod_sandbox_id;
-    leftovers.lock().unwrap().sandboxes.push(sandbox_id.clone());
+    leftovers.lock().sandboxes.push(sandbox_id.clone());
     assert!(
         root.join("sandbox").join(&sandbox_id).exists(),
         "the checkpoint is written under --cri-dockerd-root-directory"
@@ -391,7 +392,7 @@ async fn body(tb: Testbed, leftovers: Arc<Mutex<Leftovers>>) {
     let mut kubelet = Kubelet::new(RuntimeKind::Dockershim, "activated-node");
     let pod_name = unique_name("activated-pod");
     let uid = format!("uid-{pod_name}");
-    leftovers.lock().unwrap().pod_uids.push(uid.clone());
+    leftovers.lock().pod_uids.push(uid.clone());
     kubelet.write_manifest(
         "pod.yaml",
         &pod_manifest(&pod_name, &uid, &tb.busybox_image, "sleep 3600", ""),
@@ -434,14 +435,14 @@ async fn body(tb: Testbed, leftovers: Arc<Mutex<Leftovers>>) {
             .is_empty(),
         "the kubelet's pod is still there"
     );
-    leftovers.lock().unwrap().pod_uids.clear();
+    leftovers.lock().pod_uids.clear();
 
     cleanup_sandboxes(&mut rt, std::slice::from_ref(&sandbox_id)).await;
     assert!(
         !root.join("sandbox").join(&sandbox_id).exists(),
         "RemovePodSandbox removes the checkpoint"
     );
-    leftovers.lock().unwrap().sandboxes.clear();
+    leftovers.lock().sandboxes.clear();
     drop(rt);
     drop(img);
 

@@ -9,9 +9,10 @@
 //! [`PodStorage`] is the pure state machine; [`PodConfig`] runs it as a tokio task.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use parking_lot::Mutex;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -272,9 +273,7 @@ impl PodConfig {
                     u = rx.recv() => match u { Some(u) => u, None => break },
                 };
                 let merged = storage.merge(update);
-                if let Ok(mut s) = seen_task.lock() {
-                    s.clone_from(storage.sources_seen());
-                }
+                seen_task.lock().clone_from(storage.sources_seen());
                 for m in merged {
                     if out_tx.send(m).await.is_err() {
                         return;
@@ -292,26 +291,19 @@ impl PodConfig {
 
     /// Register `source` and get its sender (upstream `PodConfig.Channel`).
     pub fn channel(&self, source: &str) -> SourceSender {
-        if let Ok(mut r) = self.registered.lock() {
-            r.insert(source.to_string());
-        }
+        self.registered.lock().insert(source.to_string());
         SourceSender::new(source, self.input.clone())
     }
 
     /// True once every given source has delivered a snapshot (upstream `SeenAllSources`).
     pub fn seen_all_sources<'a>(&self, sources: impl IntoIterator<Item = &'a str>) -> bool {
-        let Ok(seen) = self.seen.lock() else {
-            return false;
-        };
+        let seen = self.seen.lock();
         sources.into_iter().all(|s| seen.contains(s))
     }
 
     /// True once every registered source has delivered a snapshot.
     pub fn all_sources_ready(&self) -> bool {
-        let registered: Vec<String> = match self.registered.lock() {
-            Ok(r) => r.iter().cloned().collect(),
-            Err(_) => return false,
-        };
+        let registered: Vec<String> = self.registered.lock().iter().cloned().collect();
         self.seen_all_sources(registered.iter().map(String::as_str))
     }
 }

@@ -7,12 +7,12 @@
 //! container changes are published on the `GetContainerEvents` stream.
 
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use cri_proto::runtime::v1 as cri;
 use futures::StreamExt;
+use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tonic::Status;
 
@@ -87,9 +87,7 @@ impl FakeRuntime {
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
-        // A test that panicked while holding the lock has failed already; keep the state.
-        let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        f(&mut s)
+        f(&mut self.state.lock())
     }
 
     /// Records the call `op` and returns the error injected for it, if any.

@@ -3,9 +3,9 @@
 //! the kubelet.
 
 use std::collections::HashSet;
-use std::sync::RwLock;
 
 use k8s_openapi::api::core::v1::Pod;
+use parking_lot::RwLock;
 
 use super::api::NodeCondition;
 use super::rank::is_critical;
@@ -35,20 +35,15 @@ pub struct EvictionState {
 impl EvictionState {
     /// The node conditions now in force.
     pub fn conditions(&self) -> HashSet<NodeCondition> {
-        self.conditions
-            .read()
-            .map(|c| c.clone())
-            .unwrap_or_default()
+        self.conditions.read().clone()
     }
 
     pub fn has(&self, c: NodeCondition) -> bool {
-        self.conditions.read().is_ok_and(|s| s.contains(&c))
+        self.conditions.read().contains(&c)
     }
 
     pub(super) fn set(&self, c: HashSet<NodeCondition>) {
-        if let Ok(mut s) = self.conditions.write() {
-            *s = c;
-        }
+        *self.conditions.write() = c;
     }
 
     /// Should `pod` be admitted? `Err` carries the rejection message (reason `Evicted`).

@@ -248,9 +248,9 @@ impl ShutdownManager {
 mod tests {
     use super::*;
     use std::collections::HashSet;
-    use std::sync::Mutex;
 
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use parking_lot::Mutex;
 
     fn pod(uid: &str, critical: bool) -> Pod {
         Pod {
@@ -319,34 +319,27 @@ mod tests {
     struct Lock(Arc<Mutex<u32>>);
     impl Drop for Lock {
         fn drop(&mut self) {
-            if let Ok(mut n) = self.0.lock() {
-                *n -= 1;
-            }
+            *self.0.lock() -= 1;
         }
     }
 
     #[async_trait]
     impl Logind for FakeLogind {
         async fn inhibit_delay_max(&self) -> Result<Duration, String> {
-            Ok(*self.delay.lock().map_err(|e| e.to_string())?)
+            Ok(*self.delay.lock())
         }
         async fn override_inhibit_delay(&self, delay: Duration) -> Result<(), String> {
             if self.overridable {
-                *self.delay.lock().map_err(|e| e.to_string())? = delay;
+                *self.delay.lock() = delay;
             }
             Ok(())
         }
         async fn inhibit_shutdown(&self) -> Result<InhibitLock, String> {
-            *self.locks.lock().map_err(|e| e.to_string())? += 1;
+            *self.locks.lock() += 1;
             Ok(Box::new(Lock(Arc::clone(&self.locks))))
         }
         async fn shutdown_events(&self) -> Result<BoxStream<'static, bool>, String> {
-            let rx = self
-                .events
-                .lock()
-                .map_err(|e| e.to_string())?
-                .take()
-                .ok_or("once")?;
+            let rx = self.events.lock().take().ok_or("once")?;
             Ok(tokio_stream_from(rx))
         }
     }
@@ -384,7 +377,7 @@ mod tests {
             config: config(30, 10),
             state: Arc::clone(&state),
             pods: Arc::new(move || pods.clone()),
-            running: Arc::new(move |uid| r.lock().is_ok_and(|s| s.contains(uid))),
+            running: Arc::new(move |uid| r.lock().contains(uid)),
             is_critical: Arc::new(critical),
             kill,
         });
@@ -402,7 +395,7 @@ mod tests {
     }
 
     fn locks(b: &Bed) -> u32 {
-        b.logind.locks.lock().map(|n| *n).unwrap_or(99)
+        *b.logind.locks.lock()
     }
 
     #[tokio::test(start_paused = true)]
@@ -418,12 +411,12 @@ mod tests {
         // The critical pod waits until the regular one is gone.
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert!(b.kills.try_recv().is_err());
-        b.running.lock().map(|mut s| s.remove("reg")).ok();
+        b.running.lock().remove("reg");
         let second = b.kills.recv().await.expect("a kill");
         assert_eq!(second.pod.metadata.uid.as_deref(), Some("crit"));
         assert_eq!(second.grace_seconds, 10);
         assert_eq!(locks(&b), 1, "held until the critical pods are gone too");
-        b.running.lock().map(|mut s| s.remove("crit")).ok();
+        b.running.lock().remove("crit");
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(locks(&b), 0, "released once every pod is gone");
         // A cancelled shutdown takes the lock again.
@@ -464,6 +457,6 @@ mod tests {
                 .is_err_and(|e| e.contains("unable to update logind InhibitDelayMaxSec")),
             "{r:?}"
         );
-        assert_eq!(logind.locks.lock().map(|n| *n).ok(), Some(0));
+        assert_eq!(*logind.locks.lock(), 0);
     }
 }

@@ -7,9 +7,10 @@
 pub mod evented;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::RwLock;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -58,21 +59,19 @@ pub struct PodCache {
 impl PodCache {
     /// The cached status of `uid` and when it was read.
     pub fn get(&self, uid: &str) -> Option<(PodStatus, Instant)> {
-        self.inner.read().ok().and_then(|m| m.get(uid).cloned())
+        self.inner.read().get(uid).cloned()
     }
 
     /// Store `status`.
     pub fn set(&self, uid: &str, status: PodStatus) {
-        if let Ok(mut m) = self.inner.write() {
-            m.insert(uid.to_string(), (status, Instant::now()));
-        }
+        self.inner
+            .write()
+            .insert(uid.to_string(), (status, Instant::now()));
     }
 
     /// Forget `uid`.
     pub fn delete(&self, uid: &str) {
-        if let Ok(mut m) = self.inner.write() {
-            m.remove(uid);
-        }
+        self.inner.write().remove(uid);
     }
 }
 
@@ -86,7 +85,7 @@ pub struct PlegState {
 impl PlegState {
     /// Upstream `Healthy`: Ok, or the reason it is not.
     pub fn healthy(&self) -> Result<(), String> {
-        let last = self.last_relist.read().ok().and_then(|l| *l);
+        let last = *self.last_relist.read();
         match last {
             // Not relisted yet: healthy during start-up like upstream (relistTime zero).
             None => Ok(()),
@@ -100,12 +99,12 @@ impl PlegState {
 
     /// The pods of the last relist.
     pub fn runtime_pods(&self) -> Vec<RuntimePod> {
-        self.pods.read().map(|p| p.clone()).unwrap_or_default()
+        self.pods.read().clone()
     }
 
     /// True once a relist finished.
     pub fn has_relisted(&self) -> bool {
-        self.last_relist.read().ok().and_then(|l| *l).is_some()
+        self.last_relist.read().is_some()
     }
 }
 
@@ -279,12 +278,8 @@ impl GenericPleg {
             }
         }
         self.records = current;
-        if let Ok(mut p) = self.state.pods.write() {
-            *p = pods;
-        }
-        if let Ok(mut l) = self.state.last_relist.write() {
-            *l = Some(Instant::now());
-        }
+        *self.state.pods.write() = pods;
+        *self.state.last_relist.write() = Some(Instant::now());
         self.metrics.observe_relist(start.elapsed());
     }
 
@@ -385,9 +380,7 @@ mod tests {
     fn health() {
         let s = PlegState::default();
         assert!(s.healthy().is_ok());
-        if let Ok(mut l) = s.last_relist.write() {
-            *l = Instant::now().checked_sub(Duration::from_secs(200));
-        }
+        *s.last_relist.write() = Instant::now().checked_sub(Duration::from_secs(200));
         assert!(s.healthy().is_err());
     }
 

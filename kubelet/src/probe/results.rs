@@ -3,7 +3,9 @@
 //! startup) read.
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 /// Probe kinds (upstream `probeType`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -25,24 +27,16 @@ pub struct ProbeResults {
 impl ProbeResults {
     /// The result for container `id`, if any.
     pub fn get(&self, kind: ProbeType, id: &str) -> Option<bool> {
-        self.inner
-            .read()
-            .ok()
-            .and_then(|m| m.get(&(kind, id.to_string())).copied())
+        self.inner.read().get(&(kind, id.to_string())).copied()
     }
 
     /// Store a result; true when it changed.
     pub fn set(&self, kind: ProbeType, id: &str, ok: bool) -> bool {
-        self.inner
-            .write()
-            .map(|mut m| m.insert((kind, id.to_string()), ok) != Some(ok))
-            .unwrap_or(false)
+        self.inner.write().insert((kind, id.to_string()), ok) != Some(ok)
     }
 
     /// Forget container `id`.
     pub fn remove(&self, id: &str) {
-        if let Ok(mut m) = self.inner.write() {
-            m.retain(|(_, i), _| i != id);
-        }
+        self.inner.write().retain(|(_, i), _| i != id);
     }
 }

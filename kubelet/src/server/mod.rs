@@ -211,14 +211,15 @@ pub async fn container_logs(shared: &KubeletShared, rest: &str, query: &str) -> 
         Ok(o) => o,
         Err(e) => return text(StatusCode::BAD_REQUEST, e.to_string()),
     };
-    let pod = shared.pods.read().ok().and_then(|m| {
-        m.values()
-            .find(|p| {
-                p.metadata.name.as_deref() == Some(pod_name.as_str())
-                    && p.metadata.namespace.as_deref().unwrap_or("default") == ns.as_str()
-            })
-            .cloned()
-    });
+    let pod = shared
+        .pods
+        .read()
+        .values()
+        .find(|p| {
+            p.metadata.name.as_deref() == Some(pod_name.as_str())
+                && p.metadata.namespace.as_deref().unwrap_or("default") == ns.as_str()
+        })
+        .cloned();
     let Some(pod) = pod else {
         return text(
             StatusCode::NOT_FOUND,

@@ -164,7 +164,6 @@ fn pod_uid(shared: &KubeletShared, ns: &str, name: &str) -> Option<String> {
     shared
         .pods
         .read()
-        .ok()?
         .values()
         .find(|p| {
             p.metadata.namespace.as_deref().unwrap_or("default") == ns
@@ -373,11 +372,7 @@ async fn proxy_upgrade(req: Request<Incoming>, url: &str) -> Response<Body> {
 /// Like housekeeping, only this kubelet's pods: those it was given, or named for its node
 /// (the test bed shares one runtime between kubelets).
 fn running_pods(shared: &KubeletShared) -> serde_json::Value {
-    let known: std::collections::HashSet<String> = shared
-        .pods
-        .read()
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default();
+    let known: std::collections::HashSet<String> = shared.pods.read().keys().cloned().collect();
     let items: Vec<serde_json::Value> = shared
         .pleg
         .runtime_pods()

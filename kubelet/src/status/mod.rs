@@ -7,7 +7,7 @@
 pub mod api;
 
 use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use chrono::Utc;
 use k8s_openapi::api::core::v1::{
@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{
     PodStatus as ApiPodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use parking_lot::RwLock;
 
 use crate::container::{self, ContainerState, PodStatus, restart_policy};
 use crate::qos::get_pod_qos;
@@ -311,32 +312,31 @@ pub struct StatusManager {
 impl StatusManager {
     /// Record `status` for `uid` (upstream `SetPodStatus`); the start time is set once.
     pub fn set_pod_status(&self, uid: &str, mut status: ApiPodStatus) {
-        if let Ok(mut m) = self.statuses.write() {
-            let start = m
-                .get(uid)
-                .and_then(|s| s.start_time.clone())
-                .unwrap_or_else(now);
-            status.start_time = Some(start);
-            // Keep condition transition times stable while the status does not change.
-            if let Some(old) = m.get(uid) {
-                let now = now();
-                for c in status.conditions.iter_mut().flatten() {
-                    let prev = old.conditions.iter().flatten().find(|o| o.type_ == c.type_);
-                    c.last_transition_time = match prev {
-                        Some(p) if p.status == c.status => p.last_transition_time.clone(),
-                        _ => Some(now.clone()),
-                    };
-                }
-            } else {
-                for c in status.conditions.iter_mut().flatten() {
-                    c.last_transition_time = status.start_time.clone();
-                }
+        let mut m = self.statuses.write();
+        let start = m
+            .get(uid)
+            .and_then(|s| s.start_time.clone())
+            .unwrap_or_else(now);
+        status.start_time = Some(start);
+        // Keep condition transition times stable while the status does not change.
+        if let Some(old) = m.get(uid) {
+            let now = now();
+            for c in status.conditions.iter_mut().flatten() {
+                let prev = old.conditions.iter().flatten().find(|o| o.type_ == c.type_);
+                c.last_transition_time = match prev {
+                    Some(p) if p.status == c.status => p.last_transition_time.clone(),
+                    _ => Some(now.clone()),
+                };
             }
-            if m.get(uid) != Some(&status) {
-                self.changed.notify_one();
+        } else {
+            for c in status.conditions.iter_mut().flatten() {
+                c.last_transition_time = status.start_time.clone();
             }
-            m.insert(uid.to_string(), status);
         }
+        if m.get(uid) != Some(&status) {
+            self.changed.notify_one();
+        }
+        m.insert(uid.to_string(), status);
     }
 
     /// Resolves when a status changed since the last call.
@@ -346,14 +346,12 @@ impl StatusManager {
 
     /// The status of `uid`.
     pub fn get_pod_status(&self, uid: &str) -> Option<ApiPodStatus> {
-        self.statuses.read().ok().and_then(|m| m.get(uid).cloned())
+        self.statuses.read().get(uid).cloned()
     }
 
     /// Forget `uid`.
     pub fn remove(&self, uid: &str) {
-        if let Ok(mut m) = self.statuses.write() {
-            m.remove(uid);
-        }
+        self.statuses.write().remove(uid);
     }
 }
 

@@ -10,7 +10,6 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use bollard::auth::DockerCredentials;
@@ -21,6 +20,7 @@ use bollard::models::{
     ImageSummary, SystemInfo, SystemVersion,
 };
 use futures::StreamExt;
+use parking_lot::{Mutex, MutexGuard};
 use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 
@@ -149,8 +149,8 @@ impl FakeDocker {
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock()
     }
 
     /// Records `call` and returns the failure queued for `op`, if any.

@@ -7,11 +7,12 @@
 //! connection. An optional idle timeout closes a connection with no frames either way.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
+use parking_lot::{Mutex, MutexGuard};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -70,8 +71,8 @@ impl Inner {
             .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
     }
 
-    fn slots(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Slot>> {
-        self.slots.lock().unwrap_or_else(|p| p.into_inner())
+    fn slots(&self) -> MutexGuard<'_, HashMap<u32, Slot>> {
+        self.slots.lock()
     }
 
     async fn send(&self, frame: Frame) -> Result<(), SessionError> {
@@ -147,13 +148,7 @@ impl StreamWriter {
 
     /// Sends `data`, split into frames of at most [`MAX_DATA_CHUNK`] bytes.
     pub async fn write(&self, mut data: Bytes) -> Result<(), SessionError> {
-        if self
-            .inner
-            .reset
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(&self.id)
-        {
+        if self.inner.reset.lock().contains(&self.id) {
             return Err(SessionError::Reset(self.id));
         }
         while !data.is_empty() {
@@ -452,11 +447,7 @@ async fn handle_frame(frame: Frame, incoming: &mpsc::Sender<Stream>, inner: &Arc
             }
         }
         Frame::RstStream { stream_id, .. } => {
-            inner
-                .reset
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(stream_id);
+            inner.reset.lock().insert(stream_id);
             inner.slots().remove(&stream_id);
         }
         // Answer the peer's pings (clients use odd ids, servers even); ours come back.

@@ -6,7 +6,7 @@
 
 use std::future::Future;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cri_proto::runtime::v1 as cri;
@@ -15,6 +15,7 @@ use cri_proto::runtime::v1::runtime_service_client::RuntimeServiceClient;
 use integration::fixtures::{cleanup_sandboxes, ensure_image, sandbox_config};
 use integration::runtimes::{RuntimeKind, TestRuntime};
 use integration::testbed::Testbed;
+use parking_lot::Mutex;
 use tonic::transport::Channel;
 
 /// What a test body works with.
@@ -62,7 +63,7 @@ where
     };
     let task = tokio::spawn(tokio::time::timeout(limit, body(ctx)));
     let outcome = task.await;
-    let ids = sandboxes.lock().unwrap().clone();
+    let ids = sandboxes.lock().clone();
     let mut client = runtime.lock().await.runtime.clone();
     cleanup_sandboxes(&mut client, &ids).await;
     match outcome {
@@ -81,7 +82,7 @@ impl Ctx {
 
     /// Registers a sandbox id for the final cleanup.
     pub fn track(&self, id: &str) {
-        self.sandboxes.lock().unwrap().push(id.to_string());
+        self.sandboxes.lock().push(id.to_string());
     }
 
     /// RunPodSandbox, registered for cleanup.
@@ -316,7 +317,7 @@ impl DockerTap {
                             if n == 0 {
                                 break;
                             }
-                            log.lock().unwrap().extend_from_slice(&buf[..n]);
+                            log.lock().extend_from_slice(&buf[..n]);
                             if uw.write_all(&buf[..n]).await.is_err() {
                                 break;
                             }
@@ -341,7 +342,7 @@ impl DockerTap {
 
     /// How many times clients have sent `needle` so far.
     pub fn count(&self, needle: &str) -> usize {
-        let sent = self.sent.lock().unwrap();
+        let sent = self.sent.lock();
         sent.windows(needle.len())
             .filter(|w| *w == needle.as_bytes())
             .count()

@@ -130,7 +130,9 @@ mod tests {
     //! and answers as the API server would.
 
     use super::*;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
+
+    use parking_lot::Mutex;
 
     use bytes::Bytes;
     use http_body_util::{BodyExt, Full};
@@ -151,7 +153,6 @@ mod tests {
                     .unwrap_or_default();
                 let json = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
                 seen.lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .push((parts.method.to_string(), parts.uri.path().to_string(), json));
                 let (code, body) = if conflict {
                     (

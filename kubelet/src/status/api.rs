@@ -199,11 +199,7 @@ mod tests {
     }
 
     fn take(seen: &Seen) -> Vec<(String, String, serde_json::Value)> {
-        std::mem::take(
-            &mut *seen
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner),
-        )
+        std::mem::take(&mut *seen.lock())
     }
 
     #[tokio::test]

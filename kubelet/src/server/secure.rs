@@ -403,13 +403,13 @@ fn running_pods(shared: &KubeletShared) -> serde_json::Value {
     serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
 }
 
-/// The UIDs of the pods this kubelet runs (the test bed shares one runtime between kubelets:
-/// the summary covers only this one's pods, as upstream's covers its runtime's).
-fn known_pods(shared: &KubeletShared) -> std::collections::HashSet<String> {
+/// The pods this kubelet runs (the test bed shares one runtime between kubelets: the summary
+/// covers only this one's pods, as upstream's covers its runtime's).
+fn known_pods(shared: &KubeletShared) -> Vec<k8s_openapi::api::core::v1::Pod> {
     shared
         .pods
         .read()
-        .map(|m| m.keys().cloned().collect())
+        .map(|m| m.values().cloned().collect())
         .unwrap_or_default()
 }
 

@@ -3,8 +3,9 @@
 //! `/metrics/resource` renders ([`resource_metrics`]). Pods and containers come from the
 //! runtime's CRI stats as upstream's `criStatsProvider.listPodStats` builds them (one listing
 //! each of sandboxes, containers and container stats; only running containers, and per pod its
-//! ready sandbox), with the pod's CPU and memory the sum of its containers' (upstream's path when
-//! cAdvisor has no pod cgroup: this kubelet has no cAdvisor). When the runtime gives no
+//! ready sandbox), with the pod's CPU and memory read from its pod cgroup as cAdvisor reads it
+//! ([`cgroup`]; the pause container and exited containers count), or the sum of its
+//! containers' when that cgroup cannot be read (upstream's fallback). When the runtime gives no
 //! `usage_nano_cores` the kubelet computes it from the previous `usage_core_nano_seconds` sample
 //! ([`cpu`]). The node's figures are read from the host ([`node`]: the root cgroup's CPU,
 //! `/proc/meminfo` as the eviction manager reads it, `/proc/net/dev`, statvfs).
@@ -18,6 +19,7 @@
 //!
 //! Managers layer: imports the runtime manager, [`crate::cri`]'s types and [`crate::fsstats`].
 
+pub mod cgroup;
 pub mod cpu;
 pub mod node;
 pub mod resource_metrics;
@@ -27,10 +29,12 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use cri_proto::runtime::v1 as cri;
+use k8s_openapi::api::core::v1::Pod;
 
 use crate::fsstats::{dir_usage, fs_stats};
 use crate::kuberuntime::sandbox::build_pod_logs_directory;
 use crate::kuberuntime::{KubeGenericRuntimeManager, RuntimeError};
+use cgroup::CgroupSample;
 use cpu::{CpuSample, CpuUsageCache};
 use types::*;
 
@@ -131,25 +135,65 @@ fn sum<T>(items: &[T], field: impl Fn(&T) -> Option<u64>) -> Option<u64> {
         .reduce(|a, b| a.saturating_add(b))
 }
 
+/// The key a pod's own (cgroup) CPU samples are kept under.
+fn pod_key(uid: &str) -> String {
+    format!("pod{uid}")
+}
+
 impl StatsProvider {
-    /// A container's `usageNanoCores`: the runtime's when it gives one, else computed from the
-    /// previous sample (anew for [`Scope::Full`], the last computed for
-    /// [`Scope::CpuAndMemory`]).
+    /// The rate of `id` at `sample`: computed against the previous sample for [`Scope::Full`]
+    /// (which `sample` replaces), the last one computed for [`Scope::CpuAndMemory`].
+    fn rate(&self, id: &str, sample: CpuSample, scope: Scope) -> Option<u64> {
+        match scope {
+            Scope::Full => self.cpu.update(id, sample),
+            Scope::CpuAndMemory => self.cpu.cached(id),
+        }
+    }
+
+    /// A container's `usageNanoCores`: the runtime's when it gives one, else from the
+    /// previous sample.
     fn usage_nano_cores(&self, id: &str, cpu: &cri::CpuUsage, scope: Scope) -> Option<u64> {
         if let Some(v) = value(cpu.usage_nano_cores.as_ref()) {
             return Some(v);
         }
-        let usage = value(cpu.usage_core_nano_seconds.as_ref())?;
-        match scope {
-            Scope::Full => self.cpu.update(
-                id,
-                CpuSample {
-                    timestamp: cpu.timestamp,
-                    usage_core_nano_seconds: usage,
-                },
-            ),
-            Scope::CpuAndMemory => self.cpu.cached(id),
-        }
+        let sample = CpuSample {
+            timestamp: cpu.timestamp,
+            usage_core_nano_seconds: value(cpu.usage_core_nano_seconds.as_ref())?,
+        };
+        self.rate(id, sample, scope)
+    }
+
+    /// Upstream `addPodCPUMemoryStats`: the pod cgroup's CPU and memory when it can be read
+    /// (`(timestamp, sample)`), else the containers' figures added up.
+    fn add_pod_cpu_and_memory(
+        &self,
+        p: &mut PodStats,
+        cgroup: Option<(i64, CgroupSample)>,
+        scope: Scope,
+    ) {
+        let Some((timestamp, s)) = cgroup else {
+            sum_pod_cpu_and_memory(p);
+            return;
+        };
+        let time = Time::from_unix_nanos(timestamp);
+        let sample = CpuSample {
+            timestamp,
+            usage_core_nano_seconds: s.cpu,
+        };
+        p.cpu = Some(CpuStats {
+            time,
+            usage_nano_cores: self.rate(&pod_key(&p.pod_ref.uid), sample, scope),
+            usage_core_nano_seconds: Some(s.cpu),
+        });
+        p.memory = Some(MemoryStats {
+            time,
+            available_bytes: s.memory_limit.map(|l| l.saturating_sub(s.working_set)),
+            usage_bytes: Some(s.memory_usage),
+            working_set_bytes: Some(s.working_set),
+            rss_bytes: s.rss,
+            page_faults: s.page_faults,
+            major_page_faults: s.major_page_faults,
+        });
     }
 
     /// Upstream `makeContainerStats` (with the CRI's memory figures, as its
@@ -206,12 +250,14 @@ impl StatsProvider {
     }
 
     /// Upstream `listPodStats`: one `PodStats` per live sandbox of a pod in `pods` (UIDs) that
-    /// has a running container with stats; pod CPU and memory are its containers' added up.
+    /// has a running container with stats; pod CPU and memory from `pod_cgroup` (the pod
+    /// cgroup's sample and when it was taken, by UID) or else its containers' added up.
     /// Filesystem figures are left to the caller.
     pub fn pod_stats(
         &self,
         listing: &RuntimeListing,
         pods: &HashSet<String>,
+        pod_cgroup: &dyn Fn(&str) -> Option<(i64, CgroupSample)>,
         scope: Scope,
     ) -> Vec<(PodStats, Vec<(cri::ContainerStats, cri::Container)>)> {
         let sandboxes: HashMap<String, cri::PodSandbox> = live_sandboxes(listing.sandboxes.clone())
@@ -259,13 +305,15 @@ impl StatsProvider {
             entry.1.push((s.clone(), (*container).clone()));
         }
         if scope == Scope::Full {
-            let alive: HashSet<&str> = containers.keys().copied().collect();
+            let mut alive: HashSet<String> = containers.keys().map(|k| k.to_string()).collect();
+            alive.extend(pods.iter().map(|uid| pod_key(uid)));
             self.cpu.retain(|id| id == cpu::NODE || alive.contains(id));
         }
         let mut out: Vec<_> = by_sandbox
             .into_values()
             .map(|(mut p, raw)| {
-                add_pod_cpu_and_memory(&mut p);
+                let cgroup = pod_cgroup(&p.pod_ref.uid);
+                self.add_pod_cpu_and_memory(&mut p, cgroup, scope);
                 (p, raw)
             })
             .collect();
@@ -281,16 +329,11 @@ impl StatsProvider {
     fn node_cpu(&self, scope: Scope) -> Option<CpuStats> {
         let usage = node::cpu_usage()?;
         let timestamp = now_ns();
-        let usage_nano_cores = match scope {
-            Scope::Full => self.cpu.update(
-                cpu::NODE,
-                CpuSample {
-                    timestamp,
-                    usage_core_nano_seconds: usage,
-                },
-            ),
-            Scope::CpuAndMemory => self.cpu.cached(cpu::NODE),
+        let sample = CpuSample {
+            timestamp,
+            usage_core_nano_seconds: usage,
         };
+        let usage_nano_cores = self.rate(cpu::NODE, sample, scope);
         Some(CpuStats {
             time: Time::from_unix_nanos(timestamp),
             usage_nano_cores,
@@ -353,13 +396,14 @@ impl StatsProvider {
     }
 
     /// The summary (upstream `summaryProviderImpl.Get`, or `GetCPUAndMemoryStats` for
-    /// [`Scope::CpuAndMemory`]) of the pods whose UIDs are in `pods`.
+    /// [`Scope::CpuAndMemory`]) of `pods` (the test bed shares one runtime between kubelets:
+    /// the summary covers only the pods this kubelet was given).
     pub async fn summary(
         &self,
         runtime: &KubeGenericRuntimeManager,
         node_name: &str,
         root_dir: &Path,
-        pods: &HashSet<String>,
+        pods: &[Pod],
         scope: Scope,
     ) -> Result<Summary, RuntimeError> {
         let rt = runtime.runtime_service();
@@ -373,7 +417,19 @@ impl StatsProvider {
             containers,
             stats,
         };
-        let pod_stats = self.pod_stats(&listing, pods, scope);
+        let cgroups: HashMap<String, PathBuf> = pods
+            .iter()
+            .filter_map(|p| {
+                let parent = runtime.container_manager().pod_cgroup_parent(p)?;
+                Some((p.metadata.uid.clone()?, cgroup::cgroup_dir(&parent)))
+            })
+            .collect();
+        let read_cgroup = |uid: &str| {
+            let s = cgroup::read(Path::new(node::CGROUP_ROOT), cgroups.get(uid)?)?;
+            Some((now_ns(), s))
+        };
+        let uids: HashSet<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        let pod_stats = self.pod_stats(&listing, &uids, &read_cgroup, scope);
         let mut node = self.node_stats(node_name, root_dir, scope);
         if scope == Scope::CpuAndMemory {
             return Ok(Summary {
@@ -409,7 +465,7 @@ impl StatsProvider {
 
 /// Upstream `addPodCPUMemoryStats` without a pod cgroup: the containers' figures added up, at
 /// the time of the last one.
-fn add_pod_cpu_and_memory(p: &mut PodStats) {
+fn sum_pod_cpu_and_memory(p: &mut PodStats) {
     let cpus: Vec<&CpuStats> = p.containers.iter().filter_map(|c| c.cpu.as_ref()).collect();
     if let Some(last) = cpus.last() {
         p.cpu = Some(CpuStats {

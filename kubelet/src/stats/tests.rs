@@ -3,6 +3,7 @@
 //! computed from `usage_core_nano_seconds` deltas when the runtime gives none.
 
 use super::*;
+use cgroup::CgroupSample;
 
 const S: i64 = 1_000_000_000;
 
@@ -109,7 +110,7 @@ fn listing(t: i64, busy_usage: u64) -> RuntimeListing {
 }
 
 fn pods(p: &StatsProvider, l: &RuntimeListing, scope: Scope) -> Vec<PodStats> {
-    p.pod_stats(l, &HashSet::from(["u1".to_string()]), scope)
+    p.pod_stats(l, &HashSet::from(["u1".to_string()]), &|_| None, scope)
         .into_iter()
         .map(|(p, _)| p)
         .collect()
@@ -202,6 +203,56 @@ fn usage_nano_cores_comes_from_the_runtime_or_from_the_previous_sample() {
     // ...so the next full request rates against the previous full one: 1 core-second in 2 s.
     let third = pods(&p, &listing(106, 14 * S as u64), Scope::Full);
     assert_eq!(nano(&third[0], "busy"), Some(500_000_000));
+}
+
+#[test]
+fn the_pod_cgroup_gives_the_pods_cpu_and_memory_when_readable() {
+    let p = StatsProvider::default();
+    let sample = |cpu: u64| CgroupSample {
+        cpu,
+        memory_usage: 50_000,
+        working_set: 40_000,
+        rss: Some(30_000),
+        page_faults: Some(3),
+        major_page_faults: Some(0),
+        memory_limit: Some(100_000),
+    };
+    let read = |t: i64, cpu: u64| move |uid: &str| (uid == "u1").then_some((t * S, sample(cpu)));
+    let uids = HashSet::from(["u1".to_string()]);
+    let l = listing(100, 0);
+    let first = p.pod_stats(&l, &uids, &read(100, 10 * S as u64), Scope::Full);
+    let pod = &first[0].0;
+    assert_eq!(
+        pod.cpu,
+        Some(CpuStats {
+            time: Time::from_unix_nanos(100 * S),
+            usage_nano_cores: None,
+            usage_core_nano_seconds: Some(10 * S as u64),
+        }),
+        "the cgroup's, not the containers' sum"
+    );
+    assert_eq!(
+        pod.memory,
+        Some(MemoryStats {
+            time: Time::from_unix_nanos(100 * S),
+            available_bytes: Some(60_000),
+            usage_bytes: Some(50_000),
+            working_set_bytes: Some(40_000),
+            rss_bytes: Some(30_000),
+            page_faults: Some(3),
+            major_page_faults: Some(0),
+        })
+    );
+    // 1.5 core-seconds in 2 s; the containers' samples are apart from the pod's.
+    let second = p.pod_stats(
+        &listing(102, 0),
+        &uids,
+        &read(102, 10 * S as u64 + 3 * S as u64 / 2),
+        Scope::Full,
+    );
+    let cpu = second[0].0.cpu.as_ref().unwrap();
+    assert_eq!(cpu.usage_nano_cores, Some(750_000_000));
+    assert_eq!(nano(&second[0].0, "busy"), Some(0));
 }
 
 #[test]

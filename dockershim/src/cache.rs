@@ -10,6 +10,8 @@
 //! their maps; the event pump in `events` feeds them. [`SizeCache`] keeps the writable-layer
 //! sizes: Docker computes them only when asked, which is expensive, so a background task
 //! refreshes them once a minute and the stats RPCs never compute sizes on the request path.
+//! [`CpuUsageCache`] keeps each container's (and sandbox's) last CPU sample, from which the
+//! stats RPCs compute `usage_nano_cores` as containerd does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -201,9 +203,137 @@ impl SizeCache {
     }
 }
 
+/// One CPU sample: when it was taken (nanoseconds since the epoch) and the cumulative usage
+/// (core-nanoseconds) then.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuSample {
+    pub timestamp: i64,
+    pub usage_core_nano_seconds: u64,
+}
+
+/// The mean usage in nanocores (core-nanoseconds per second) from `prev` to `cur`: `None` when
+/// the interval is not positive or the counter went backwards (a new cgroup under the same id).
+pub fn nano_cores_between(prev: CpuSample, cur: CpuSample) -> Option<u64> {
+    let interval = cur.timestamp.checked_sub(prev.timestamp)?;
+    let used = cur
+        .usage_core_nano_seconds
+        .checked_sub(prev.usage_core_nano_seconds)?;
+    if interval <= 0 {
+        return None;
+    }
+    u64::try_from(u128::from(used) * 1_000_000_000 / interval as u128).ok()
+}
+
+/// The last CPU sample of each container (or sandbox), by id: the rate is always computed
+/// from the previous sample, whoever asked for it (containerd's `getUsageNanoCores`, which
+/// keeps the previous sample in its container store).
+#[derive(Default)]
+pub struct CpuUsageCache {
+    last: Mutex<HashMap<String, CpuSample>>,
+}
+
+impl CpuUsageCache {
+    /// The usage in nanocores of `id` since its previous sample, which `cur` replaces. `None`
+    /// for the first sample of `id` (nothing to compare with) and after its counter went
+    /// backwards; a sample not newer than the stored one (two requests racing) changes nothing.
+    pub fn usage_nano_cores(&self, id: &str, cur: CpuSample) -> Option<u64> {
+        let mut last = self.last.lock();
+        match last.get(id).copied() {
+            Some(prev) if cur.timestamp <= prev.timestamp => None,
+            prev => {
+                last.insert(id.to_string(), cur);
+                nano_cores_between(prev?, cur)
+            }
+        }
+    }
+
+    /// Keeps only the ids `alive` says still exist.
+    pub fn retain(&self, alive: impl Fn(&str) -> bool) {
+        self.last.lock().retain(|id, _| alive(id));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn cpu(timestamp: i64, usage_core_nano_seconds: u64) -> CpuSample {
+        CpuSample {
+            timestamp,
+            usage_core_nano_seconds,
+        }
+    }
+
+    #[test]
+    fn nano_cores_are_the_usage_rate_between_two_samples() {
+        const S: i64 = 1_000_000_000;
+        // Half a core over 4 s: 2 core-seconds used.
+        assert_eq!(
+            nano_cores_between(cpu(10 * S, 7 * S as u64), cpu(14 * S, 9 * S as u64)),
+            Some(500_000_000)
+        );
+        // 1.5 cores over 250 ms.
+        assert_eq!(
+            nano_cores_between(cpu(S, 0), cpu(S + S / 4, 375_000_000)),
+            Some(1_500_000_000)
+        );
+        assert_eq!(
+            nano_cores_between(cpu(S, 5), cpu(S, 9)),
+            None,
+            "no interval"
+        );
+        assert_eq!(
+            nano_cores_between(cpu(2 * S, 5), cpu(S, 9)),
+            None,
+            "backwards"
+        );
+        assert_eq!(
+            nano_cores_between(cpu(S, 9), cpu(2 * S, 5)),
+            None,
+            "counter reset"
+        );
+        // Large counters (months of usage on many cores) do not overflow.
+        let big = 40_000_000 * S as u64;
+        assert_eq!(
+            nano_cores_between(cpu(0, big), cpu(10 * S, big + 20 * S as u64)),
+            Some(2_000_000_000)
+        );
+    }
+
+    #[test]
+    fn each_sample_rates_against_the_previous_one_of_its_id() {
+        const S: i64 = 1_000_000_000;
+        let c = CpuUsageCache::default();
+        assert_eq!(c.usage_nano_cores("a", cpu(S, 0)), None, "first sample");
+        assert_eq!(c.usage_nano_cores("b", cpu(S, 0)), None, "ids are apart");
+        assert_eq!(
+            c.usage_nano_cores("a", cpu(3 * S, S as u64)),
+            Some(500_000_000)
+        );
+        // The window moves: the next rate is against the sample just taken.
+        assert_eq!(
+            c.usage_nano_cores("a", cpu(4 * S, 2 * S as u64)),
+            Some(S as u64)
+        );
+        // A late sample (a racing request) neither yields a rate nor moves the window back.
+        assert_eq!(c.usage_nano_cores("a", cpu(3 * S, S as u64)), None);
+        assert_eq!(
+            c.usage_nano_cores("a", cpu(6 * S, 3 * S as u64)),
+            Some(500_000_000)
+        );
+        // A counter that went backwards starts over from the new sample.
+        assert_eq!(c.usage_nano_cores("a", cpu(7 * S, 10)), None);
+        assert_eq!(
+            c.usage_nano_cores("a", cpu(8 * S, 10 + S as u64 / 10)),
+            Some(100_000_000)
+        );
+        c.retain(|id| id == "b");
+        assert_eq!(c.usage_nano_cores("a", cpu(9 * S, 0)), None, "forgotten");
+        assert_eq!(
+            c.usage_nano_cores("b", cpu(2 * S, S as u64)),
+            Some(S as u64)
+        );
+    }
 
     fn summary(id: &str) -> ContainerSummary {
         ContainerSummary {

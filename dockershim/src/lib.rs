@@ -174,6 +174,8 @@ pub(crate) async fn build_shim_with<D: DockerApi>(
         listing: cache::ListCache::default(),
         image_refs: cache::ImageRefCache::default(),
         cgroups: cgroups::CgroupCache::default(),
+        container_cpu: Default::default(),
+        sandbox_cpu: Default::default(),
         pod_cidr: Mutex::new(config.pod_cidr.clone()),
         sandbox_oom_score_adj,
         oom_score_adj_floor: (!can_lower).then_some(0),

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{ImageRefCache, ListCache, SizeCache};
+use crate::cache::{CpuUsageCache, ImageRefCache, ListCache, SizeCache};
 use crate::cgroups::CgroupCache;
 use crate::checkpoint::CheckpointStore;
 use crate::config::ShimConfig;
@@ -49,6 +49,10 @@ pub struct Shim<D: DockerApi> {
     pub image_refs: ImageRefCache,
     /// Cgroup directories of the containers whose stats were asked for.
     pub cgroups: CgroupCache,
+    /// The last CPU sample of each container whose stats were asked for (`usage_nano_cores`).
+    pub container_cpu: CpuUsageCache,
+    /// The last CPU sample of each sandbox (its pause container and containers together).
+    pub sandbox_cpu: CpuUsageCache,
     /// The pod CIDR the kubelet last told us (UpdateRuntimeConfig).
     pub pod_cidr: Mutex<String>,
     /// oom_score_adj given to sandbox containers (upstream -998, or the host-limited fallback).

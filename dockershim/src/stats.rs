@@ -1,8 +1,11 @@
 //! Container and sandbox statistics (CPU, memory working set, network for sandboxes) read from
 //! the containers' cgroup files (see `cgroups`), with Docker's one-shot stats as the fallback
 //! when a cgroup cannot be found, and the writable-layer sizes of `cache::SizeCache` (refreshed
-//! in the background, never computed on the request path). The RPCs: ContainerStats,
-//! ListContainerStats, PodSandboxStats, ListPodSandboxStats, ListPodSandboxMetrics.
+//! in the background, never computed on the request path). `usage_nano_cores` is the mean rate
+//! since the previous sample of the same container (`cache::CpuUsageCache`), whoever asked, as
+//! containerd computes it; a sandbox's figures are its pause container's and its containers'
+//! added up, with its own rate. The RPCs: ContainerStats, ListContainerStats, PodSandboxStats,
+//! ListPodSandboxStats, ListPodSandboxMetrics.
 
 use std::collections::HashMap;
 
@@ -10,6 +13,7 @@ use bollard::models::ContainerStatsResponse;
 use cri_proto::runtime::v1 as cri;
 use futures::StreamExt;
 
+use crate::cache::{CpuSample, CpuUsageCache};
 use crate::cgroups;
 use crate::docker::DockerApi;
 use crate::errors::Result;
@@ -36,6 +40,71 @@ fn cpu_usage(s: &ContainerStatsResponse, ts: i64) -> cri::CpuUsage {
                 .unwrap_or(0),
         ),
         usage_nano_cores: None,
+        psi: None,
+    }
+}
+
+/// `cpu` with its `usage_nano_cores`: the mean rate since `cache`'s previous sample of `id`
+/// (none for the first sample).
+fn with_nano_cores(cache: &CpuUsageCache, id: &str, mut cpu: cri::CpuUsage) -> cri::CpuUsage {
+    if let Some(usage) = cpu.usage_core_nano_seconds.as_ref().map(|v| v.value) {
+        let sample = CpuSample {
+            timestamp: cpu.timestamp,
+            usage_core_nano_seconds: usage,
+        };
+        cpu.usage_nano_cores = cache.usage_nano_cores(id, sample).and_then(u64v);
+    }
+    cpu
+}
+
+fn value(v: Option<&cri::UInt64Value>) -> Option<u64> {
+    v.map(|v| v.value)
+}
+
+/// The sum of `field` over the sandbox's own (pause) figure and its containers': `None` when
+/// none of them has it.
+fn sum_of<T>(
+    own: &T,
+    containers: &[cri::ContainerStats],
+    of: impl Fn(&cri::ContainerStats) -> Option<&T>,
+    field: impl Fn(&T) -> Option<u64>,
+) -> Option<u64> {
+    std::iter::once(field(own))
+        .chain(containers.iter().map(|c| of(c).and_then(&field)))
+        .flatten()
+        .reduce(|a, b| a.saturating_add(b))
+}
+
+/// A sandbox's cumulative CPU usage: its pause container's and its containers' together (the
+/// rate is added by the caller, from the sandbox's own previous sample).
+fn sandbox_cpu(own: &cri::CpuUsage, containers: &[cri::ContainerStats]) -> cri::CpuUsage {
+    cri::CpuUsage {
+        timestamp: own.timestamp,
+        usage_core_nano_seconds: sum_of(
+            own,
+            containers,
+            |c| c.cpu.as_ref(),
+            |u| value(u.usage_core_nano_seconds.as_ref()),
+        )
+        .and_then(u64v),
+        usage_nano_cores: None,
+        psi: None,
+    }
+}
+
+/// A sandbox's memory: its pause container's and its containers' figures added up.
+fn sandbox_memory(own: &cri::MemoryUsage, containers: &[cri::ContainerStats]) -> cri::MemoryUsage {
+    let sum = |field: fn(&cri::MemoryUsage) -> Option<&cri::UInt64Value>| {
+        sum_of(own, containers, |c| c.memory.as_ref(), |m| value(field(m))).and_then(u64v)
+    };
+    cri::MemoryUsage {
+        timestamp: own.timestamp,
+        working_set_bytes: sum(|m| m.working_set_bytes.as_ref()),
+        available_bytes: None,
+        usage_bytes: sum(|m| m.usage_bytes.as_ref()),
+        rss_bytes: sum(|m| m.rss_bytes.as_ref()),
+        page_faults: sum(|m| m.page_faults.as_ref()),
+        major_page_faults: sum(|m| m.major_page_faults.as_ref()),
         psi: None,
     }
 }
@@ -194,7 +263,11 @@ impl<D: DockerApi> Shim<D> {
                 labels: c.labels,
                 annotations: c.annotations,
             }),
-            cpu: Some(cpu_usage(&s, ts)),
+            cpu: Some(with_nano_cores(
+                &self.container_cpu,
+                &c.id,
+                cpu_usage(&s, ts),
+            )),
             memory: Some(memory_usage(&s, ts)),
             writable_layer: Some(cri::FilesystemUsage {
                 timestamp: ts,
@@ -245,6 +318,7 @@ impl<D: DockerApi> Shim<D> {
             let alive: std::collections::HashSet<&str> =
                 containers.iter().map(|c| c.id.as_str()).collect();
             self.cgroups.retain(|id| alive.contains(id));
+            self.container_cpu.retain(|id| alive.contains(id));
         }
         let results: Vec<_> =
             futures::stream::iter(containers.into_iter().map(|c| self.stats_of(c)))
@@ -265,41 +339,8 @@ impl<D: DockerApi> Shim<D> {
             }))
             .await?;
         let network = self.sandbox_network_usage(&sandbox.id, &s, ts).await;
-        let pause_cpu = cpu_usage(&s, ts);
-        let pause_mem = memory_usage(&s, ts);
-        let sum = |f: &dyn Fn(&cri::ContainerStats) -> u64| containers.iter().map(f).sum::<u64>();
-        let cpu_total = pause_cpu
-            .usage_core_nano_seconds
-            .as_ref()
-            .map(|v| v.value)
-            .unwrap_or(0)
-            + sum(&|c| {
-                c.cpu
-                    .as_ref()
-                    .and_then(|u| u.usage_core_nano_seconds.as_ref())
-                    .map(|v| v.value)
-                    .unwrap_or(0)
-            });
-        let ws_total = pause_mem
-            .working_set_bytes
-            .as_ref()
-            .map(|v| v.value)
-            .unwrap_or(0)
-            + sum(&|c| {
-                c.memory
-                    .as_ref()
-                    .and_then(|m| m.working_set_bytes.as_ref())
-                    .map(|v| v.value)
-                    .unwrap_or(0)
-            });
-        let usage_total = pause_mem.usage_bytes.as_ref().map(|v| v.value).unwrap_or(0)
-            + sum(&|c| {
-                c.memory
-                    .as_ref()
-                    .and_then(|m| m.usage_bytes.as_ref())
-                    .map(|v| v.value)
-                    .unwrap_or(0)
-            });
+        let cpu = sandbox_cpu(&cpu_usage(&s, ts), &containers);
+        let memory = sandbox_memory(&memory_usage(&s, ts), &containers);
         Ok(cri::PodSandboxStats {
             attributes: Some(cri::PodSandboxAttributes {
                 id: sandbox.id.clone(),
@@ -308,17 +349,8 @@ impl<D: DockerApi> Shim<D> {
                 annotations: sandbox.annotations,
             }),
             linux: Some(cri::LinuxPodSandboxStats {
-                cpu: Some(cri::CpuUsage {
-                    timestamp: ts,
-                    usage_core_nano_seconds: u64v(cpu_total),
-                    ..Default::default()
-                }),
-                memory: Some(cri::MemoryUsage {
-                    timestamp: ts,
-                    working_set_bytes: u64v(ws_total),
-                    usage_bytes: u64v(usage_total),
-                    ..Default::default()
-                }),
+                cpu: Some(with_nano_cores(&self.sandbox_cpu, &sandbox.id, cpu)),
+                memory: Some(memory),
                 network,
                 process: Some(cri::ProcessUsage {
                     timestamp: ts,
@@ -355,6 +387,7 @@ impl<D: DockerApi> Shim<D> {
         filter: Option<cri::PodSandboxStatsFilter>,
     ) -> Result<Vec<cri::PodSandboxStats>> {
         let f = filter.unwrap_or_default();
+        let everything = f.id.is_empty() && f.label_selector.is_empty();
         let sandboxes = self
             .list_pod_sandbox(Some(cri::PodSandboxFilter {
                 id: f.id,
@@ -367,6 +400,11 @@ impl<D: DockerApi> Shim<D> {
             .into_iter()
             .filter(|s| matches_selector(&s.labels, &f.label_selector))
             .collect::<Vec<_>>();
+        if everything {
+            let ready: std::collections::HashSet<&str> =
+                sandboxes.iter().map(|s| s.id.as_str()).collect();
+            self.sandbox_cpu.retain(|id| ready.contains(id));
+        }
         let results: Vec<_> =
             futures::stream::iter(sandboxes.into_iter().map(|s| self.sandbox_stats_of(s)))
                 .buffer_unordered(8)

@@ -1,9 +1,9 @@
 //! What the node's servers and the API mode read of the running kubelet (upstream `server`'s
 //! `HostInterface`, which `Kubelet` implements): the pod manager's desired pods, their live
-//! statuses, PLEG and sync-loop health, the runtime manager (logs, exec), eviction conditions and
-//! mirror pods. The sync loop ([`crate::kubelet`]) owns and updates it; the read-only and
-//! authenticated servers, healthz and the API mode hold an `Arc` of it, so none of them imports
-//! the loop.
+//! statuses, PLEG and sync-loop health, the runtime manager (logs, exec), eviction conditions,
+//! mirror pods and the stats provider. The sync loop ([`crate::kubelet`]) owns and updates it;
+//! the read-only and authenticated servers, healthz and the API mode hold an `Arc` of it, so
+//! none of them imports the loop.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -59,6 +59,8 @@ pub struct KubeletShared {
     /// UIDs of pods evicted or rejected at admission: terminal, never started again; they keep
     /// their Failed status until their source removes them.
     pub evicted: RwLock<HashSet<String>>,
+    /// The summary provider (`/stats/summary`, `/metrics/resource`) and its CPU samples.
+    pub stats: crate::stats::StatsProvider,
 }
 
 impl KubeletShared {

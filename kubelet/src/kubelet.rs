@@ -99,6 +99,7 @@ impl Kubelet {
             evicted: RwLock::new(HashSet::new()),
             shutdown: Arc::default(),
             mirrors: Default::default(),
+            stats: Default::default(),
         });
         Self {
             config,

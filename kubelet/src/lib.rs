@@ -19,7 +19,7 @@
 //!    everything the kubelet asks the runtime, through [`cri`]).
 //! 4. **Node-level policy** — [`eviction`] (given image and container GC as traits), [`gc`]
 //!    (dead containers), [`images`] (image GC), [`pleg`] (generic and evented), [`prober`]
-//!    (probe workers).
+//!    (probe workers), [`stats`] (the summary of node, pod and container usage).
 //! 5. **The loop** — [`host`] (what the servers read of the running kubelet), [`pod_workers`],
 //!    [`server`] (read-only, authenticated and healthz servers), [`apimode`] (API-server mode),
 //!    [`kubelet`] (the sync loop, which wires everything).
@@ -61,6 +61,7 @@ pub mod prober;
 pub mod qos;
 pub mod resource;
 pub mod server;
+pub mod stats;
 pub mod status;
 pub mod types;
 pub mod version;

@@ -10,6 +10,7 @@ mod container;
 mod image;
 mod listing;
 mod sandbox;
+mod stats;
 mod streaming;
 
 use std::collections::HashMap;

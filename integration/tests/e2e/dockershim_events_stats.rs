@@ -187,6 +187,16 @@ async fn dockershim_stats() {
         assert_eq!(list.len(), 1, "{list:?}");
         assert_eq!(list[0].attributes.as_ref().unwrap().id, cid);
         check(&list[0]).unwrap();
+        // ContainerStats sampled the container before: the listing carries the rate since (which
+        // may be 0: the container sleeps most of the time).
+        let nano = |c: Option<&cri::CpuUsage>| {
+            c.and_then(|c| c.usage_nano_cores.as_ref()).map(|v| v.value)
+        };
+        assert!(
+            nano(list[0].cpu.as_ref()).is_some(),
+            "usage_nano_cores: {:?}",
+            list[0].cpu
+        );
 
         let check_pod = |p: &cri::PodSandboxStats| -> Result<(), String> {
             let l = p.linux.as_ref().ok_or("no linux stats")?;
@@ -234,6 +244,14 @@ async fn dockershim_stats() {
             .stats;
         assert_eq!(ps.len(), 1, "{ps:?}");
         check_pod(&ps[0]).unwrap();
+        // The second sandbox sample: a rate since the first, for the sandbox and its container.
+        let l = ps[0].linux.as_ref().unwrap();
+        assert!(nano(l.cpu.as_ref()).is_some(), "sandbox usage_nano_cores: {:?}", l.cpu);
+        assert!(
+            nano(l.containers[0].cpu.as_ref()).is_some(),
+            "container usage_nano_cores: {:?}",
+            l.containers[0].cpu
+        );
         ctx.stop_remove_sandbox(&sid).await;
     })
     .await;

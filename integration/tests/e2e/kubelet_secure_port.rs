@@ -20,7 +20,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 
 /// A client CA (written to `ca_path`) and a client certificate and key it signed.
-fn client_identity(ca_path: &std::path::Path) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
+pub(crate) fn client_identity(
+    ca_path: &std::path::Path,
+) -> (CertificateDer<'static>, PrivateKeyDer<'static>) {
     let ca_key = rcgen::KeyPair::generate().expect("ca key");
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("ca params");
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
@@ -45,7 +47,7 @@ fn client_identity(ca_path: &std::path::Path) -> (CertificateDer<'static>, Priva
 
 /// A TLS connector that accepts the kubelet's self-signed certificate (as
 /// `--insecure-skip-tls-verify`), presenting `identity` when given.
-fn connector(
+pub(crate) fn connector(
     identity: Option<(CertificateDer<'static>, PrivateKeyDer<'static>)>,
 ) -> tokio_rustls::TlsConnector {
     let config = kubelet::probe::transport::insecure_client_config(
@@ -57,7 +59,7 @@ fn connector(
 
 /// A plain-TCP relay on loopback into the kubelet's TLS port, so the streaming clients (which
 /// speak plain HTTP) can go through it.
-async fn relay(kubelet_port: u16, tls: tokio_rustls::TlsConnector) -> u16 {
+pub(crate) async fn relay(kubelet_port: u16, tls: tokio_rustls::TlsConnector) -> u16 {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -82,7 +84,7 @@ async fn relay(kubelet_port: u16, tls: tokio_rustls::TlsConnector) -> u16 {
 }
 
 /// `GET path` through a relay: (status, body).
-async fn get(relay: u16, path: &str) -> Option<(u16, String)> {
+pub(crate) async fn get(relay: u16, path: &str) -> Option<(u16, String)> {
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", relay))
         .await
         .ok()?;

@@ -43,6 +43,7 @@ mod kubelet_node_api;
 mod kubelet_pods;
 mod kubelet_probes;
 mod kubelet_qos;
+mod kubelet_resource_metrics;
 mod kubelet_restart_policy;
 mod kubelet_secure_port;
 mod kubelet_shutdown;

@@ -8,7 +8,8 @@
 //! as upstream), `/runningpods/`, and `/exec`, `/attach` and `/portForward`, which ask the
 //! runtime for a streaming URL (CRI Exec / Attach / PortForward) and proxy the client's
 //! upgraded connection to it, so `kubectl exec`, `attach`, `port-forward` and `logs` work
-//! through the API server; and `/stats/summary` (from the CRI's stats).
+//! through the API server; `/stats/summary` and `/metrics/resource` (the node's, pods' and
+//! containers' usage, [`crate::stats`]).
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -32,6 +33,7 @@ use tokio_util::sync::CancellationToken;
 use crate::host::KubeletShared;
 use crate::logs::query_pairs;
 use crate::server::{Body, json, text};
+use crate::stats::Scope;
 
 /// Settings of the secure server (flags of the same names).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -396,120 +398,68 @@ fn running_pods(shared: &KubeletShared) -> serde_json::Value {
     serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
 }
 
-fn rfc3339_now() -> String {
-    k8s_openapi::jiff::Timestamp::now().to_string()
+/// The pods this kubelet runs (the test bed shares one runtime between kubelets: the summary
+/// covers only this one's pods, as upstream's covers its runtime's).
+fn known_pods(shared: &KubeletShared) -> Vec<k8s_openapi::api::core::v1::Pod> {
+    shared.pods.read().values().cloned().collect()
 }
 
-/// `/stats/summary` (upstream `statsapi.Summary`): the node's CPU, memory and filesystems, and
-/// per pod its containers' CPU, memory, writable layer and logs from the CRI's container stats.
-async fn stats_summary(shared: &KubeletShared, root_dir: &Path) -> Response<Body> {
-    let rt = &shared.runtime;
-    let stats = match rt.list_container_stats().await {
-        Ok(s) => s,
-        Err(e) => return text(StatusCode::INTERNAL_SERVER_ERROR, format!("{e}\n")),
+/// `/stats/summary` (upstream `handleSummary`): the node's and pods' usage
+/// ([`crate::stats`]); `?only_cpu_and_memory=true` gives only CPU and memory, with the last
+/// CPU rates.
+async fn stats_summary(shared: &KubeletShared, root_dir: &Path, query: &str) -> Response<Body> {
+    let only: Vec<String> = query_pairs(query)
+        .into_iter()
+        .filter(|(k, _)| k == "only_cpu_and_memory")
+        .map(|(_, v)| v)
+        .collect();
+    let scope = if only == ["true"] {
+        Scope::CpuAndMemory
+    } else {
+        Scope::Full
     };
-    let now = rfc3339_now();
-    let uint = |v: Option<&cri::UInt64Value>| v.map(|v| v.value);
-    let mut pods: std::collections::BTreeMap<String, serde_json::Value> = Default::default();
-    let known = shared.pods_with_status();
-    for s in stats {
-        let Some(attrs) = s.attributes.as_ref() else {
-            continue;
-        };
-        let labels = &attrs.labels;
-        let (Some(uid), Some(name), Some(ns)) = (
-            labels.get(crate::kuberuntime::labels::POD_UID_LABEL),
-            labels.get(crate::kuberuntime::labels::POD_NAME_LABEL),
-            labels.get(crate::kuberuntime::labels::POD_NAMESPACE_LABEL),
-        ) else {
-            continue;
-        };
-        if !known
-            .iter()
-            .any(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
-        {
-            continue;
-        }
-        let cpu = s.cpu.as_ref();
-        let mem = s.memory.as_ref();
-        let container = serde_json::json!({
-            "name": attrs.metadata.as_ref().map(|m| m.name.clone()).unwrap_or_default(),
-            "cpu": {
-                "time": now,
-                "usageNanoCores": cpu.and_then(|c| uint(c.usage_nano_cores.as_ref())),
-                "usageCoreNanoSeconds": cpu.and_then(|c| uint(c.usage_core_nano_seconds.as_ref())),
-            },
-            "memory": {
-                "time": now,
-                "workingSetBytes": mem.and_then(|m| uint(m.working_set_bytes.as_ref())),
-                "usageBytes": mem.and_then(|m| uint(m.usage_bytes.as_ref())),
-                "rssBytes": mem.and_then(|m| uint(m.rss_bytes.as_ref())),
-                "pageFaults": mem.and_then(|m| uint(m.page_faults.as_ref())),
-                "majorPageFaults": mem.and_then(|m| uint(m.major_page_faults.as_ref())),
-            },
-            "rootfs": {
-                "time": now,
-                "usedBytes": s.writable_layer.as_ref().and_then(|w| uint(w.used_bytes.as_ref())),
-                "inodesUsed": s.writable_layer.as_ref().and_then(|w| uint(w.inodes_used.as_ref())),
-            },
-        });
-        let entry = pods.entry(uid.clone()).or_insert_with(|| {
-            serde_json::json!({
-                "podRef": {"name": name, "namespace": ns, "uid": uid},
-                "containers": [],
-            })
-        });
-        if let Some(list) = entry["containers"].as_array_mut() {
-            list.push(container);
-        }
+    let summary = shared
+        .stats
+        .summary(
+            &shared.runtime,
+            &shared.node_name,
+            root_dir,
+            &known_pods(shared),
+            scope,
+        )
+        .await;
+    match summary {
+        Ok(s) => json(&serde_json::to_value(&s).unwrap_or_default()),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("Internal Error: failed to get stats summary: {e}\n"),
+        ),
     }
-    // Pod totals and volumes.
-    for (uid, p) in pods.iter_mut() {
-        let sum = |f: &dyn Fn(&serde_json::Value) -> Option<u64>| -> u64 {
-            p["containers"]
-                .as_array()
-                .map(|cs| cs.iter().filter_map(f).sum())
-                .unwrap_or(0)
-        };
-        let ws = sum(&|c| c["memory"]["workingSetBytes"].as_u64());
-        let usage = sum(&|c| c["memory"]["usageBytes"].as_u64());
-        let cpu = sum(&|c| c["cpu"]["usageCoreNanoSeconds"].as_u64());
-        let nano = sum(&|c| c["cpu"]["usageNanoCores"].as_u64());
-        let (vol_bytes, vol_inodes) =
-            crate::fsstats::dir_usage(&root_dir.join("pods").join(uid).join("volumes"));
-        p["cpu"] =
-            serde_json::json!({"time": now, "usageCoreNanoSeconds": cpu, "usageNanoCores": nano});
-        p["memory"] = serde_json::json!({"time": now, "workingSetBytes": ws, "usageBytes": usage});
-        p["ephemeral-storage"] =
-            serde_json::json!({"time": now, "usedBytes": vol_bytes, "inodesUsed": vol_inodes});
+}
+
+/// `/metrics/resource` (upstream's resource metrics collector): CPU and memory of the node,
+/// pods and containers in the Prometheus text format.
+async fn resource_metrics(shared: &KubeletShared, root_dir: &Path) -> Response<Body> {
+    let summary = shared
+        .stats
+        .summary(
+            &shared.runtime,
+            &shared.node_name,
+            root_dir,
+            &known_pods(shared),
+            Scope::CpuAndMemory,
+        )
+        .await;
+    if let Err(e) = &summary {
+        tracing::error!(error = %e, "Error getting summary for resourceMetric prometheus endpoint");
     }
-    let meminfo = crate::fsstats::read_meminfo();
-    let field = |name| crate::fsstats::meminfo_field(&meminfo, name);
-    let mem = field("MemTotal").zip(field("MemAvailable"));
-    let fs = crate::fsstats::fs_capacity(root_dir);
-    let image_fs = rt.image_fs().await.ok().flatten();
-    let summary = serde_json::json!({
-        "node": {
-            "nodeName": shared.node_name,
-            "memory": mem.map(|(capacity, available)| serde_json::json!({
-                "time": now,
-                "availableBytes": available,
-                "workingSetBytes": capacity.saturating_sub(available),
-                "usageBytes": capacity.saturating_sub(available),
-            })),
-            "fs": fs.map(|(cap, avail)| serde_json::json!({
-                "time": now, "capacityBytes": cap, "availableBytes": avail,
-                "usedBytes": cap.saturating_sub(avail),
-            })),
-            "runtime": {"imageFs": image_fs.map(|f| serde_json::json!({
-                "time": now,
-                "usedBytes": f.used_bytes.map(|v| v.value),
-                "inodesUsed": f.inodes_used.map(|v| v.value),
-            }))},
-        },
-        "pods": pods.into_values().collect::<Vec<_>>(),
-    });
-    json(&summary)
+    let body = crate::stats::resource_metrics::render(summary.as_ref().ok());
+    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
 }
 
 async fn route(
@@ -536,7 +486,8 @@ async fn route(
     }
     match path.trim_end_matches('/') {
         "/runningpods" => json(&running_pods(&shared)),
-        "/stats/summary" => stats_summary(&shared, &root_dir).await,
+        "/stats/summary" => stats_summary(&shared, &root_dir, &query).await,
+        "/metrics/resource" => resource_metrics(&shared, &root_dir).await,
         _ => crate::server::handle(&shared, req.method(), &path).map(|b| b.boxed()),
     }
 }

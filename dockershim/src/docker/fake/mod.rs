@@ -57,6 +57,8 @@ pub struct FakeContainer {
     pub output: Vec<LogChunk>,
     /// Every UpdateContainer body, oldest first.
     pub updates: Vec<ContainerUpdateBody>,
+    /// The cumulative CPU usage `stats` reports (core-nanoseconds).
+    pub cpu_usage: u64,
 }
 
 impl FakeContainer {
@@ -230,6 +232,14 @@ impl FakeDocker {
         self.publish(&mut s, event);
     }
 
+    /// Sets the cumulative CPU usage (core-nanoseconds) `stats` reports for container `id`.
+    pub fn set_cpu_usage(&self, id: &str, usage: u64) {
+        let mut s = self.state();
+        if let Ok(i) = Self::find(&s, id) {
+            s.containers[i].cpu_usage = usage;
+        }
+    }
+
     /// What `logs` replays for container `id`.
     pub fn set_output(&self, id: &str, output: Vec<LogChunk>) {
         let mut s = self.state();
@@ -384,6 +394,7 @@ impl DockerApi for FakeDocker {
             ip: format!("172.17.0.{}", n % 250 + 2),
             output: Vec::new(),
             updates: Vec::new(),
+            cpu_usage: 1_000_000,
         };
         let event = Self::event(&c, "create");
         s.containers.push(c);
@@ -486,7 +497,7 @@ impl DockerApi for FakeDocker {
             id: Some(s.containers[i].id.clone()),
             cpu_stats: Some(ContainerCpuStats {
                 cpu_usage: Some(ContainerCpuUsage {
-                    total_usage: Some(1_000_000),
+                    total_usage: Some(s.containers[i].cpu_usage),
                     ..Default::default()
                 }),
                 ..Default::default()

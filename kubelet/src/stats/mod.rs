@@ -1,0 +1,537 @@
+//! The node's and pods' resource usage (upstream `pkg/kubelet/stats` with its CRI stats
+//! provider, and `server/stats`' summary provider): what `/stats/summary` serves and
+//! `/metrics/resource` renders ([`resource_metrics`]). Pods and containers come from the
+//! runtime's CRI stats as upstream's `criStatsProvider.listPodStats` builds them (one listing
+//! each of sandboxes, containers and container stats; only running containers, and per pod its
+//! ready sandbox), with the pod's CPU and memory read from its pod cgroup as cAdvisor reads it
+//! ([`cgroup`]; the pause container and exited containers count), or the sum of its
+//! containers' when that cgroup cannot be read (upstream's fallback). When the runtime gives no
+//! `usage_nano_cores` the kubelet computes it from the previous `usage_core_nano_seconds` sample
+//! ([`cpu`]). The node's figures are read from the host ([`node`]: the root cgroup's CPU,
+//! `/proc/meminfo` as the eviction manager reads it, `/proc/net/dev`, statvfs).
+//!
+//! Upstream takes new CPU samples only from the eviction manager's 10 s round and lets
+//! `/stats/summary` read the rates it left; this kubelet's eviction manager asks for stats only
+//! when it must rank pods, so a full `/stats/summary` takes the samples itself (each rate is
+//! the mean since the previous such request), while `/metrics/resource` and
+//! `/stats/summary?only_cpu_and_memory=true` read the last rates without sampling, as upstream's
+//! `GetCPUAndMemoryStats` does.
+//!
+//! Managers layer: imports the runtime manager, [`crate::cri`]'s types and [`crate::fsstats`].
+
+pub mod cgroup;
+pub mod cpu;
+pub mod node;
+pub mod resource_metrics;
+pub mod types;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use cri_proto::runtime::v1 as cri;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::fsstats::{dir_usage, fs_stats};
+use crate::kuberuntime::sandbox::build_pod_logs_directory;
+use crate::kuberuntime::{KubeGenericRuntimeManager, RuntimeError};
+use cgroup::CgroupSample;
+use cpu::{CpuSample, CpuUsageCache};
+use types::*;
+
+/// What a stats request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Everything (`/stats/summary`); CPU rates are sampled anew.
+    Full,
+    /// CPU and memory only, with the last CPU rates (`/metrics/resource`,
+    /// `/stats/summary?only_cpu_and_memory=true`; upstream `GetCPUAndMemoryStats`).
+    CpuAndMemory,
+}
+
+/// One listing of what the runtime has (upstream `listPodStats`' inputs).
+#[derive(Debug, Clone, Default)]
+pub struct RuntimeListing {
+    pub sandboxes: Vec<cri::PodSandbox>,
+    pub containers: Vec<cri::Container>,
+    pub stats: Vec<cri::ContainerStats>,
+}
+
+/// The summary provider's state: the CPU samples rates are computed from.
+#[derive(Debug, Default)]
+pub struct StatsProvider {
+    cpu: CpuUsageCache,
+}
+
+fn value(v: Option<&cri::UInt64Value>) -> Option<u64> {
+    v.map(|v| v.value)
+}
+
+fn now_ns() -> i64 {
+    chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0)
+}
+
+/// statvfs figures of filesystems by mountpoint, each asked once per request.
+#[derive(Default)]
+struct FsInfos(HashMap<PathBuf, Option<crate::fsstats::FsStats>>);
+
+impl FsInfos {
+    fn get(&mut self, path: &Path) -> Option<crate::fsstats::FsStats> {
+        *self
+            .0
+            .entry(path.to_path_buf())
+            .or_insert_with(|| fs_stats(path))
+    }
+}
+
+/// An `FsStats` with `used` bytes and inodes on the filesystem `fs`.
+fn fs_usage(
+    time: Time,
+    fs: Option<crate::fsstats::FsStats>,
+    used_bytes: Option<u64>,
+    inodes_used: Option<u64>,
+) -> FsStats {
+    FsStats {
+        time,
+        available_bytes: fs.map(|f| f.available),
+        capacity_bytes: fs.map(|f| f.capacity),
+        used_bytes,
+        inodes_free: fs.map(|f| f.inodes_free),
+        inodes: fs.map(|f| f.inodes),
+        inodes_used,
+    }
+}
+
+/// Upstream `removeTerminatedPods`: per pod (namespace and name), its ready sandboxes, or its
+/// newest when none is ready.
+pub fn live_sandboxes(mut sandboxes: Vec<cri::PodSandbox>) -> Vec<cri::PodSandbox> {
+    sandboxes.sort_by_key(|s| s.created_at);
+    let mut by_pod: HashMap<(String, String), Vec<cri::PodSandbox>> = HashMap::new();
+    for s in sandboxes {
+        let m = s.metadata.clone().unwrap_or_default();
+        by_pod.entry((m.namespace, m.name)).or_default().push(s);
+    }
+    by_pod
+        .into_values()
+        .flat_map(|mut list| {
+            let ready: Vec<cri::PodSandbox> = list
+                .iter()
+                .filter(|s| s.state == cri::PodSandboxState::SandboxReady as i32)
+                .cloned()
+                .collect();
+            if ready.is_empty() {
+                list.split_off(list.len() - 1)
+            } else {
+                ready
+            }
+        })
+        .collect()
+}
+
+/// The sum of `field` over `items`; `None` when none has it.
+fn sum<T>(items: &[T], field: impl Fn(&T) -> Option<u64>) -> Option<u64> {
+    items
+        .iter()
+        .filter_map(field)
+        .reduce(|a, b| a.saturating_add(b))
+}
+
+/// The key a pod's own (cgroup) CPU samples are kept under.
+fn pod_key(uid: &str) -> String {
+    format!("pod{uid}")
+}
+
+impl StatsProvider {
+    /// The rate of `id` at `sample`: computed against the previous sample for [`Scope::Full`]
+    /// (which `sample` replaces), the last one computed for [`Scope::CpuAndMemory`].
+    fn rate(&self, id: &str, sample: CpuSample, scope: Scope) -> Option<u64> {
+        match scope {
+            Scope::Full => self.cpu.update(id, sample),
+            Scope::CpuAndMemory => self.cpu.cached(id),
+        }
+    }
+
+    /// A container's `usageNanoCores`: the runtime's when it gives one, else from the
+    /// previous sample.
+    fn usage_nano_cores(&self, id: &str, cpu: &cri::CpuUsage, scope: Scope) -> Option<u64> {
+        if let Some(v) = value(cpu.usage_nano_cores.as_ref()) {
+            return Some(v);
+        }
+        let sample = CpuSample {
+            timestamp: cpu.timestamp,
+            usage_core_nano_seconds: value(cpu.usage_core_nano_seconds.as_ref())?,
+        };
+        self.rate(id, sample, scope)
+    }
+
+    /// Upstream `addPodCPUMemoryStats`: the pod cgroup's CPU and memory when it can be read
+    /// (`(timestamp, sample)`), else the containers' figures added up.
+    fn add_pod_cpu_and_memory(
+        &self,
+        p: &mut PodStats,
+        cgroup: Option<(i64, CgroupSample)>,
+        scope: Scope,
+    ) {
+        let Some((timestamp, s)) = cgroup else {
+            sum_pod_cpu_and_memory(p);
+            return;
+        };
+        let time = Time::from_unix_nanos(timestamp);
+        let sample = CpuSample {
+            timestamp,
+            usage_core_nano_seconds: s.cpu,
+        };
+        p.cpu = Some(CpuStats {
+            time,
+            usage_nano_cores: self.rate(&pod_key(&p.pod_ref.uid), sample, scope),
+            usage_core_nano_seconds: Some(s.cpu),
+        });
+        p.memory = Some(MemoryStats {
+            time,
+            available_bytes: s.memory_limit.map(|l| l.saturating_sub(s.working_set)),
+            usage_bytes: Some(s.memory_usage),
+            working_set_bytes: Some(s.working_set),
+            rss_bytes: s.rss,
+            page_faults: s.page_faults,
+            major_page_faults: s.major_page_faults,
+        });
+    }
+
+    /// Upstream `makeContainerStats` (with the CRI's memory figures, as its
+    /// `PodAndContainerStatsFromCRI` path takes them).
+    fn container_stats(
+        &self,
+        stats: &cri::ContainerStats,
+        container: &cri::Container,
+        scope: Scope,
+    ) -> ContainerStats {
+        let id = &container.id;
+        let cpu = match &stats.cpu {
+            Some(c) => CpuStats {
+                time: Time::from_unix_nanos(c.timestamp),
+                usage_nano_cores: self.usage_nano_cores(id, c, scope),
+                usage_core_nano_seconds: value(c.usage_core_nano_seconds.as_ref()),
+            },
+            None => CpuStats {
+                time: Time::now(),
+                usage_nano_cores: Some(0),
+                usage_core_nano_seconds: Some(0),
+            },
+        };
+        let memory = match &stats.memory {
+            Some(m) => MemoryStats {
+                time: Time::from_unix_nanos(m.timestamp),
+                available_bytes: value(m.available_bytes.as_ref()),
+                usage_bytes: value(m.usage_bytes.as_ref()),
+                working_set_bytes: value(m.working_set_bytes.as_ref()),
+                rss_bytes: value(m.rss_bytes.as_ref()),
+                page_faults: value(m.page_faults.as_ref()),
+                major_page_faults: value(m.major_page_faults.as_ref()),
+            },
+            None => MemoryStats {
+                time: Time::now(),
+                working_set_bytes: Some(0),
+                ..Default::default()
+            },
+        };
+        ContainerStats {
+            name: stats
+                .attributes
+                .as_ref()
+                .and_then(|a| a.metadata.as_ref())
+                .or(container.metadata.as_ref())
+                .map(|m| m.name.clone())
+                .unwrap_or_default(),
+            start_time: Time::from_unix_nanos(container.created_at),
+            cpu: Some(cpu),
+            memory: Some(memory),
+            rootfs: None,
+            logs: None,
+        }
+    }
+
+    /// Upstream `listPodStats`: one `PodStats` per live sandbox of a pod in `pods` (UIDs) that
+    /// has a running container with stats; pod CPU and memory from `pod_cgroup` (the pod
+    /// cgroup's sample and when it was taken, by UID) or else its containers' added up.
+    /// Filesystem figures are left to the caller.
+    pub fn pod_stats(
+        &self,
+        listing: &RuntimeListing,
+        pods: &HashSet<String>,
+        pod_cgroup: &dyn Fn(&str) -> Option<(i64, CgroupSample)>,
+        scope: Scope,
+    ) -> Vec<(PodStats, Vec<(cri::ContainerStats, cri::Container)>)> {
+        let sandboxes: HashMap<String, cri::PodSandbox> = live_sandboxes(listing.sandboxes.clone())
+            .into_iter()
+            .filter(|s| s.metadata.as_ref().is_some_and(|m| pods.contains(&m.uid)))
+            .map(|s| (s.id.clone(), s))
+            .collect();
+        let containers: HashMap<&str, &cri::Container> = listing
+            .containers
+            .iter()
+            .filter(|c| c.state == cri::ContainerState::ContainerRunning as i32)
+            .map(|c| (c.id.as_str(), c))
+            .collect();
+        let mut by_sandbox: HashMap<
+            String,
+            (PodStats, Vec<(cri::ContainerStats, cri::Container)>),
+        > = HashMap::new();
+        for s in &listing.stats {
+            let Some(id) = s.attributes.as_ref().map(|a| a.id.as_str()) else {
+                continue;
+            };
+            let Some(container) = containers.get(id) else {
+                continue;
+            };
+            let Some(sandbox) = sandboxes.get(&container.pod_sandbox_id) else {
+                continue;
+            };
+            let entry = by_sandbox.entry(sandbox.id.clone()).or_insert_with(|| {
+                let m = sandbox.metadata.clone().unwrap_or_default();
+                let pod = PodStats {
+                    pod_ref: PodReference {
+                        name: m.name,
+                        namespace: m.namespace,
+                        uid: m.uid,
+                    },
+                    start_time: Time::from_unix_nanos(sandbox.created_at),
+                    ..Default::default()
+                };
+                (pod, Vec::new())
+            });
+            entry
+                .0
+                .containers
+                .push(self.container_stats(s, container, scope));
+            entry.1.push((s.clone(), (*container).clone()));
+        }
+        if scope == Scope::Full {
+            let mut alive: HashSet<String> = containers.keys().map(|k| k.to_string()).collect();
+            alive.extend(pods.iter().map(|uid| pod_key(uid)));
+            self.cpu.retain(|id| id == cpu::NODE || alive.contains(id));
+        }
+        let mut out: Vec<_> = by_sandbox
+            .into_values()
+            .map(|(mut p, raw)| {
+                let cgroup = pod_cgroup(&p.pod_ref.uid);
+                self.add_pod_cpu_and_memory(&mut p, cgroup, scope);
+                (p, raw)
+            })
+            .collect();
+        out.sort_by(|a, b| {
+            (&a.0.pod_ref.namespace, &a.0.pod_ref.name)
+                .cmp(&(&b.0.pod_ref.namespace, &b.0.pod_ref.name))
+        });
+        out
+    }
+
+    /// The node's CPU: the root cgroup's usage now, rated against the previous sample
+    /// ([`Scope::Full`]) or with the last rate.
+    fn node_cpu(&self, scope: Scope) -> Option<CpuStats> {
+        let usage = node::cpu_usage()?;
+        let timestamp = now_ns();
+        let sample = CpuSample {
+            timestamp,
+            usage_core_nano_seconds: usage,
+        };
+        let usage_nano_cores = self.rate(cpu::NODE, sample, scope);
+        Some(CpuStats {
+            time: Time::from_unix_nanos(timestamp),
+            usage_nano_cores,
+            usage_core_nano_seconds: Some(usage),
+        })
+    }
+
+    /// The node's figures (upstream summary provider's `NodeStats`, without system containers).
+    fn node_stats(&self, node_name: &str, root_dir: &Path, scope: Scope) -> NodeStats {
+        let now = Time::now();
+        let meminfo = crate::fsstats::read_meminfo();
+        let field = |name| crate::fsstats::meminfo_field(&meminfo, name);
+        let (page_faults, major_page_faults) = node::page_faults();
+        let memory = field("MemTotal")
+            .zip(field("MemAvailable"))
+            .map(|(capacity, available)| MemoryStats {
+                time: now,
+                available_bytes: Some(available),
+                usage_bytes: Some(capacity.saturating_sub(available)),
+                working_set_bytes: Some(capacity.saturating_sub(available)),
+                rss_bytes: None,
+                page_faults,
+                major_page_faults,
+            });
+        let mut stats = NodeStats {
+            node_name: node_name.to_string(),
+            start_time: node::boot_time()
+                .map(Time::from_unix_nanos)
+                .unwrap_or_default(),
+            cpu: self.node_cpu(scope),
+            memory,
+            ..Default::default()
+        };
+        if scope == Scope::Full {
+            let interfaces = node::interfaces();
+            let default = interfaces
+                .iter()
+                .find(|i| i.name == "eth0")
+                .or(interfaces.first())
+                .cloned()
+                .unwrap_or_default();
+            stats.network = Some(NetworkStats {
+                time: now,
+                default,
+                interfaces,
+            });
+            stats.fs = fs_stats(root_dir).map(|f| FsStats {
+                used_bytes: Some(f.capacity.saturating_sub(f.available)),
+                inodes_used: Some(f.inodes.saturating_sub(f.inodes_free)),
+                ..fs_usage(now, Some(f), None, None)
+            });
+            let (maxpid, curproc) = node::task_limits();
+            stats.rlimit = Some(RlimitStats {
+                time: now,
+                maxpid,
+                curproc,
+            });
+        }
+        stats
+    }
+
+    /// The summary (upstream `summaryProviderImpl.Get`, or `GetCPUAndMemoryStats` for
+    /// [`Scope::CpuAndMemory`]) of `pods` (the test bed shares one runtime between kubelets:
+    /// the summary covers only the pods this kubelet was given).
+    pub async fn summary(
+        &self,
+        runtime: &KubeGenericRuntimeManager,
+        node_name: &str,
+        root_dir: &Path,
+        pods: &[Pod],
+        scope: Scope,
+    ) -> Result<Summary, RuntimeError> {
+        let rt = runtime.runtime_service();
+        let (sandboxes, containers, stats) = tokio::try_join!(
+            rt.list_pod_sandbox(None),
+            rt.list_containers(None),
+            rt.list_container_stats(None),
+        )?;
+        let listing = RuntimeListing {
+            sandboxes,
+            containers,
+            stats,
+        };
+        let cgroups: HashMap<String, PathBuf> = pods
+            .iter()
+            .filter_map(|p| {
+                let parent = runtime.container_manager().pod_cgroup_parent(p)?;
+                Some((p.metadata.uid.clone()?, cgroup::cgroup_dir(&parent)))
+            })
+            .collect();
+        let read_cgroup = |uid: &str| {
+            let s = cgroup::read(Path::new(node::CGROUP_ROOT), cgroups.get(uid)?)?;
+            Some((now_ns(), s))
+        };
+        let uids: HashSet<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        let pod_stats = self.pod_stats(&listing, &uids, &read_cgroup, scope);
+        let mut node = self.node_stats(node_name, root_dir, scope);
+        if scope == Scope::CpuAndMemory {
+            return Ok(Summary {
+                node,
+                pods: pod_stats.into_iter().map(|(p, _)| p).collect(),
+            });
+        }
+        let mut fs = FsInfos::default();
+        let root_fs = fs.get(root_dir);
+        if let Ok(Some(image)) = runtime.image_fs().await {
+            let time = Time::from_unix_nanos(image.timestamp);
+            let mount = image.fs_id.as_ref().map(|f| PathBuf::from(&f.mountpoint));
+            let info = mount.and_then(|m| fs.get(&m));
+            node.runtime = Some(RuntimeStats {
+                image_fs: Some(fs_usage(
+                    time,
+                    info,
+                    value(image.used_bytes.as_ref()),
+                    value(image.inodes_used.as_ref()),
+                )),
+            });
+        }
+        let pods = pod_stats
+            .into_iter()
+            .map(|(mut p, raw)| {
+                add_pod_storage(&mut p, &raw, root_dir, root_fs, &mut fs);
+                p
+            })
+            .collect();
+        Ok(Summary { node, pods })
+    }
+}
+
+/// Upstream `addPodCPUMemoryStats` without a pod cgroup: the containers' figures added up, at
+/// the time of the last one.
+fn sum_pod_cpu_and_memory(p: &mut PodStats) {
+    let cpus: Vec<&CpuStats> = p.containers.iter().filter_map(|c| c.cpu.as_ref()).collect();
+    if let Some(last) = cpus.last() {
+        p.cpu = Some(CpuStats {
+            time: last.time,
+            usage_nano_cores: sum(&cpus, |c| c.usage_nano_cores),
+            usage_core_nano_seconds: sum(&cpus, |c| c.usage_core_nano_seconds),
+        });
+    }
+    let mems: Vec<&MemoryStats> = p
+        .containers
+        .iter()
+        .filter_map(|c| c.memory.as_ref())
+        .collect();
+    if let Some(last) = mems.last() {
+        p.memory = Some(MemoryStats {
+            time: last.time,
+            available_bytes: sum(&mems, |m| m.available_bytes),
+            usage_bytes: sum(&mems, |m| m.usage_bytes),
+            working_set_bytes: sum(&mems, |m| m.working_set_bytes),
+            rss_bytes: sum(&mems, |m| m.rss_bytes),
+            page_faults: sum(&mems, |m| m.page_faults),
+            major_page_faults: sum(&mems, |m| m.major_page_faults),
+        });
+    }
+}
+
+/// The containers' writable layers and logs (upstream `makeContainerStats`' filesystem part)
+/// and the pod's ephemeral storage (upstream `calcEphemeralStorage`: writable layers, logs and
+/// local volumes on the kubelet's filesystem).
+fn add_pod_storage(
+    p: &mut PodStats,
+    raw: &[(cri::ContainerStats, cri::Container)],
+    root_dir: &Path,
+    root_fs: Option<crate::fsstats::FsStats>,
+    fs: &mut FsInfos,
+) {
+    let now = Time::now();
+    let logs_dir = build_pod_logs_directory(&p.pod_ref.namespace, &p.pod_ref.name, &p.pod_ref.uid);
+    for (c, (stats, _)) in p.containers.iter_mut().zip(raw) {
+        if let Some(w) = &stats.writable_layer {
+            let mount = w.fs_id.as_ref().map(|f| PathBuf::from(&f.mountpoint));
+            let info = mount.and_then(|m| fs.get(&m));
+            c.rootfs = Some(fs_usage(
+                Time::from_unix_nanos(w.timestamp),
+                info,
+                value(w.used_bytes.as_ref()),
+                value(w.inodes_used.as_ref()),
+            ));
+        }
+        let (bytes, inodes) = dir_usage(&logs_dir.join(&c.name));
+        c.logs = Some(fs_usage(now, root_fs, Some(bytes), Some(inodes)));
+    }
+    let (vol_bytes, vol_inodes) =
+        dir_usage(&root_dir.join("pods").join(&p.pod_ref.uid).join("volumes"));
+    let used = |f: fn(&FsStats) -> Option<u64>| -> u64 {
+        p.containers
+            .iter()
+            .flat_map(|c| [c.rootfs.as_ref(), c.logs.as_ref()])
+            .flatten()
+            .filter_map(f)
+            .sum()
+    };
+    let bytes = used(|f| f.used_bytes) + vol_bytes;
+    let inodes = used(|f| f.inodes_used) + vol_inodes;
+    p.ephemeral_storage = Some(fs_usage(now, root_fs, Some(bytes), Some(inodes)));
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,293 @@
+//! The CRI-stats part of the summary on explicit runtime answers: which sandboxes and
+//! containers count, the figures each container takes, the pod sums, and `usageNanoCores`
+//! computed from `usage_core_nano_seconds` deltas when the runtime gives none.
+
+use super::*;
+use cgroup::CgroupSample;
+
+const S: i64 = 1_000_000_000;
+
+fn sandbox(id: &str, uid: &str, name: &str, ready: bool, created_at: i64) -> cri::PodSandbox {
+    cri::PodSandbox {
+        id: id.into(),
+        metadata: Some(cri::PodSandboxMetadata {
+            name: name.into(),
+            uid: uid.into(),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        state: if ready {
+            cri::PodSandboxState::SandboxReady
+        } else {
+            cri::PodSandboxState::SandboxNotready
+        } as i32,
+        created_at,
+        ..Default::default()
+    }
+}
+
+fn container(id: &str, sandbox: &str, name: &str, running: bool) -> cri::Container {
+    cri::Container {
+        id: id.into(),
+        pod_sandbox_id: sandbox.into(),
+        metadata: Some(cri::ContainerMetadata {
+            name: name.into(),
+            attempt: 0,
+        }),
+        state: if running {
+            cri::ContainerState::ContainerRunning
+        } else {
+            cri::ContainerState::ContainerExited
+        } as i32,
+        created_at: 42 * S,
+        ..Default::default()
+    }
+}
+
+/// Stats of `id` at `t` seconds: cumulative CPU, the runtime's own rate when given, and
+/// memory.
+fn stats(
+    id: &str,
+    name: &str,
+    t: i64,
+    usage: u64,
+    nano: Option<u64>,
+    ws: u64,
+) -> cri::ContainerStats {
+    let u = |value| Some(cri::UInt64Value { value });
+    cri::ContainerStats {
+        attributes: Some(cri::ContainerAttributes {
+            id: id.into(),
+            metadata: Some(cri::ContainerMetadata {
+                name: name.into(),
+                attempt: 0,
+            }),
+            ..Default::default()
+        }),
+        cpu: Some(cri::CpuUsage {
+            timestamp: t * S,
+            usage_core_nano_seconds: u(usage),
+            usage_nano_cores: nano.and_then(u),
+            psi: None,
+        }),
+        memory: Some(cri::MemoryUsage {
+            timestamp: t * S,
+            working_set_bytes: u(ws),
+            usage_bytes: u(ws + 100),
+            rss_bytes: u(ws / 2),
+            page_faults: u(7),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The pod `uid` (ready sandbox "sb-new", an older sandbox that exited) with containers
+/// "busy" (no runtime rate), "shim" (the runtime's rate) and an exited one; a pod the kubelet
+/// does not know.
+fn listing(t: i64, busy_usage: u64) -> RuntimeListing {
+    RuntimeListing {
+        sandboxes: vec![
+            sandbox("sb-old", "u1", "web", false, 10 * S),
+            sandbox("sb-new", "u1", "web", true, 20 * S),
+            sandbox("sb-other", "u2", "other", true, 20 * S),
+        ],
+        containers: vec![
+            container("busy", "sb-new", "busy", true),
+            container("shim", "sb-new", "shim", true),
+            container("done", "sb-new", "done", false),
+            container("stale", "sb-old", "busy", true),
+            container("theirs", "sb-other", "x", true),
+        ],
+        stats: vec![
+            stats("busy", "busy", t, busy_usage, None, 1000),
+            stats("shim", "shim", t, 9 * S as u64, Some(250_000_000), 2000),
+            stats("done", "done", t, S as u64, None, 1),
+            stats("stale", "busy", t, S as u64, None, 1),
+            stats("theirs", "x", t, S as u64, None, 1),
+        ],
+    }
+}
+
+fn pods(p: &StatsProvider, l: &RuntimeListing, scope: Scope) -> Vec<PodStats> {
+    p.pod_stats(l, &HashSet::from(["u1".to_string()]), &|_| None, scope)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect()
+}
+
+fn nano(p: &PodStats, name: &str) -> Option<u64> {
+    p.containers
+        .iter()
+        .find(|c| c.name == name)
+        .and_then(|c| c.cpu.as_ref()?.usage_nano_cores)
+}
+
+#[test]
+fn only_running_containers_of_the_live_sandbox_of_known_pods_count() {
+    let p = StatsProvider::default();
+    let got = pods(&p, &listing(100, 0), Scope::Full);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let pod = &got[0];
+    assert_eq!(
+        pod.pod_ref,
+        PodReference {
+            name: "web".into(),
+            namespace: "default".into(),
+            uid: "u1".into()
+        }
+    );
+    assert_eq!(
+        pod.start_time,
+        Time::from_unix_nanos(20 * S),
+        "the sandbox's creation"
+    );
+    let names: Vec<&str> = pod.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["busy", "shim"]);
+    let busy = &pod.containers[0];
+    assert_eq!(busy.start_time, Time::from_unix_nanos(42 * S));
+    assert_eq!(
+        busy.memory,
+        Some(MemoryStats {
+            time: Time::from_unix_nanos(100 * S),
+            available_bytes: None,
+            usage_bytes: Some(1100),
+            working_set_bytes: Some(1000),
+            rss_bytes: Some(500),
+            page_faults: Some(7),
+            major_page_faults: None,
+        })
+    );
+    // Pod memory is the containers' added up.
+    let m = pod.memory.as_ref().unwrap();
+    assert_eq!(m.working_set_bytes, Some(3000));
+    assert_eq!(m.usage_bytes, Some(3200));
+    assert_eq!(m.rss_bytes, Some(1500));
+    assert_eq!(m.page_faults, Some(14));
+}
+
+#[test]
+fn usage_nano_cores_comes_from_the_runtime_or_from_the_previous_sample() {
+    let p = StatsProvider::default();
+    let first = pods(&p, &listing(100, 10 * S as u64), Scope::Full);
+    assert_eq!(nano(&first[0], "busy"), None, "no previous sample");
+    assert_eq!(
+        nano(&first[0], "shim"),
+        Some(250_000_000),
+        "the runtime's own"
+    );
+    let cpu = first[0].cpu.as_ref().unwrap();
+    assert_eq!(cpu.usage_nano_cores, Some(250_000_000), "what is known");
+    assert_eq!(cpu.usage_core_nano_seconds, Some(19 * S as u64));
+
+    // 3 core-seconds in 4 s.
+    let second = pods(&p, &listing(104, 13 * S as u64), Scope::Full);
+    assert_eq!(nano(&second[0], "busy"), Some(750_000_000));
+    let cpu = second[0].cpu.as_ref().unwrap();
+    assert_eq!(cpu.usage_nano_cores, Some(1_000_000_000));
+    assert_eq!(cpu.usage_core_nano_seconds, Some(22 * S as u64));
+    assert_eq!(cpu.time, Time::from_unix_nanos(104 * S));
+
+    // CPU-and-memory requests read the last rate and take no sample...
+    let cached = pods(&p, &listing(105, 20 * S as u64), Scope::CpuAndMemory);
+    assert_eq!(nano(&cached[0], "busy"), Some(750_000_000));
+    assert_eq!(
+        cached[0].containers[0]
+            .cpu
+            .as_ref()
+            .unwrap()
+            .usage_core_nano_seconds,
+        Some(20 * S as u64),
+        "the cumulative figure is the runtime's current one"
+    );
+    // ...so the next full request rates against the previous full one: 1 core-second in 2 s.
+    let third = pods(&p, &listing(106, 14 * S as u64), Scope::Full);
+    assert_eq!(nano(&third[0], "busy"), Some(500_000_000));
+}
+
+#[test]
+fn the_pod_cgroup_gives_the_pods_cpu_and_memory_when_readable() {
+    let p = StatsProvider::default();
+    let sample = |cpu: u64| CgroupSample {
+        cpu,
+        memory_usage: 50_000,
+        working_set: 40_000,
+        rss: Some(30_000),
+        page_faults: Some(3),
+        major_page_faults: Some(0),
+        memory_limit: Some(100_000),
+    };
+    let read = |t: i64, cpu: u64| move |uid: &str| (uid == "u1").then_some((t * S, sample(cpu)));
+    let uids = HashSet::from(["u1".to_string()]);
+    let l = listing(100, 0);
+    let first = p.pod_stats(&l, &uids, &read(100, 10 * S as u64), Scope::Full);
+    let pod = &first[0].0;
+    assert_eq!(
+        pod.cpu,
+        Some(CpuStats {
+            time: Time::from_unix_nanos(100 * S),
+            usage_nano_cores: None,
+            usage_core_nano_seconds: Some(10 * S as u64),
+        }),
+        "the cgroup's, not the containers' sum"
+    );
+    assert_eq!(
+        pod.memory,
+        Some(MemoryStats {
+            time: Time::from_unix_nanos(100 * S),
+            available_bytes: Some(60_000),
+            usage_bytes: Some(50_000),
+            working_set_bytes: Some(40_000),
+            rss_bytes: Some(30_000),
+            page_faults: Some(3),
+            major_page_faults: Some(0),
+        })
+    );
+    // 1.5 core-seconds in 2 s; the containers' samples are apart from the pod's.
+    let second = p.pod_stats(
+        &listing(102, 0),
+        &uids,
+        &read(102, 10 * S as u64 + 3 * S as u64 / 2),
+        Scope::Full,
+    );
+    let cpu = second[0].0.cpu.as_ref().unwrap();
+    assert_eq!(cpu.usage_nano_cores, Some(750_000_000));
+    assert_eq!(nano(&second[0].0, "busy"), Some(0));
+}
+
+#[test]
+fn samples_of_containers_gone_are_forgotten() {
+    let p = StatsProvider::default();
+    pods(&p, &listing(100, 0), Scope::Full);
+    let mut without_busy = listing(101, 0);
+    without_busy.containers.retain(|c| c.id != "busy");
+    pods(&p, &without_busy, Scope::Full);
+    // Back (same id): a first sample again, not a rate over the gap.
+    let back = pods(&p, &listing(110, 5 * S as u64), Scope::Full);
+    assert_eq!(nano(&back[0], "busy"), None);
+}
+
+#[test]
+fn live_sandboxes_are_the_ready_ones_or_the_newest() {
+    let ids = |v: Vec<cri::PodSandbox>| {
+        let mut ids: Vec<String> = v.into_iter().map(|s| s.id).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        ids(live_sandboxes(vec![
+            sandbox("a", "u", "p", false, 3),
+            sandbox("b", "u", "p", true, 1),
+            sandbox("c", "u", "p", false, 2),
+        ])),
+        ["b"]
+    );
+    assert_eq!(
+        ids(live_sandboxes(vec![
+            sandbox("a", "u", "p", false, 3),
+            sandbox("c", "u", "p", false, 2),
+            sandbox("d", "v", "q", false, 1),
+        ])),
+        ["a", "d"]
+    );
+}

@@ -139,15 +139,29 @@ impl Bus {
         }
         let address = format!("unix:path={}", sock.display());
         let seen = Seen::default();
-        let conn = zbus::connection::Builder::address(address.as_str())
-            .expect("address")
-            .name("org.freedesktop.login1")
-            .expect("name")
-            .serve_at("/org/freedesktop/login1", FakeLogind { seen: seen.clone() })
-            .expect("serve")
-            .build()
-            .await
-            .expect("fake logind on the private bus");
+        // The socket may exist a moment before the daemon accepts on it: retry for 5 s.
+        let mut last_error = None;
+        let mut conn = None;
+        for _ in 0..50 {
+            let built = zbus::connection::Builder::address(address.as_str())
+                .and_then(|b| b.name("org.freedesktop.login1"))
+                .and_then(|b| {
+                    b.serve_at("/org/freedesktop/login1", FakeLogind { seen: seen.clone() })
+                });
+            match built {
+                Ok(b) => match b.build().await {
+                    Ok(c) => {
+                        conn = Some(c);
+                        break;
+                    }
+                    Err(e) => last_error = Some(e),
+                },
+                Err(e) => last_error = Some(e),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let conn = conn
+            .unwrap_or_else(|| panic!("fake logind on the private bus {address}: {last_error:?}"));
         Bus {
             daemon,
             address,

@@ -34,6 +34,7 @@ mod kubelet_credentials;
 mod kubelet_evented_pleg;
 mod kubelet_eviction;
 mod kubelet_gc;
+mod kubelet_hostile_manifests;
 mod kubelet_kubeadm;
 mod kubelet_logs;
 mod kubelet_max_pods;

@@ -34,7 +34,7 @@ pub const MAX_DEPTH: usize = 64;
 pub const MAX_ALIASES: usize = 1_000;
 /// Most parser events replayed for aliases in one manifest (an alias bomb expands
 /// exponentially; this stops it early).
-pub const MAX_ALIAS_REPLAY_EVENTS: usize = 100_000;
+pub const MAX_ALIAS_REPLAY_EVENTS: usize = 10_000;
 
 /// Why a manifest could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

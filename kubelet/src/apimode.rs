@@ -28,17 +28,15 @@ use crate::types::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
 /// How often pod statuses are checked for writing.
 pub const STATUS_SYNC_PERIOD: Duration = Duration::from_secs(1);
 
-/// Errors setting up API-server mode.
+/// Errors setting up API-server mode. Each renders as one line naming `--kubeconfig`, the
+/// file and why it cannot be used (`main` prints it and exits non-zero, as upstream's
+/// `invalid kubeconfig` does).
 #[derive(Debug, thiserror::Error)]
 pub enum ApiModeError {
-    #[error("reading kubeconfig {path}: {source}")]
-    Kubeconfig {
-        path: PathBuf,
-        #[source]
-        source: kube::config::KubeconfigError,
-    },
-    #[error("building the API client: {0}")]
-    Client(#[source] kube::Error),
+    #[error("invalid value for --kubeconfig: {path:?}: {reason}")]
+    Kubeconfig { path: PathBuf, reason: String },
+    #[error("invalid value for --kubeconfig: {path:?}: building the API client: {reason}")]
+    Client { path: PathBuf, reason: String },
 }
 
 /// API-server mode settings (flags of the same names).
@@ -73,21 +71,43 @@ pub fn node_to_register(
     node
 }
 
-/// A client from a kubeconfig file (client certificates and bearer tokens are kube-rs's).
+/// The first line of an error's message (serde-saphyr's parse errors quote the source below).
+fn one_line(e: &dyn std::fmt::Display) -> String {
+    let text = e.to_string();
+    let first = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("unknown error");
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
+}
+
+/// A client from a kubeconfig file (client certificates and bearer tokens are kube-rs's). Every
+/// way the file can be unusable is an error: missing or unreadable, not a kubeconfig, no
+/// current context, a context, cluster or user it names missing, no server, unreadable
+/// certificates.
 pub async fn client_from_kubeconfig(path: &Path) -> Result<Client, ApiModeError> {
+    use kube::config::KubeconfigError as E;
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let kc =
-        kube::config::Kubeconfig::read_from(path).map_err(|source| ApiModeError::Kubeconfig {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let bad = |reason: String| ApiModeError::Kubeconfig {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| match e {
+        E::ReadConfig(io, _) => bad(format!("cannot read it: {io}")),
+        E::Parse(p) => bad(format!("not a kubeconfig: {}", one_line(&p))),
+        other => bad(one_line(&other)),
+    })?;
+    if kc.current_context.as_deref().is_none_or(str::is_empty) {
+        return Err(bad("no current-context is set".into()));
+    }
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
-        .map_err(|source| ApiModeError::Kubeconfig {
-            path: path.to_path_buf(),
-            source,
-        })?;
-    Client::try_from(config).map_err(ApiModeError::Client)
+        .map_err(|e| bad(one_line(&e)))?;
+    Client::try_from(config).map_err(|e| ApiModeError::Client {
+        path: path.to_path_buf(),
+        reason: one_line(&e),
+    })
 }
 
 /// Is `pod` from the API server (not a static pod)?
@@ -301,6 +321,59 @@ async fn pod_status_loop(client: Client, shared: Arc<KubeletShared>, cancel: Can
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn an_unusable_kubeconfig_is_one_line_naming_the_flag_file_and_reason() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let ctx = "current-context: c\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user: {}\n";
+        let cases = [
+            (None, "cannot read it: No such file or directory"),
+            (Some("{{{ not yaml"), "not a kubeconfig: line 1 column 3"),
+            (
+                Some("apiVersion: v1\nkind: Config\nclusters: []\n"),
+                "no current-context is set",
+            ),
+            (
+                Some(&*format!("{ctx}clusters: []\n")),
+                "failed to load the cluster of context: k",
+            ),
+            (
+                Some(&*format!("{ctx}clusters:\n- name: k\n  cluster: {{}}\n")),
+                "cluster url is missing on selected cluster",
+            ),
+            (
+                Some(&*format!(
+                    "{}clusters:\n- name: k\n  cluster: {{server: https://10.0.0.1}}\n",
+                    ctx.replace("current-context: c", "current-context: d")
+                )),
+                "failed to load current context: d",
+            ),
+        ];
+        for (i, (text, want)) in cases.into_iter().enumerate() {
+            let path = dir.path().join(format!("kc{i}"));
+            if let Some(t) = text {
+                std::fs::write(&path, t).expect("write");
+            }
+            let e = client_from_kubeconfig(&path)
+                .await
+                .err()
+                .unwrap_or_else(|| panic!("case {i} must fail"))
+                .to_string();
+            assert!(
+                e.starts_with(&format!("invalid value for --kubeconfig: {path:?}: {want}")),
+                "case {i}: {e}"
+            );
+            assert_eq!(e.lines().count(), 1, "{e}");
+        }
+        // A usable one builds a client (nothing is contacted yet).
+        let path = dir.path().join("good");
+        std::fs::write(
+            &path,
+            format!("{ctx}clusters:\n- name: k\n  cluster: {{server: https://10.0.0.1:6443}}\n"),
+        )
+        .expect("write");
+        assert!(client_from_kubeconfig(&path).await.is_ok());
+    }
 
     #[test]
     fn registered_node_carries_the_taints() {

@@ -37,11 +37,24 @@ pub const SYNC_TICK: Duration = Duration::from_secs(1);
 pub const SOURCES_SETTLE: Duration = Duration::from_secs(2);
 
 /// The kubelet (upstream `Kubelet`).
-#[derive(Debug)]
 pub struct Kubelet {
     config: KubeletConfig,
     runtime: KubeGenericRuntimeManager,
     shared: Arc<KubeletShared>,
+    /// The API client of API-server mode, when built before [`Self::run`] (the binary builds
+    /// it at start-up so that an unusable kubeconfig stops it there).
+    api_client: Option<kube::Client>,
+}
+
+impl std::fmt::Debug for Kubelet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Kubelet")
+            .field("config", &self.config)
+            .field("runtime", &self.runtime)
+            .field("shared", &self.shared)
+            .field("api_client", &self.api_client.is_some())
+            .finish()
+    }
 }
 
 impl Kubelet {
@@ -105,7 +118,15 @@ impl Kubelet {
             config,
             runtime,
             shared,
+            api_client: None,
         }
+    }
+
+    /// Use `client` for API-server mode (`config.api`) instead of building one from the
+    /// kubeconfig in [`Self::run`].
+    pub fn with_api_client(mut self, client: kube::Client) -> Self {
+        self.api_client = Some(client);
+        self
     }
 
     /// State shared with the HTTP server.
@@ -141,7 +162,11 @@ impl Kubelet {
         let mut api_client = None;
         let mut recorder = crate::events::EventRecorder::default();
         if let Some(api) = &self.config.api {
-            match crate::apimode::client_from_kubeconfig(&api.kubeconfig).await {
+            let client = match self.api_client.clone() {
+                Some(c) => Ok(c),
+                None => crate::apimode::client_from_kubeconfig(&api.kubeconfig).await,
+            };
+            match client {
                 Ok(client) => {
                     api_client = Some(client.clone());
                     let (events_tx, events_rx) = mpsc::unbounded_channel();

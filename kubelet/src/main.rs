@@ -2,7 +2,14 @@
 //! container runtime (a CRI endpoint, or an embedded dockershim serving CRI on
 //! `<root-dir>/dockershim.sock` when no endpoint is given), start the read-only HTTP server and
 //! run the kubelet until SIGTERM/SIGINT. Pods are left running on exit.
+//!
+//! A failure to start is one line on stderr, `kubelet: <what>: <why>`, and a non-zero exit: a
+//! malformed command line (status 2, clap's usage error reduced to its first line), a bad flag
+//! value, config file or combination of them, or an unusable `--kubeconfig` (status 1, before
+//! anything is started or logged), or a failure while starting (status 1, the whole cause chain
+//! on the line).
 
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context as _;
@@ -69,21 +76,63 @@ async fn shutdown_signal() {
     }
 }
 
+fn fail(status: u8, line: impl std::fmt::Display) -> ExitCode {
+    eprintln!("kubelet: {line}");
+    ExitCode::from(status)
+}
+
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
     // Like upstream, --version answers before the config file is read.
     if std::env::args()
         .skip(1)
         .any(|a| a == "--version" || a == "--version=true")
     {
         print!("{}", kubelet::version::version_text());
-        return Ok(());
+        return ExitCode::SUCCESS;
     }
-    let (flags, mut config) = match kubelet::flags::load(std::env::args_os()) {
+    let (flags, config) = match kubelet::flags::load(std::env::args_os()) {
         Ok(v) => v,
-        Err(kubelet::kubeletconfig::ConfigError::Clap(e)) => e.exit(),
-        Err(e) => return Err(e).context("invalid configuration"),
+        // --help
+        Err(kubelet::kubeletconfig::ConfigError::Clap(e)) if !e.use_stderr() => {
+            let _ = e.print();
+            return ExitCode::SUCCESS;
+        }
+        Err(kubelet::kubeletconfig::ConfigError::Clap(e)) => {
+            return fail(2, dockershim::config::clap_error_line(&e));
+        }
+        Err(e) => return fail(1, e),
     };
+    // Upstream builds its API client before it starts anything: an unusable kubeconfig stops
+    // it ("invalid kubeconfig"); so does a missing one it would have to bootstrap.
+    let api_client = match &config.api {
+        None => None,
+        Some(api) => match kubelet::apimode::client_from_kubeconfig(&api.kubeconfig).await {
+            Ok(c) => Some(c),
+            Err(e) => {
+                return match &flags.bootstrap_kubeconfig {
+                    Some(boot) if !api.kubeconfig.exists() => fail(
+                        1,
+                        format_args!(
+                            "{e}; TLS bootstrapping from --bootstrap-kubeconfig {boot:?} is not implemented by this kubelet: write the kubeconfig (kubeadm does for the node it inits or joins)"
+                        ),
+                    ),
+                    _ => fail(1, e),
+                };
+            }
+        },
+    };
+    match run(flags, config, api_client).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(1, format_args!("{e:#}")),
+    }
+}
+
+async fn run(
+    flags: kubelet::flags::KubeletFlags,
+    mut config: kubelet::kubeletconfig::KubeletConfig,
+    api_client: Option<kube::Client>,
+) -> anyhow::Result<()> {
     kubelet::logging::init(&config.logging_format, config.verbosity);
     tracing::info!(node = %config.node_name, root_dir = %config.root_dir.display(), version = kubelet::version::KUBERNETES_VERSION, "starting kubelet");
     if let Some(path) = &config.config_file
@@ -111,11 +160,6 @@ async fn main() -> anyhow::Result<()> {
         );
     }
     apply_process_settings(&config);
-    if let (Some(kc), Some(boot)) = (&flags.kubeconfig, &flags.bootstrap_kubeconfig)
-        && !kc.exists()
-    {
-        tracing::error!(kubeconfig = %kc.display(), bootstrap_kubeconfig = %boot.display(), "the kubeconfig does not exist and TLS bootstrapping is not implemented by this kubelet: write the kubeconfig (kubeadm does for the node it inits)");
-    }
     let node_ip = config
         .api
         .as_ref()
@@ -195,6 +239,10 @@ async fn main() -> anyhow::Result<()> {
         kubelet::server::healthz::join_host_port(&config.healthz_bind_address, config.healthz_port)
     });
     let kl = Kubelet::new(config, runtime, metrics);
+    let kl = match api_client {
+        Some(c) => kl.with_api_client(c),
+        None => kl,
+    };
     if let Some(addr) = healthz {
         tokio::spawn(kubelet::server::healthz::run(
             addr,

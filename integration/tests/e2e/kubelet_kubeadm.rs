@@ -9,7 +9,10 @@
 //!   field in one warning line, and its pods get cluster DNS (`nameserver 10.96.0.10`, search
 //!   `default.svc.cluster.local svc.cluster.local cluster.local` then the host's, `ndots:5`).
 //! - kubeadm's drop-in (`packaging/kubeadm/10-kubeadm.conf`), expanded as systemd does with
-//!   kubeadm-flags.env and KUBELET_EXTRA_ARGS, starts it.
+//!   kubeadm-flags.env and KUBELET_EXTRA_ARGS, starts it. Before `kubeadm init` wrote
+//!   `kubelet.conf` it exits with one line naming `--kubeconfig` (upstream exits too: it cannot
+//!   load the bootstrap kubeconfig; systemd restarts it until kubeadm has written the files);
+//!   without the two kubeconfig flags it runs standalone.
 //! - `logging.format: json` gives one JSON object a line.
 //! - `kubelet --version` prints `Kubernetes v1.26.1`.
 //! - A config file with a misspelled field stops the kubelet with the field and its line.
@@ -464,6 +467,26 @@ async fn kubeadm_dropin_starts_the_kubelet_with_kubeadm_flags_and_extra_args() {
         "static.yaml",
         &pod_manifest("static", &uid, &tb.busybox_image, "sleep 3600", ""),
     );
+    // Neither kubeconfig exists yet (kubeadm init writes them): one line and a non-zero exit.
+    let out = tokio::process::Command::new(kubelet_binary())
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with(&format!(
+            "kubelet: invalid value for --kubeconfig: \"{tmp}/etc-kubernetes/kubelet.conf\": cannot read it: No such file or directory"
+        )) && stderr.contains("TLS bootstrapping from --bootstrap-kubeconfig"),
+        "{stderr}"
+    );
+    let args: Vec<String> = args
+        .into_iter()
+        .filter(|a| !a.starts_with("--bootstrap-kubeconfig=") && !a.starts_with("--kubeconfig="))
+        .collect();
     let log = std::fs::File::create(&k.log).expect("log");
     let mut cmd = tokio::process::Command::new(kubelet_binary());
     cmd.args(&args)
@@ -482,11 +505,6 @@ async fn kubeadm_dropin_starts_the_kubelet_with_kubeadm_flags_and_extra_args() {
             assert_eq!(
                 http_get_status(healthz, "/healthz").await,
                 Some((200, "ok".to_string()))
-            );
-            let text = std::fs::read_to_string(&log).expect("log");
-            assert!(
-                text.contains("TLS bootstrapping is not implemented"),
-                "no kubeconfig: the kubelet says why it stays standalone\n{text}"
             );
         }
     })

@@ -5,6 +5,13 @@
 //! `kubernetes.io/config.hash`/`config.source` annotations, the NoExecute toleration for file
 //! pods, phase Pending); and the whole pipeline decode -> API defaults -> static defaults ->
 //! validation, reporting failures as [`ManifestError`]s.
+//!
+//! Hostile input is bounded before and while it is parsed: a manifest (a file, or an http
+//! body) over [`MAX_MANIFEST_BYTES`] is refused before parsing (the file source does not even
+//! read it); YAML is parsed with a serde-saphyr [`Budget`](serde_saphyr::Budget) — nesting
+//! depth [`MAX_DEPTH`], at most [`MAX_ALIASES`] aliases and anchors, alias replay (an alias
+//! bomb's expansion) cut at [`MAX_ALIAS_REPLAY_EVENTS`] events, node and scalar-byte caps;
+//! JSON with serde_json's recursion limit (128 levels). Messages are one line.
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus, Toleration};
 
@@ -16,12 +23,31 @@ use sha2::{Digest, Sha256};
 use super::validation::{ValidationError, validate_pod};
 use super::{CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION, ManifestError, defaults};
 
+/// The largest manifest the file and http sources accept, in bytes (1 MiB): a manifest file,
+/// or the body the manifest URL answers. Upstream's sources have no cap of their own; its API
+/// server refuses request bodies over 3 MiB and etcd stores objects up to 1.5 MiB. One pod (or
+/// the PodList of one node) needs far less; anything larger is refused before it is parsed.
+pub const MAX_MANIFEST_BYTES: usize = 1 << 20;
+/// Deepest nesting of YAML mappings and sequences (a pod needs about 12).
+pub const MAX_DEPTH: usize = 64;
+/// Most YAML aliases, and most anchors, in one manifest.
+pub const MAX_ALIASES: usize = 1_000;
+/// Most parser events replayed for aliases in one manifest (an alias bomb expands
+/// exponentially; this stops it early).
+pub const MAX_ALIAS_REPLAY_EVENTS: usize = 10_000;
+
 /// Why a manifest could not be decoded.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum DecodeError {
     /// Nothing but whitespace.
     #[error("empty manifest")]
     Empty,
+    /// Over [`MAX_MANIFEST_BYTES`] (`size` is a lower bound when the whole was not read).
+    #[error("manifest is {size} bytes, over the limit of {MAX_MANIFEST_BYTES} bytes (not parsed)")]
+    TooLarge {
+        /// Its size, or how much of it was read.
+        size: u64,
+    },
     /// Not valid YAML/JSON, or a field has the wrong type (the message carries the position).
     #[error("{0}")]
     Syntax(String),
@@ -59,16 +85,55 @@ fn is_json(data: &str) -> bool {
     data.trim_start().starts_with(['{', '['])
 }
 
+/// The YAML parser's options: [`MAX_DEPTH`], [`MAX_ALIASES`], [`MAX_ALIAS_REPLAY_EVENTS`] and
+/// node and byte caps a manifest of [`MAX_MANIFEST_BYTES`] cannot legitimately need more of.
+fn yaml_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_depth = MAX_DEPTH;
+    budget.max_aliases = MAX_ALIASES;
+    budget.max_anchors = MAX_ALIASES;
+    budget.max_recorded_anchor_events = MAX_ALIAS_REPLAY_EVENTS;
+    budget.max_recorded_anchor_bytes = 2 * MAX_MANIFEST_BYTES;
+    budget.max_nodes = 250_000;
+    budget.max_events = 1_000_000;
+    budget.max_total_scalar_bytes = 2 * MAX_MANIFEST_BYTES;
+    budget.max_documents = 16;
+    let mut aliases = serde_saphyr::options::AliasLimits::default();
+    aliases.max_total_replayed_events = MAX_ALIAS_REPLAY_EVENTS;
+    aliases.max_replay_stack_depth = 16;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options.alias_limits = aliases;
+    options
+}
+
+/// The first line of a parser's message (serde-saphyr's quote the source below it).
+fn first_line(msg: &str) -> String {
+    let first = msg
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("malformed manifest");
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
+}
+
 fn parse<T: for<'de> Deserialize<'de>>(data: &str) -> Result<T, DecodeError> {
     if is_json(data) {
-        serde_json::from_str(data).map_err(|e| DecodeError::Syntax(e.to_string()))
+        serde_json::from_str(data).map_err(|e| DecodeError::Syntax(first_line(&e.to_string())))
     } else {
-        serde_saphyr::from_str(data).map_err(|e| DecodeError::Syntax(e.to_string()))
+        serde_saphyr::from_str_with_options(data, yaml_options())
+            .map_err(|e| DecodeError::Syntax(first_line(&e.to_string())))
     }
 }
 
 /// Decode a manifest: a `Pod`, or (`allow_list`) a `PodList`. A missing `kind` means Pod.
+/// Over [`MAX_MANIFEST_BYTES`] it is refused unparsed.
 pub fn decode_manifest(data: &[u8], allow_list: bool) -> Result<Manifest, DecodeError> {
+    if data.len() > MAX_MANIFEST_BYTES {
+        return Err(DecodeError::TooLarge {
+            size: data.len() as u64,
+        });
+    }
     let text = std::str::from_utf8(data).map_err(|e| DecodeError::Syntax(e.to_string()))?;
     if text.trim().is_empty() {
         return Err(DecodeError::Empty);
@@ -197,20 +262,34 @@ pub fn decode_failure(source_name: &str, location: &str, e: &DecodeError) -> Man
     }
 }
 
-/// Build the [`ManifestError`]s for validation failures.
+/// Build the [`ManifestError`]s for validation failures: the first
+/// [`MAX_REPORTED_ERRORS`](super::validation::MAX_REPORTED_ERRORS), then one counting the rest.
 pub fn validation_failures(
     source_name: &str,
     location: &str,
     errs: Vec<ValidationError>,
 ) -> Vec<ManifestError> {
-    errs.into_iter()
+    use super::validation::MAX_REPORTED_ERRORS;
+    let more = errs.len().saturating_sub(MAX_REPORTED_ERRORS);
+    let mut out: Vec<ManifestError> = errs
+        .into_iter()
+        .take(MAX_REPORTED_ERRORS)
         .map(|e| ManifestError {
             source_name: source_name.into(),
             location: location.into(),
             field: Some(e.field),
             reason: e.reason.to_string(),
         })
-        .collect()
+        .collect();
+    if more > 0 {
+        out.push(ManifestError {
+            source_name: source_name.into(),
+            location: location.into(),
+            field: None,
+            reason: format!("{more} more validation errors not shown"),
+        });
+    }
+    out
 }
 
 #[cfg(test)]
@@ -311,6 +390,121 @@ mod tests {
         assert_eq!(
             me[0].to_string(),
             "file: /m/web.yaml: spec.containers[0].image: Required value"
+        );
+    }
+
+    fn syntax(data: &[u8]) -> String {
+        match decode_manifest(data, false) {
+            Err(DecodeError::Syntax(m)) => m,
+            other => panic!("want a syntax error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn oversize_manifests_are_refused_unparsed() {
+        let mut big = YAML.to_string();
+        big.push_str(&format!(
+            "    args: [\"{}\"]\n",
+            "x".repeat(MAX_MANIFEST_BYTES)
+        ));
+        assert_eq!(
+            decode_manifest(big.as_bytes(), false),
+            Err(DecodeError::TooLarge {
+                size: big.len() as u64
+            })
+        );
+        assert_eq!(
+            decode_failure(
+                "file",
+                "/m/big.yaml",
+                &DecodeError::TooLarge { size: 5 << 20 }
+            )
+            .to_string(),
+            "file: /m/big.yaml: manifest is 5242880 bytes, over the limit of 1048576 bytes (not parsed)"
+        );
+        // Just under the cap still parses.
+        let mut ok = YAML.to_string();
+        ok.push_str(&format!(
+            "    args: [\"{}\"]\n",
+            "x".repeat(MAX_MANIFEST_BYTES - YAML.len() - 20)
+        ));
+        assert!(ok.len() <= MAX_MANIFEST_BYTES);
+        assert!(matches!(
+            decode_manifest(ok.as_bytes(), false),
+            Ok(Manifest::Pod(_))
+        ));
+    }
+
+    #[test]
+    fn hostile_yaml_and_json_are_bounded_and_reported_in_one_line() {
+        // 100 000-deep JSON: where a value is kept (fieldsV1 is free-form JSON), serde_json's
+        // recursion limit (128) stops it; where it is ignored (an unknown field), serde_json
+        // skips it without recursion (one byte a level), and the pod fails validation.
+        let nest = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        let deep_kept = format!(
+            "{{\"metadata\":{{\"name\":\"d\",\"managedFields\":[{{\"fieldsV1\":{}}}]}}}}",
+            nest(100_000)
+        );
+        let m = syntax(deep_kept.as_bytes());
+        assert!(m.contains("recursion limit exceeded"), "{m}");
+        let deep_ignored = format!("{{\"apiVersion\":\"v1\",\"x\":{}}}", nest(100_000));
+        match decode_manifest(deep_ignored.as_bytes(), false) {
+            Ok(Manifest::Pod(p)) => {
+                let errs = prepare_static_pod(*p, "file", "/m/d.json", true, "n")
+                    .expect_err("no name, no containers");
+                assert!(
+                    errs.iter().any(|e| e.field == "spec.containers"),
+                    "{errs:?}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        // Deep YAML, block and flow.
+        let mut block = String::from("metadata:\n");
+        for i in 1..200 {
+            block.push_str(&format!("{}k{i}:\n", "  ".repeat(i)));
+        }
+        let m = syntax(block.as_bytes());
+        assert!(m.contains("budget breached: Depth"), "{m}");
+        assert_eq!(m.lines().count(), 1, "{m}");
+        let flow = format!("metadata: {}{}\n", "[".repeat(10_000), "]".repeat(10_000));
+        syntax(flow.as_bytes());
+        // A billion-laughs alias bomb into a field that ignores what it reads.
+        let mut bomb = String::from(
+            "apiVersion: v1\nkind: Pod\na0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+        );
+        for i in 1..10 {
+            let p = i - 1;
+            bomb.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        bomb.push_str("metadata:\n  name: bomb\n  labels: *a9\n");
+        let m = syntax(bomb.as_bytes());
+        assert!(m.contains("budget breached: RecordedAnchorEvents"), "{m}");
+        assert_eq!(m.lines().count(), 1, "{m}");
+        // Truncated YAML, binary junk, invalid UTF-8.
+        syntax(b"apiVersion: v1\nkind: Pod\nmetadata:\n  name: \"trunc");
+        assert!(decode_manifest(&[0xff, 0xfe, 0x00, 0x01], false).is_err());
+        assert!(decode_manifest(b"\x00\x01\x02\x7f{{{\x00", false).is_err());
+        // Many documents.
+        assert!(decode_manifest("---\n".repeat(1000).as_bytes(), false).is_err());
+    }
+
+    #[test]
+    fn many_validation_errors_are_capped() {
+        use super::super::validation::MAX_REPORTED_ERRORS;
+        let errs: Vec<ValidationError> = (0..100)
+            .map(|i| ValidationError {
+                field: format!("spec.volumes[{i}].name"),
+                reason: super::super::validation::Reason::Required,
+            })
+            .collect();
+        let me = validation_failures("file", "/m/x.yaml", errs);
+        assert_eq!(me.len(), MAX_REPORTED_ERRORS + 1);
+        assert_eq!(
+            me[MAX_REPORTED_ERRORS].to_string(),
+            "file: /m/x.yaml: 80 more validation errors not shown"
         );
     }
 }

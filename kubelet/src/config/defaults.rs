@@ -88,22 +88,8 @@ fn default_container(c: &mut Container, host_network: bool) {
 }
 
 fn default_volume(v: &mut Volume) {
-    let has_source = v.host_path.is_some()
-        || v.empty_dir.is_some()
-        || v.secret.is_some()
-        || v.config_map.is_some()
-        || v.persistent_volume_claim.is_some()
-        || v.downward_api.is_some()
-        || v.projected.is_some()
-        || v.nfs.is_some()
-        || v.csi.is_some()
-        || v.ephemeral.is_some()
-        || v.iscsi.is_some()
-        || v.image.is_some()
-        || v.fc.is_some()
-        || v.cephfs.is_some()
-        || v.rbd.is_some();
-    if !has_source {
+    // Any source at all (gitRepo, azureDisk... too): only a volume without one gets emptyDir.
+    if super::validation::volume_sources(v).is_empty() {
         v.empty_dir = Some(EmptyDirVolumeSource::default());
     }
     if let Some(s) = v.secret.as_mut() {

@@ -1,6 +1,7 @@
 //! The file pod source (upstream `pkg/kubelet/config/file.go` + `file_linux.go`). This module
 //! owns reading `--pod-manifest-path` (a directory of manifests, one Pod per file, dotfiles and
-//! subdirectories skipped; or a single file), turning each manifest into a static pod via
+//! subdirectories skipped; or a single file; a file over [`MAX_MANIFEST_BYTES`] is refused
+//! unread), turning each manifest into a static pod via
 //! [`super::common`], and re-listing every `file_check_frequency` and shortly after inotify
 //! events (debounced). Each time the set of pods changes it sends a full `SET` snapshot; a
 //! missing path counts as an empty snapshot so the source is still marked seen. A malformed
@@ -22,7 +23,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
 
 use super::common::{
-    Manifest, decode_failure, decode_manifest, prepare_static_pod, validation_failures,
+    DecodeError, MAX_MANIFEST_BYTES, Manifest, decode_failure, decode_manifest, prepare_static_pod,
+    validation_failures,
 };
 use super::{FILE_SOURCE, ManifestError, PodOperation, SourceSender};
 
@@ -38,11 +40,47 @@ pub struct Listing {
     pub errors: Vec<ManifestError>,
 }
 
+/// Why a manifest file was not read.
+enum ReadFailure {
+    /// Over [`MAX_MANIFEST_BYTES`]: its size, or how much was read before the cap.
+    TooLarge(u64),
+    /// The I/O error.
+    Io(std::io::Error),
+}
+
+/// Reads `path` unless it is over [`MAX_MANIFEST_BYTES`]: its size is checked before reading,
+/// and the read stops one byte past the cap (a file growing meanwhile, or one whose size says
+/// nothing, as in /proc, is cut there).
+fn read_capped(path: &Path) -> Result<Vec<u8>, ReadFailure> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(ReadFailure::Io)?;
+    let size = file.metadata().map_err(ReadFailure::Io)?.len();
+    if size > MAX_MANIFEST_BYTES as u64 {
+        return Err(ReadFailure::TooLarge(size));
+    }
+    let mut data = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    file.take(MAX_MANIFEST_BYTES as u64 + 1)
+        .read_to_end(&mut data)
+        .map_err(ReadFailure::Io)?;
+    if data.len() > MAX_MANIFEST_BYTES {
+        return Err(ReadFailure::TooLarge(data.len() as u64));
+    }
+    Ok(data)
+}
+
 fn read_manifest(path: &Path, node_name: &str, out: &mut Listing) {
     let location = path.display().to_string();
-    let data = match std::fs::read(path) {
+    let data = match read_capped(path) {
         Ok(d) => d,
-        Err(e) => {
+        Err(ReadFailure::TooLarge(size)) => {
+            out.errors.push(decode_failure(
+                FILE_SOURCE,
+                &location,
+                &DecodeError::TooLarge { size },
+            ));
+            return;
+        }
+        Err(ReadFailure::Io(e)) => {
             out.errors.push(ManifestError {
                 source_name: FILE_SOURCE.into(),
                 location,
@@ -330,6 +368,43 @@ mod tests {
         assert!(l.errors[1].location.ends_with("junk.json"));
         assert!(l.errors[1].field.is_none());
         assert!(list_path(&d.join("missing"), "n").expect("io").is_none());
+    }
+
+    #[test]
+    fn files_over_the_cap_are_refused_unread() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path();
+        std::fs::write(d.join("a.yaml"), manifest("a", "nginx")).expect("write");
+        // 5 MiB of annotation: refused by its size, before reading or parsing.
+        let big = format!(
+            "{}  annotations:\n    big: \"{}\"\n",
+            manifest("big", "nginx").replace("spec:\n", ""),
+            "x".repeat(5 << 20)
+        );
+        std::fs::write(d.join("big.yaml"), &big).expect("write");
+        let l = list_path(d, "node1").expect("io").expect("exists");
+        assert_eq!(l.pods.len(), 1);
+        let big_path = d.join("big.yaml").display().to_string();
+        let e = l
+            .errors
+            .iter()
+            .find(|e| e.location == big_path)
+            .expect("big.yaml reported");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "file: {big_path}: manifest is {} bytes, over the limit of {MAX_MANIFEST_BYTES} bytes (not parsed)",
+                big.len()
+            )
+        );
+        // read_capped itself: at the cap is read, one byte more is not.
+        let f = d.join("exact");
+        std::fs::write(&f, vec![b'x'; MAX_MANIFEST_BYTES]).expect("write");
+        assert!(matches!(read_capped(&f), Ok(v) if v.len() == MAX_MANIFEST_BYTES));
+        std::fs::write(&f, vec![b'x'; MAX_MANIFEST_BYTES + 1]).expect("write");
+        assert!(
+            matches!(read_capped(&f), Err(ReadFailure::TooLarge(n)) if n == MAX_MANIFEST_BYTES as u64 + 1)
+        );
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,13 +4,14 @@
 //! each pod into a static pod via [`super::common`], and sending a `SET` snapshot when the pods
 //! changed. A zero-length body is an empty snapshot (so the source is marked seen) and an
 //! error; a transient failure (connection error, non-200, malformed body) is logged and
-//! published as a [`ManifestError`] and the previous pods are kept, like upstream.
+//! published as a [`ManifestError`] and the previous pods are kept, like upstream. A body over
+//! [`MAX_MANIFEST_BYTES`] is refused unparsed (and unread past the cap).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Empty, Limited};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
@@ -20,7 +21,8 @@ use tokio::time::MissedTickBehavior;
 use tokio_util::sync::CancellationToken;
 
 use super::common::{
-    Manifest, decode_failure, decode_manifest, prepare_static_pod, validation_failures,
+    DecodeError, MAX_MANIFEST_BYTES, Manifest, decode_failure, decode_manifest, prepare_static_pod,
+    validation_failures,
 };
 use super::{HTTP_SOURCE, ManifestError, PodOperation, SourceSender};
 
@@ -161,18 +163,42 @@ impl HttpSource {
                 .await
                 .map_err(|e| transport(e.to_string()))?;
             let status = resp.status();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| transport(e.to_string()))?
-                .to_bytes();
             if status != hyper::StatusCode::OK {
                 return Err(HttpSourceError::Status {
                     url: self.url.clone(),
                     status,
                 });
             }
+            // Over the cap: refused before the body is read (a Content-Length that says so)
+            // or as soon as it has read one byte too many.
+            let too_large = |size: u64| HttpSourceError::Manifest {
+                url: self.url.clone(),
+                errors: vec![decode_failure(
+                    HTTP_SOURCE,
+                    &self.url,
+                    &DecodeError::TooLarge { size },
+                )],
+            };
+            if let Some(len) = resp
+                .headers()
+                .get(hyper::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<u64>().ok())
+                .filter(|len| *len > MAX_MANIFEST_BYTES as u64)
+            {
+                return Err(too_large(len));
+            }
+            let body = Limited::new(resp.into_body(), MAX_MANIFEST_BYTES)
+                .collect()
+                .await
+                .map_err(|e| {
+                    if e.is::<http_body_util::LengthLimitError>() {
+                        too_large(MAX_MANIFEST_BYTES as u64 + 1)
+                    } else {
+                        transport(e.to_string())
+                    }
+                })?
+                .to_bytes();
             Ok(body)
         };
         tokio::time::timeout(REQUEST_TIMEOUT, fut)
@@ -350,5 +376,74 @@ mod tests {
             errors[0].field.as_deref(),
             Some("items[1].spec.containers[0].image")
         );
+    }
+
+    /// The first error of a failed poll, rendered.
+    fn manifest_error(r: Result<(), HttpSourceError>) -> String {
+        match r {
+            Err(HttpSourceError::Manifest { errors, .. }) => errors[0].to_string(),
+            other => panic!("want a manifest error, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn bodies_over_the_cap_are_refused_unparsed() {
+        // Content-Length says so: refused before the body is read.
+        let big = "x".repeat(MAX_MANIFEST_BYTES + 1);
+        let (url, _seen) = server(vec![(200, big)]).await;
+        let (tx, mut rx) = mpsc::channel(16);
+        let (mut src, _errors) = HttpSource::new(
+            url.clone(),
+            BTreeMap::new(),
+            "n",
+            Duration::from_secs(20),
+            SourceSender::new("http", tx),
+        );
+        assert_eq!(
+            manifest_error(src.poll().await),
+            format!(
+                "http: {url}: manifest is {} bytes, over the limit of {MAX_MANIFEST_BYTES} bytes (not parsed)",
+                MAX_MANIFEST_BYTES + 1
+            )
+        );
+        // No length, streamed until the connection closes: cut one byte past the cap.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            let mut buf = vec![0u8; 4096];
+            let _ = s.read(&mut buf).await;
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n")
+                .await;
+            let chunk = vec![b'x'; 64 * 1024];
+            // 8 MiB unless the client hangs up first.
+            for _ in 0..128 {
+                if s.write_all(&chunk).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let url = format!("http://{addr}/pods");
+        let (tx2, _rx2) = mpsc::channel(16);
+        let (mut src, _errors) = HttpSource::new(
+            url.clone(),
+            BTreeMap::new(),
+            "n",
+            Duration::from_secs(20),
+            SourceSender::new("http", tx2),
+        );
+        assert_eq!(
+            manifest_error(src.poll().await),
+            format!(
+                "http: {url}: manifest is {} bytes, over the limit of {MAX_MANIFEST_BYTES} bytes (not parsed)",
+                MAX_MANIFEST_BYTES + 1
+            )
+        );
+        assert!(rx.try_recv().is_err(), "nothing sent");
     }
 }

@@ -219,13 +219,94 @@ mod tests {
     #[test]
     fn feature_gates_turn_on_the_evented_pleg() {
         assert!(load_with(&["--feature-gates", "EventedPLEG=true"]).evented_pleg);
-        assert!(!load_with(&["--feature-gates", "EventedPLEG=false,Other=true"]).evented_pleg);
+        assert!(
+            !load_with(&["--feature-gates", "EventedPLEG=false,SeccompDefault=true"]).evented_pleg
+        );
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("config.yaml");
         std::fs::write(&path, "featureGates:\n  EventedPLEG: true\n").expect("write");
         assert!(load_with(&["--config", path.to_str().expect("utf8")]).evented_pleg);
         let bad = load(["kubelet", "--feature-gates", "EventedPLEG=yes"]);
         assert!(bad.is_err());
+    }
+
+    fn load_err(args: &[&str]) -> String {
+        let mut all = vec!["kubelet", "--hostname-override", "n"];
+        all.extend_from_slice(args);
+        match load(all) {
+            Ok(_) => panic!("{args:?} must be refused"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn unknown_feature_gates_are_refused_like_upstream() {
+        assert_eq!(
+            load_err(&["--feature-gates", "EventedPLEG=true,Foo=true"]),
+            "invalid value for --feature-gates: unrecognized feature gate: Foo"
+        );
+        // Recognized 1.26 gates this kubelet does not implement are accepted.
+        load_with(&[
+            "--feature-gates",
+            "RotateKubeletServerCertificate=true,KubeletCredentialProviders=true,AllAlpha=false",
+        ]);
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, "featureGates:\n  EventedPLEG: true\n  Foo: false\n").expect("write");
+        let p = path.to_str().expect("utf8");
+        assert_eq!(
+            load_err(&["--config", p]),
+            format!(
+                "invalid kubelet config file {:?}: featureGates: unrecognized feature gate: Foo",
+                path
+            )
+        );
+    }
+
+    #[test]
+    fn out_of_range_and_conflicting_values_are_refused_with_field_and_flag() {
+        assert_eq!(
+            load_err(&["--read-only-port", "70000"]),
+            "invalid configuration: readOnlyPort (--read-only-port) 70000 must be between 0 and 65535, inclusive"
+        );
+        assert_eq!(
+            load_err(&["--port", "-1"]),
+            "invalid configuration: port (--port) -1 must be between 0 and 65535, inclusive"
+        );
+        assert_eq!(
+            load_err(&["--max-pods", "-3"]),
+            "invalid configuration: maxPods (--max-pods) -3 must not be a negative number"
+        );
+        assert_eq!(
+            load_err(&["--kubeconfig", "/kc", "--node-lease-duration-seconds", "0"]),
+            "invalid configuration: nodeLeaseDurationSeconds (--node-lease-duration-seconds) 0 must be greater than 0"
+        );
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, "readOnlyPort: 65536\n").expect("write");
+        let p = path.to_str().expect("utf8");
+        assert!(
+            load_err(&["--config", p]).contains("readOnlyPort (--read-only-port) 65536"),
+            "the file's value is checked too"
+        );
+        // The gate off and the periods set: upstream refuses the combination.
+        std::fs::write(
+            &path,
+            "shutdownGracePeriod: 30s\nfeatureGates:\n  GracefulNodeShutdown: false\n",
+        )
+        .expect("write");
+        assert_eq!(
+            load_err(&["--config", p]),
+            "invalid configuration: specifying shutdownGracePeriod or shutdownGracePeriodCriticalPods requires feature gate GracefulNodeShutdown"
+        );
+        // The flag's gate wins over the file's.
+        let c = load_with(&[
+            "--config",
+            p,
+            "--feature-gates",
+            "GracefulNodeShutdown=true",
+        ]);
+        assert_eq!(c.shutdown.grace_period, Duration::from_secs(30));
     }
 
     #[test]

@@ -11,11 +11,13 @@ use crate::duration::parse_duration_arg;
 
 /// The kubelet's flags.
 #[derive(Debug, Clone, Parser, PartialEq)]
-// Like Go's flag package, a flag given twice takes the last value.
+// Like Go's flag package, a flag given twice takes the last value, and a value may be negative
+// (`--port -1` is a bad port, not an unknown flag).
 #[command(
     name = "kubelet",
     about = "The Kubernetes node agent",
-    args_override_self = true
+    args_override_self = true,
+    allow_negative_numbers = true
 )]
 pub struct KubeletFlags {
     /// Path to a KubeletConfiguration file; explicit flags override its values.
@@ -83,7 +85,8 @@ pub struct KubeletFlags {
     /// `--cni-cache-dir`), the same group dockershim takes.
     #[command(flatten)]
     pub cni: node_common::cni::CniDirFlags,
-    /// kubeconfig of the API server; without it the kubelet runs standalone.
+    /// kubeconfig of the API server; without it (or empty) the kubelet runs standalone; an
+    /// unusable one stops it at start-up.
     #[arg(long)]
     pub kubeconfig: Option<PathBuf>,
     /// Register the node with the API server.
@@ -251,7 +254,7 @@ pub struct KubeletFlags {
     #[arg(long, default_value = "")]
     pub register_with_taints: String,
     /// kubeconfig for TLS bootstrapping, used when --kubeconfig does not exist (TLS
-    /// bootstrapping is not implemented: the kubelet then says so and stays standalone).
+    /// bootstrapping is not implemented: the kubelet then exits, saying so).
     #[arg(long)]
     pub bootstrap_kubeconfig: Option<PathBuf>,
 }

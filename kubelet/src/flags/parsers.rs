@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Taint;
 
 use crate::cliflag::map_string_string;
-use crate::kubeletconfig::ConfigError;
+use crate::kubeletconfig::{ConfigError, features};
 
 /// Parse `--manifest-url-header` values like upstream `ColonSeparatedMultimapStringString`:
 /// each value is a comma-separated list of `key:value` pairs; values split at the first ':'.
@@ -31,7 +31,8 @@ pub fn parse_header_pairs(values: &[String]) -> Result<BTreeMap<String, Vec<Stri
     Ok(out)
 }
 
-/// Parse `--feature-gates`: comma-separated `Name=bool` pairs.
+/// Parse `--feature-gates`: comma-separated `Name=bool` pairs, each name one a 1.26 kubelet
+/// recognizes (upstream: "unrecognized feature gate: Foo").
 pub fn parse_feature_gates(s: &str) -> Result<BTreeMap<String, bool>, ConfigError> {
     let bad = |pair: &str| ConfigError::Flag {
         flag: "feature-gates",
@@ -40,9 +41,17 @@ pub fn parse_feature_gates(s: &str) -> Result<BTreeMap<String, bool>, ConfigErro
     map_string_string(s, '=')
         .map_err(|p| bad(&p))?
         .into_iter()
-        .map(|(k, v)| match v.parse::<bool>() {
-            Ok(b) => Ok((k, b)),
-            Err(_) => Err(bad(&format!("{k}={v}"))),
+        .map(|(k, v)| {
+            if !features::is_known(&k) {
+                return Err(ConfigError::Flag {
+                    flag: "feature-gates",
+                    reason: features::unrecognized(&k),
+                });
+            }
+            match v.parse::<bool>() {
+                Ok(b) => Ok((k, b)),
+                Err(_) => Err(bad(&format!("{k}={v}"))),
+            }
         })
         .collect()
 }

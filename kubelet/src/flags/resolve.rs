@@ -176,9 +176,20 @@ pub fn resolve(
         ),
         sync_frequency: val!("sync_frequency", flags.sync_frequency, f.sync_frequency),
         root_dir: flags.root_dir.clone(),
-        max_pods: val!("max_pods", flags.max_pods, f.max_pods),
+        max_pods: {
+            let n = val!("max_pods", flags.max_pods, f.max_pods);
+            if n < 0 {
+                return Err(ConfigError::Invalid(format!(
+                    "maxPods (--max-pods) {n} must not be a negative number"
+                )));
+            }
+            n
+        },
         address: val!("address", flags.address.clone(), f.address),
-        read_only_port: val!("read_only_port", flags.read_only_port, f.read_only_port),
+        read_only_port: port_in_range(
+            "readOnlyPort (--read-only-port)",
+            val!("read_only_port", flags.read_only_port, f.read_only_port),
+        )?,
         runtime_request_timeout: val!(
             "runtime_request_timeout",
             flags.runtime_request_timeout,
@@ -195,17 +206,29 @@ pub fn resolve(
         node_labels: parse_node_labels(&flags.node_labels)?,
         evented_pleg: flags.evented_pleg || gates.get("EventedPLEG").copied().unwrap_or(false),
         // Upstream: beta and on by default since 1.21; the periods come from the file only.
-        shutdown: if gates.get("GracefulNodeShutdown").copied().unwrap_or(true) {
-            crate::nodeshutdown::ShutdownConfig {
+        shutdown: {
+            let grace = crate::nodeshutdown::ShutdownConfig {
                 grace_period: f.shutdown_grace_period.unwrap_or_default(),
                 grace_period_critical_pods: f
                     .shutdown_grace_period_critical_pods
                     .unwrap_or_default(),
+            };
+            if gates.get("GracefulNodeShutdown").copied().unwrap_or(true) {
+                grace
+            } else if grace != crate::nodeshutdown::ShutdownConfig::default() {
+                return Err(ConfigError::Invalid(
+                    "specifying shutdownGracePeriod or shutdownGracePeriodCriticalPods requires feature gate GracefulNodeShutdown".into(),
+                ));
+            } else {
+                grace
             }
-        } else {
-            crate::nodeshutdown::ShutdownConfig::default()
         },
-        api: match &flags.kubeconfig {
+        // An empty --kubeconfig is no kubeconfig (upstream: standalone).
+        api: match flags
+            .kubeconfig
+            .as_ref()
+            .filter(|p| !p.as_os_str().is_empty())
+        {
             None => None,
             Some(path) => Some(crate::apimode::ApiModeConfig {
                 kubeconfig: path.clone(),
@@ -225,11 +248,19 @@ pub fn resolve(
                     flags.node_status_report_frequency,
                     f.node_status_report_frequency
                 ),
-                node_lease_duration_seconds: val!(
-                    "node_lease_duration_seconds",
-                    flags.node_lease_duration_seconds,
-                    f.node_lease_duration_seconds
-                ),
+                node_lease_duration_seconds: {
+                    let n = val!(
+                        "node_lease_duration_seconds",
+                        flags.node_lease_duration_seconds,
+                        f.node_lease_duration_seconds
+                    );
+                    if n <= 0 {
+                        return Err(ConfigError::Invalid(format!(
+                            "nodeLeaseDurationSeconds (--node-lease-duration-seconds) {n} must be greater than 0"
+                        )));
+                    }
+                    n
+                },
                 kubelet_port: val!("port", flags.port, f.port),
                 max_pods: u32::try_from(val!("max_pods", flags.max_pods, f.max_pods)).unwrap_or(0),
                 node_status_max_images: {
@@ -310,7 +341,7 @@ pub fn resolve(
         image_gc_period: flags.image_gc_period,
         image_gc_ref_prefix: flags.image_gc_ref_prefix.clone(),
         eviction,
-        port: val!("port", flags.port, f.port),
+        port: port_in_range("port (--port)", val!("port", flags.port, f.port))?,
         tls: crate::server::secure::TlsConfig {
             tls_cert_file: pick_path(
                 explicit(matches, "tls_cert_file"),
@@ -445,6 +476,18 @@ pub fn resolve(
             p.exists().then_some(p)
         }),
     })
+}
+
+/// Upstream's port check, with 0 allowed (it turns the server off: the read-only port as
+/// upstream; the secure port is this kubelet's `--port 0`, where upstream wants 1 to 65535).
+fn port_in_range(what: &str, p: i32) -> Result<i32, ConfigError> {
+    if (0..=65535).contains(&p) {
+        Ok(p)
+    } else {
+        Err(ConfigError::Invalid(format!(
+            "{what} {p} must be between 0 and 65535, inclusive"
+        )))
+    }
 }
 
 fn pick_path(explicit: bool, flag: &Option<PathBuf>, file: &Option<PathBuf>) -> Option<PathBuf> {

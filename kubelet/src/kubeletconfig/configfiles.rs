@@ -38,7 +38,10 @@ impl KubeletConfiguration {
                 });
             }
         }
-        cfg.validate().map_err(decode)?;
+        cfg.validate().map_err(|reason| ConfigError::FileInvalid {
+            path: path.to_path_buf(),
+            reason,
+        })?;
         Ok(cfg)
     }
 
@@ -96,6 +99,10 @@ impl KubeletConfiguration {
             return Err(format!(
                 "invalid value {p} for healthzPort: must be 0 to 65535"
             ));
+        }
+        if let Some(gates) = &self.feature_gates {
+            super::features::check(gates.keys().map(String::as_str))
+                .map_err(|e| format!("featureGates: {e}"))?;
         }
         if let (Some(g), Some(c)) = (
             self.shutdown_grace_period,

@@ -6,11 +6,12 @@
 //!
 //! Layout: `v1beta1.rs` (the file's types), `configfiles.rs` (decoding and validation),
 //! `defaults.rs` (upstream's zero-value defaulting), `ignored.rs` (fields accepted but not
-//! acted on); this file holds the errors and the resolved [`KubeletConfig`], and re-exports
+//! acted on), `features.rs` (the feature gates a 1.26 kubelet recognizes); this file holds the errors and the resolved [`KubeletConfig`], and re-exports
 //! the file's types.
 
 mod configfiles;
 mod defaults;
+pub mod features;
 mod ignored;
 mod v1beta1;
 
@@ -57,6 +58,20 @@ pub enum ConfigError {
         /// The value wanted.
         want: &'static str,
     },
+    /// The file decodes but holds a value upstream's validation refuses (the reason names the
+    /// field).
+    #[error("invalid kubelet config file {path:?}: {reason}")]
+    FileInvalid {
+        /// The path.
+        path: PathBuf,
+        /// Why, naming the field.
+        reason: String,
+    },
+    /// The merged configuration (file plus flags) is refused by upstream's
+    /// `ValidateKubeletConfiguration`; the reason names the field and its flag, as upstream's:
+    /// `readOnlyPort (--read-only-port) 70000 must be between 0 and 65535, inclusive`.
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
     /// A flag value is malformed.
     #[error("invalid value for --{flag}: {reason}")]
     Flag {

@@ -365,55 +365,13 @@ mod tests {
         );
     }
 
-    /// A pod of node `node1` running `image` on the fake runtime.
-    async fn run_pod(
-        runtime: &KubeGenericRuntimeManager,
-        uid: &str,
-        image: &str,
-        policy: &str,
-    ) -> k8s_openapi::api::core::v1::Pod {
-        use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-        let pod = Pod {
-            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                name: Some(format!("{uid}-node1")),
-                namespace: Some("default".into()),
-                uid: Some(uid.into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                restart_policy: Some(policy.into()),
-                containers: vec![Container {
-                    name: "app".into(),
-                    image: Some(image.into()),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            status: None,
-        };
-        let status = runtime
-            .get_pod_status(uid, &format!("{uid}-node1"), "default")
-            .await
-            .expect("status");
-        let r = runtime
-            .sync_pod(
-                &pod,
-                &status,
-                &crate::apiobjects::ApiObjects::standalone("default"),
-                &mut crate::kuberuntime::backoff::Backoff::default(),
-            )
-            .await;
-        assert!(r.is_ok(), "{:?}", r.errors);
-        pod
-    }
-
     #[tokio::test(start_paused = true)]
     async fn dead_containers_go_when_their_pod_is_gone() {
         use crate::cri::RuntimeService;
         let dir = tempfile::tempdir().expect("tempdir");
         let (fake, runtime) = KubeGenericRuntimeManager::fake(dir.path()).await;
         let gc = ContainerGc::new(runtime.clone(), policy(0, 1, -1), "node1".into());
-        run_pod(&runtime, "g1", "busybox:1", "Never").await;
+        crate::kuberuntime::manager::testing::run_pod(&runtime, "g1", "busybox:1", "Never").await;
         let id = fake.containers()[0].1.id.clone();
         fake.exit_container(&id, 0);
         // The pod still exists: its one dead container is kept (maxPerPodContainer 1).
@@ -433,7 +391,7 @@ mod tests {
     async fn running_containers_and_other_nodes_pods_are_never_collected() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (fake, runtime) = KubeGenericRuntimeManager::fake(dir.path()).await;
-        run_pod(&runtime, "g2", "busybox:1", "Always").await;
+        crate::kuberuntime::manager::testing::run_pod(&runtime, "g2", "busybox:1", "Always").await;
         // Another node's collector does not own `g2-node1`.
         let other = ContainerGc::new(runtime.clone(), policy(0, 0, 0), "node2".into());
         let id = fake.containers()[0].1.id.clone();
@@ -441,7 +399,7 @@ mod tests {
         other.garbage_collect(&HashSet::new()).await.expect("gc");
         assert_eq!(fake.containers().len(), 1);
         // This node's collector keeps the running one.
-        run_pod(&runtime, "g3", "busybox:1", "Always").await;
+        crate::kuberuntime::manager::testing::run_pod(&runtime, "g3", "busybox:1", "Always").await;
         let gc = ContainerGc::new(runtime.clone(), policy(0, 0, 0), "node1".into());
         gc.garbage_collect(&HashSet::new()).await.expect("gc");
         let left: Vec<String> = fake

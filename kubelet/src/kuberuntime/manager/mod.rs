@@ -35,6 +35,8 @@ mod image;
 mod pod_status;
 #[cfg(test)]
 mod sync_tests;
+#[cfg(test)]
+pub(crate) mod testing;
 
 /// Upstream `minimumGracePeriodInSeconds`.
 pub const MINIMUM_GRACE_PERIOD_SECONDS: i64 = 2;

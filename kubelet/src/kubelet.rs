@@ -4,6 +4,10 @@
 //! [`PodWorkers`] on config updates, PLEG events and the periodic work queue, and housekeeping
 //! that terminates pods that are no longer wanted, including pods found on the runtime after a
 //! restart that no source knows. State shared with the HTTP server lives in [`KubeletShared`].
+//!
+//! Why ~800 lines: it is upstream's `kubelet.go` loop — construction wiring every manager, the
+//! `syncLoopIteration` handlers and admission — whose parts share the loop's state; the
+//! admission handlers are the first candidates to move out (`kubelet/admission.rs`) when it grows.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::admission::EvictionState;
-use super::api::Signal;
+use super::api::{Observation, Observations, Signal};
 use super::measure::observe;
 use super::rank::{PodUsage, eviction_message, rank};
 use super::thresholds::{Decider, EvictionConfig, thresholds_met};
@@ -63,7 +63,13 @@ pub struct EvictionManager {
     container_gc: Arc<dyn ContainerGc>,
     evict: mpsc::UnboundedSender<EvictRequest>,
     decider: Decider,
+    /// How the node's signals are measured (`/proc`, statvfs; a stand-in in unit tests).
+    observe: Observer,
 }
+
+/// Measures the node's signals from the kubelet's root directory and the image filesystem.
+pub type Observer =
+    Arc<dyn Fn(&std::path::Path, Option<&std::path::Path>) -> Observations + Send + Sync>;
 
 impl std::fmt::Debug for EvictionManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -105,7 +111,14 @@ impl EvictionManager {
             container_gc: p.container_gc,
             evict: p.evict,
             decider: Decider::default(),
+            observe: Arc::new(observe),
         }
+    }
+
+    /// Measure the signals with `observe` instead of the machine (unit tests).
+    pub fn with_observer(mut self, observe: Observer) -> Self {
+        self.observe = observe;
+        self
     }
 
     /// Runs a round every [`MONITORING_PERIOD`] until `cancel`.
@@ -138,7 +151,7 @@ impl EvictionManager {
         let dedicated_imagefs = imagefs
             .as_deref()
             .is_some_and(|p| device_of(p).is_some() && device_of(p) != device_of(&self.root_dir));
-        let obs = observe(&self.root_dir, imagefs.as_deref());
+        let obs = (self.observe)(&self.root_dir, imagefs.as_deref());
         let (conditions, act) = self.decider.step(&self.config, &obs, Instant::now());
         if conditions != self.state.conditions() {
             tracing::info!(conditions = ?conditions, "eviction manager: node conditions changed");
@@ -150,7 +163,7 @@ impl EvictionManager {
         let o = obs.get(&t.signal).copied();
         tracing::warn!(signal = t.signal.name(), available = ?o.map(|o| o.available), "eviction manager: attempting to reclaim");
         if self.reclaim_node_level(t.signal, dedicated_imagefs).await {
-            let obs = observe(&self.root_dir, imagefs.as_deref());
+            let obs = (self.observe)(&self.root_dir, imagefs.as_deref());
             if thresholds_met(std::slice::from_ref(&t), &obs, true).is_empty() {
                 tracing::info!(
                     signal = t.signal.name(),
@@ -256,5 +269,160 @@ impl EvictionManager {
             u.inodes = lf + vf;
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The manager's rounds on the fake runtime with stand-in signals: memory pressure evicts
+    //! the BestEffort pod at once and spares critical and Guaranteed ones; disk pressure first
+    //! reclaims at node level and evicts nobody when that was enough.
+
+    use super::*;
+    use crate::cri::fake::FakeRuntime;
+    use crate::eviction::{NodeCondition, parse_thresholds};
+    use parking_lot::Mutex;
+    use std::collections::BTreeMap;
+
+    #[derive(Default)]
+    struct Gc {
+        calls: Mutex<Vec<&'static str>>,
+    }
+
+    #[async_trait::async_trait]
+    impl ImageGc for Gc {
+        async fn delete_unused_images(&self) -> Result<u64, String> {
+            self.calls.lock().push("images");
+            Ok(0)
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl ContainerGc for Gc {
+        async fn delete_all_unused_containers(&self, _: &HashSet<String>) -> Result<(), String> {
+            self.calls.lock().push("containers");
+            Ok(())
+        }
+    }
+
+    fn pod(uid: &str, qos: &str, static_pod: bool) -> Pod {
+        let resources = match qos {
+            "Guaranteed" => serde_json::json!({"limits": {"cpu": "1", "memory": "1Gi"}}),
+            _ => serde_json::json!({}),
+        };
+        let mut annotations = serde_json::Map::new();
+        if static_pod {
+            annotations.insert(
+                crate::types::CONFIG_SOURCE_ANNOTATION.into(),
+                crate::types::FILE_SOURCE.into(),
+            );
+        }
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": uid, "namespace": "default", "uid": uid,
+                "annotations": annotations},
+            "spec": {"containers": [{"name": "c", "image": "i", "resources": resources}]}
+        }))
+        .expect("pod")
+    }
+
+    struct Bed {
+        manager: EvictionManager,
+        evictions: mpsc::UnboundedReceiver<EvictRequest>,
+        state: Arc<EvictionState>,
+        gc: Arc<Gc>,
+        available: Arc<Mutex<Vec<u64>>>,
+        _dir: tempfile::TempDir,
+    }
+
+    /// A manager with `signal<threshold` hard, whose signal reads the next of `available`
+    /// (bytes of 1 GiB capacity) on each observation.
+    fn bed(signal: &str, threshold: &str, available: Vec<u64>) -> Bed {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let fake = Arc::new(FakeRuntime::new());
+        let hard = BTreeMap::from([(signal.to_string(), threshold.to_string())]);
+        let empty = BTreeMap::new();
+        let config = EvictionConfig {
+            thresholds: parse_thresholds(&hard, &empty, &empty, &empty).expect("thresholds"),
+            ..Default::default()
+        };
+        let (tx, evictions) = mpsc::unbounded_channel();
+        let state = Arc::new(EvictionState::default());
+        let gc = Arc::new(Gc::default());
+        let pods = vec![
+            pod("static", "BestEffort", true),
+            pod("guaranteed", "Guaranteed", false),
+            pod("besteffort", "BestEffort", false),
+        ];
+        let available = Arc::new(Mutex::new(available));
+        let sig = Signal::parse(signal).expect("signal");
+        let readings = Arc::clone(&available);
+        let manager = EvictionManager::new(ManagerParts {
+            config,
+            runtime: fake.clone(),
+            images: fake,
+            root_dir: dir.path().to_path_buf(),
+            state: Arc::clone(&state),
+            pods: Arc::new(move || pods.clone()),
+            image_gc: gc.clone(),
+            container_gc: gc.clone(),
+            evict: tx,
+        })
+        .with_observer(Arc::new(move |_, _| {
+            let mut r = readings.lock();
+            let v = if r.len() > 1 { r.remove(0) } else { r[0] };
+            Observations::from([(
+                sig,
+                Observation {
+                    available: v,
+                    capacity: 1 << 30,
+                },
+            )])
+        }));
+        Bed {
+            manager,
+            evictions,
+            state,
+            gc,
+            available,
+            _dir: dir,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn memory_pressure_evicts_the_best_effort_pod_at_once() {
+        let mut b = bed("memory.available", "100Mi", vec![50 << 20]);
+        b.manager.synchronize().await;
+        assert!(
+            b.state
+                .conditions()
+                .contains(&NodeCondition::MemoryPressure)
+        );
+        let e = b.evictions.try_recv().expect("an eviction");
+        assert_eq!(e.pod.metadata.uid.as_deref(), Some("besteffort"));
+        assert_eq!(e.grace_seconds, IMMEDIATE_GRACE_SECONDS);
+        assert!(e.message.contains("memory"), "{}", e.message);
+        assert!(b.evictions.try_recv().is_err(), "one eviction per round");
+        assert!(
+            b.gc.calls.lock().is_empty(),
+            "no node-level reclaim for memory"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn disk_pressure_reclaims_first_and_evicts_nobody_when_that_was_enough() {
+        // Starved before the reclaim, fine after it.
+        let mut b = bed("nodefs.available", "10%", vec![50 << 20, 900 << 20]);
+        b.manager.synchronize().await;
+        assert_eq!(*b.gc.calls.lock(), vec!["containers", "images"]);
+        assert!(b.evictions.try_recv().is_err(), "reclaim was enough");
+        // Still starved after the reclaim: a pod goes.
+        *b.available.lock() = vec![50 << 20];
+        b.manager.synchronize().await;
+        let e = b.evictions.try_recv().expect("an eviction");
+        assert_ne!(
+            e.pod.metadata.uid.as_deref(),
+            Some("static"),
+            "critical pods stay"
+        );
     }
 }

@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::admission::EvictionState;
-use super::api::{Observation, Observations, Signal};
+use super::api::{Observations, Signal};
 use super::measure::observe;
 use super::rank::{PodUsage, eviction_message, rank};
 use super::thresholds::{Decider, EvictionConfig, thresholds_met};
@@ -280,7 +280,7 @@ mod tests {
 
     use super::*;
     use crate::cri::fake::FakeRuntime;
-    use crate::eviction::{NodeCondition, parse_thresholds};
+    use crate::eviction::{NodeCondition, Observation, parse_thresholds};
     use parking_lot::Mutex;
     use std::collections::BTreeMap;
 

@@ -427,19 +427,41 @@ impl SyncLoop {
     /// The eviction manager chose a pod: kill it; it ends Failed / Evicted (upstream
     /// `killPodFunc` with the eviction status function).
     fn handle_evict(&mut self, req: crate::eviction::EvictRequest) {
-        let uid = uid_of(&req.pod);
+        let t = crate::pod_workers::Termination::evicted(req.message);
+        self.kill_by_kubelet(req.pod, req.grace_seconds, t);
+    }
+
+    /// The node shutdown manager wants a pod gone: kill it with the group's grace period; it
+    /// ends Failed / `Terminated` (upstream `killPodFunc` with the shutdown status function).
+    fn handle_shutdown_kill(&mut self, req: crate::nodeshutdown::ShutdownKill) {
+        let t = crate::pod_workers::Termination {
+            reason: crate::nodeshutdown::REASON.into(),
+            message: crate::nodeshutdown::MESSAGE.into(),
+        };
+        self.kill_by_kubelet(req.pod, req.grace_seconds, t);
+    }
+
+    /// Upstream `killPodFunc`: the kubelet itself terminates a pod it runs (once), which then
+    /// stays Failed with `t`'s reason and message and is never started again.
+    fn kill_by_kubelet(
+        &mut self,
+        pod: Pod,
+        grace_seconds: i64,
+        t: crate::pod_workers::Termination,
+    ) {
+        let uid = uid_of(&pod);
         if self.is_evicted(&uid) || self.pod(&uid).is_none() {
             return;
         }
         self.set_evicted(&uid, true);
         self.probes.remove_pod(&uid);
         self.work_queue.remove(&uid);
-        let pod = self.pod(&uid).unwrap_or(req.pod);
+        let pod = self.pod(&uid).unwrap_or(pod);
         self.workers.update_pod(PodWork {
             pod,
             kill: true,
-            grace_override: Some(req.grace_seconds),
-            evict: Some(crate::pod_workers::Termination::evicted(req.message)),
+            grace_override: Some(grace_seconds),
+            evict: Some(t),
         });
     }
 
@@ -462,28 +484,6 @@ impl SyncLoop {
             .collect()
     }
 
-    /// The node shutdown manager wants a pod gone: kill it with the group's grace period; it
-    /// ends Failed / `Terminated` (upstream `killPodFunc` with the shutdown status function).
-    fn handle_shutdown_kill(&mut self, req: crate::nodeshutdown::ShutdownKill) {
-        let uid = uid_of(&req.pod);
-        if self.is_evicted(&uid) || self.pod(&uid).is_none() {
-            return;
-        }
-        self.set_evicted(&uid, true);
-        self.probes.remove_pod(&uid);
-        self.work_queue.remove(&uid);
-        let pod = self.pod(&uid).unwrap_or(req.pod);
-        self.workers.update_pod(PodWork {
-            pod,
-            kill: true,
-            grace_override: Some(req.grace_seconds),
-            evict: Some(crate::pod_workers::Termination {
-                reason: crate::nodeshutdown::REASON.into(),
-                message: crate::nodeshutdown::MESSAGE.into(),
-            }),
-        });
-    }
-
     /// Upstream `canAdmitPod`: the shutdown and eviction admit handlers, then the predicate
     /// admit handler's pod count (`--max-pods`), CPU and memory requests against allocatable. A
     /// rejected pod never starts and is Failed with reason `NodeShutdown`, `Evicted`, or
@@ -494,18 +494,7 @@ impl SyncLoop {
     fn admit(&mut self, pod: &Pod) -> bool {
         let uid = uid_of(pod);
         if let Err((reason, message)) = self.shared.shutdown.admit() {
-            tracing::warn!(pod = %crate::container::pod_full_name(pod), reason, "pod rejected at admission: the node is shutting down");
-            self.events.event(
-                pod,
-                None,
-                crate::events::EventType::Warning,
-                reason,
-                message.to_string(),
-            );
-            self.set_evicted(&uid, true);
-            self.shared
-                .status
-                .set_pod_status(&uid, rejected_status(pod, reason, message));
+            self.reject_pod(pod, reason, message);
             return false;
         }
         let Err(message) = self.shared.eviction.admit(pod) else {
@@ -527,13 +516,8 @@ impl SyncLoop {
     fn admit_resources(&mut self, pod: &Pod) -> bool {
         let uid = uid_of(pod);
         let active = self.active_pods(&uid);
-        let used = active.iter().map(crate::resource::pod_requests).fold(
-            crate::resource::Resources::default(),
-            |a, r| crate::resource::Resources {
-                milli_cpu: a.milli_cpu.saturating_add(r.milli_cpu),
-                memory: a.memory.saturating_add(r.memory),
-            },
-        );
+        let used: crate::resource::Resources =
+            active.iter().map(crate::resource::pod_requests).sum();
         let allocatable = crate::resource::Resources {
             milli_cpu: self.shared.allocatable.get("cpu").copied().unwrap_or(0),
             memory: self.shared.allocatable.get("memory").copied().unwrap_or(0),
@@ -561,19 +545,26 @@ impl SyncLoop {
                 (reason.to_string(), message.to_string())
             }
         };
-        tracing::warn!(pod = %crate::container::pod_full_name(pod), reason = %reason, message = %message, "pod rejected at admission");
+        self.reject_pod(pod, &reason, &message);
+        false
+    }
+
+    /// Upstream `rejectPod`: a Warning event, and the pod Failed with `reason` and "Pod " +
+    /// `message`; it never starts.
+    fn reject_pod(&mut self, pod: &Pod, reason: &str, message: &str) {
+        tracing::warn!(pod = %crate::container::pod_full_name(pod), reason, message, "pod rejected at admission");
         self.events.event(
             pod,
             None,
             crate::events::EventType::Warning,
-            &reason,
-            message.clone(),
+            reason,
+            message.to_string(),
         );
+        let uid = uid_of(pod);
         self.set_evicted(&uid, true);
         self.shared
             .status
-            .set_pod_status(&uid, rejected_status(pod, &reason, &message));
-        false
+            .set_pod_status(&uid, rejected_status(pod, reason, message));
     }
 
     /// Upstream `HandlePodAdditions` / `Updates` / `Removes` / `Reconcile`.

@@ -24,6 +24,18 @@ struct Container {
     status: cri::ContainerStatus,
 }
 
+impl Container {
+    /// CRI's container filter: id, sandbox, state and labels, each when set.
+    fn matches(&self, f: &cri::ContainerFilter) -> bool {
+        (f.id.is_empty() || self.status.id == f.id)
+            && (f.pod_sandbox_id.is_empty() || self.sandbox_id == f.pod_sandbox_id)
+            && f.state
+                .as_ref()
+                .is_none_or(|st| st.state == self.status.state)
+            && labels_match(&f.label_selector, &self.status.labels)
+    }
+}
+
 #[derive(Debug, Default)]
 struct State {
     sandboxes: BTreeMap<String, cri::PodSandboxStatus>,
@@ -518,10 +530,7 @@ impl RuntimeService for FakeRuntime {
         Ok(self.with(|s| {
             s.containers
                 .values()
-                .filter(|c| f.id.is_empty() || c.status.id == f.id)
-                .filter(|c| f.pod_sandbox_id.is_empty() || c.sandbox_id == f.pod_sandbox_id)
-                .filter(|c| f.state.as_ref().is_none_or(|st| st.state == c.status.state))
-                .filter(|c| labels_match(&f.label_selector, &c.status.labels))
+                .filter(|c| c.matches(&f))
                 .map(|c| cri::Container {
                     id: c.status.id.clone(),
                     pod_sandbox_id: c.sandbox_id.clone(),
@@ -603,12 +612,16 @@ impl RuntimeService for FakeRuntime {
     ) -> Result<Vec<cri::ContainerStats>> {
         self.enter("list_container_stats")?;
         let f = filter.unwrap_or_default();
+        let f = cri::ContainerFilter {
+            id: f.id,
+            pod_sandbox_id: f.pod_sandbox_id,
+            label_selector: f.label_selector,
+            state: None,
+        };
         Ok(self.with(|s| {
             s.containers
                 .values()
-                .filter(|c| f.id.is_empty() || c.status.id == f.id)
-                .filter(|c| f.pod_sandbox_id.is_empty() || c.sandbox_id == f.pod_sandbox_id)
-                .filter(|c| labels_match(&f.label_selector, &c.status.labels))
+                .filter(|c| c.matches(&f))
                 .map(|c| cri::ContainerStats {
                     attributes: Some(cri::ContainerAttributes {
                         id: c.status.id.clone(),

@@ -19,6 +19,15 @@ pub struct Resources {
     pub memory: i64,
 }
 
+impl std::iter::Sum for Resources {
+    fn sum<I: Iterator<Item = Self>>(iter: I) -> Self {
+        iter.fold(Resources::default(), |a, r| Resources {
+            milli_cpu: a.milli_cpu.saturating_add(r.milli_cpu),
+            memory: a.memory.saturating_add(r.memory),
+        })
+    }
+}
+
 /// Upstream `computePodResourceRequest`: the sum of the app containers' requests, at least the
 /// largest init container's, plus the pod overhead.
 pub fn pod_requests(pod: &Pod) -> Resources {

@@ -325,23 +325,29 @@ async fn dockershim_refuses_a_container_that_is_not_running() {
                 })
                 .await
                 .expect("start");
-            // Docker sees the first Exec's inspect, and none for the second.
+            // Docker sees the first Exec's inspect; a later Exec is answered without one.
+            // Any change to one of dockershim's containers (other tests share this Docker)
+            // empties the cache, so a few Execs may inspect again before two in a row do not.
             let inspect = format!("/containers/{id}/json");
             let mut inspects = vec![tap.count(&inspect)];
-            for _ in 0..2 {
+            for _ in 0..10 {
                 rt.runtime
                     .exec(exec_true(id.clone()))
                     .await
                     .expect("exec in a running container");
                 inspects.push(tap.count(&inspect));
+                let n = inspects.len();
+                if n >= 3 && inspects[n - 1] == inspects[n - 2] {
+                    break;
+                }
             }
             assert!(
                 inspects[1] > inspects[0],
                 "the first Exec inspects {id}: {inspects:?}"
             );
-            assert_eq!(
-                inspects[2], inspects[1],
-                "the second Exec is answered from the cache"
+            assert!(
+                inspects.windows(2).skip(1).any(|w| w[0] == w[1]),
+                "a second Exec is answered from the cache: {inspects:?}"
             );
             started.push(id);
         }

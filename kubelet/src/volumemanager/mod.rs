@@ -9,7 +9,9 @@
 //!   messages, downward API files (metadata fields, labels, annotations, resource fields);
 //!   configMap/secret (also as projected sources) need the API server and fail with a clear
 //!   message, other types are unsupported;
-//! - container mounts: `volumeMounts` with `subPath` (validated, created when missing), the
+//! - container mounts: `volumeMounts` with `subPath` (validated, created when missing inside
+//!   the volume only, and given to the runtime as a bind mount of the checked directory: see
+//!   `subpath`), the
 //!   kubelet-managed `/etc/hosts` (`<pod dir>/etc-hosts`, for pods not on the host network), and
 //!   the termination message file (`<pod dir>/containers/<name>/<id>`);
 //! - the termination message of an exited container, with `FallbackToLogsOnError`;
@@ -17,8 +19,8 @@
 //!
 //! Layout, as upstream's `pkg/volume/<plugin>`: one file per volume plugin (`emptydir`,
 //! `hostpath`, `downwardapi`, `configmap`, `secret`, `projected`), each with its `SetUp`;
-//! `util` (atomic writer, item payloads) and `mount` (mount points, teardown) are what they
-//! share. This file is the manager: the volumes' host paths, mounting a pod's volumes through
+//! `util` (atomic writer, item payloads), `mount` (mount points, teardown) and `subpath` (safe
+//! subPath mounts) are what they share. This file is the manager: the volumes' host paths, mounting a pod's volumes through
 //! its plugins, container mounts and the pod directory's removal.
 
 mod configmap;
@@ -28,6 +30,7 @@ mod hostpath;
 mod mount;
 mod projected;
 mod secret;
+mod subpath;
 mod util;
 
 use std::collections::HashMap;
@@ -203,16 +206,19 @@ pub fn mount_failure_reasons(pod: &Pod, err: &VolumeError) -> HashMap<String, (S
 }
 
 /// CRI mounts for `c`'s volumeMounts (upstream `makeMounts`, without subPathExpr/propagation):
-/// a `subPath` must be relative without `..`, must stay inside the volume, and is created as a
-/// directory when missing.
+/// a `subPath` must be relative without `..`; a missing one is created inside the volume
+/// (`subpath::safe_make_dir`) and the runtime mounts a bind mount of the checked directory
+/// (`subpath::prepare_safe_subpath`), never the path itself.
 pub fn make_mounts(
     c: &Container,
     volumes: &HashMap<String, PathBuf>,
+    pod_dir: &Path,
 ) -> Result<Vec<cri::Mount>, VolumeError> {
     c.volume_mounts
         .iter()
         .flatten()
-        .map(|m| {
+        .enumerate()
+        .map(|(index, m)| {
             let host = volumes
                 .get(&m.name)
                 .ok_or_else(|| VolumeError::UnknownVolume {
@@ -235,21 +241,28 @@ pub fn make_mounts(
                         return Err(err(format!("error SubPath `{sub}` must not contain '..'")));
                     }
                     let p = host.join(sub);
-                    if !p.exists() && host.is_dir() {
-                        std::fs::create_dir_all(&p).map_err(|e| {
-                            err(format!("cannot create subPath {}: {e}", p.display()))
+                    if std::fs::symlink_metadata(&p).is_err() && host.is_dir() {
+                        use std::os::unix::fs::PermissionsExt;
+                        let perm = std::fs::metadata(host)
+                            .map(|md| md.permissions().mode() & 0o7777)
+                            .unwrap_or(0o755);
+                        subpath::safe_make_dir(Path::new(sub), host, perm).map_err(|e| {
+                            tracing::warn!(container = %c.name, volume = %m.name, error = %e, "cannot create subPath");
+                            err(format!(
+                                "failed to create subPath directory for volumeMount {:?} of container {:?}",
+                                m.name, c.name
+                            ))
                         })?;
                     }
-                    if let (Ok(base), Ok(real)) = (host.canonicalize(), p.canonicalize())
-                        && !real.starts_with(&base)
-                    {
-                        return Err(err(format!(
-                            "subpath {:?} not within volume path {:?}",
-                            real.display().to_string(),
-                            base.display().to_string()
-                        )));
-                    }
-                    p
+                    subpath::prepare_safe_subpath(&subpath::Subpath {
+                        volume_mount_index: index,
+                        path: &p,
+                        volume_name: &m.name,
+                        volume_path: host,
+                        pod_dir,
+                        container_name: &c.name,
+                    })
+                    .map_err(err)?
                 }
                 None => host.clone(),
             };
@@ -398,14 +411,13 @@ mod tests {
             volume_mounts: Some(vec![VolumeMount {
                 name: "host".into(),
                 mount_path: "/data".into(),
-                sub_path: Some("x".into()),
                 read_only: Some(true),
                 ..Default::default()
             }]),
             ..Default::default()
         };
-        let m = make_mounts(&c, &paths).expect("mounts");
-        assert_eq!(m[0].host_path, "/srv/data/x");
+        let m = make_mounts(&c, &paths, Path::new("/nonexistent")).expect("mounts");
+        assert_eq!(m[0].host_path, "/srv/data");
         assert!(m[0].readonly);
         let bad = Container {
             name: "c".into(),
@@ -416,7 +428,7 @@ mod tests {
             }]),
             ..Default::default()
         };
-        assert!(make_mounts(&bad, &paths).is_err());
+        assert!(make_mounts(&bad, &paths, Path::new("/nonexistent")).is_err());
     }
 
     #[test]
@@ -623,13 +635,30 @@ mod tests {
             }]),
             ..Default::default()
         };
-        let m = make_mounts(&with_sub("a/b"), &volumes).expect("subpath");
-        assert!(vol.join("a/b").is_dir(), "created");
-        assert_eq!(m[0].host_path, vol.join("a/b").display().to_string());
-        assert!(make_mounts(&with_sub("../x"), &volumes).is_err());
-        assert!(make_mounts(&with_sub("/abs"), &volumes).is_err());
+        let pod_dir = dir.path().join("pod");
+        let mounts = |sub: &str| make_mounts(&with_sub(sub), &volumes, &pod_dir);
+        assert!(mounts("../x").is_err());
+        assert!(mounts("/abs").is_err());
         std::os::unix::fs::symlink("/", vol.join("escape")).expect("symlink");
-        assert!(make_mounts(&with_sub("escape"), &volumes).is_err());
+        let err = mounts("escape").expect_err("escape").to_string();
+        assert!(err.contains("not within volume path"), "{err}");
+        assert!(
+            mounts("escape/new").is_err(),
+            "not created through a symlink out"
+        );
+        assert!(!Path::new("/new").exists());
+        // The bind mount needs CAP_SYS_ADMIN (the test bed runs as root).
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let m = mounts("a/b").expect("subpath");
+            assert!(vol.join("a/b").is_dir(), "created");
+            let target = pod_dir.join("volume-subpaths/v/c/0");
+            assert_eq!(m[0].host_path, target.display().to_string());
+            assert!(is_mount_point(&target));
+            unmount_pod_dir(&pod_dir);
+        } else {
+            eprintln!("SKIPPED the subPath bind mount: needs root");
+        }
 
         let mut pod = Pod::default();
         pod.metadata.name = Some("web".into());
@@ -645,7 +674,6 @@ mod tests {
             termination_message_path: Some("/dev/termination-log".into()),
             ..Default::default()
         };
-        let pod_dir = dir.path().join("pod");
         let mounts =
             kubelet_managed_mounts(&pod, &c, &pod_dir, &["10.0.0.5".into()], &[]).expect("managed");
         assert_eq!(mounts.len(), 2);

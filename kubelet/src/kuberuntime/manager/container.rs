@@ -52,7 +52,8 @@ impl KubeGenericRuntimeManager {
                 e.to_string(),
             )
         };
-        config.mounts = crate::volumemanager::make_mounts(c, &volumes).map_err(config_error)?;
+        config.mounts =
+            crate::volumemanager::make_mounts(c, &volumes, &pod_dir).map_err(config_error)?;
         let managed = crate::volumemanager::kubelet_managed_mounts(
             pod,
             c,

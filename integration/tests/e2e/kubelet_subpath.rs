@@ -7,7 +7,7 @@
 //! symlink are refused (`CreateContainerConfigError`), and those whose checked directory was
 //! removed before the runtime mounted it fail to start; both are retried, and once the
 //! swapping stops every container runs on a directory of the volume. The test prints the
-//! counts. A kubelet that passed the path (not the checked directory) to
+//! counts; removing the pod removes its bind mounts. A kubelet that passed the path (not the checked directory) to
 //! the runtime (check, then mount the path) let 4 of the 12 containers see the secret here, on
 //! each runtime.
 
@@ -166,6 +166,26 @@ spec:
             escaped.is_empty(),
             "containers saw the host directory through subPath: {escaped:?}"
         );
+
+        // The subPath bind mounts go with the pod.
+        let pod_dir = k.root.join("pods").join(&uid);
+        let subpaths = pod_dir.join("volume-subpaths").display().to_string();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        assert_eq!(
+            mountinfo.matches(&format!(" {subpaths}/")).count(),
+            CONTAINERS,
+            "one bind mount per container"
+        );
+        std::fs::remove_file(k.manifests.join("race.yaml")).expect("remove manifest");
+        wait_for(
+            "the pod's subPath mounts and directory to go",
+            &log,
+            || async {
+                let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+                (!mountinfo.contains(&subpaths) && !pod_dir.exists()).then_some(())
+            },
+        )
+        .await;
     };
     let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(body)).await;
     stop.store(true, Ordering::Relaxed);

@@ -1,13 +1,14 @@
 //! Shared pieces of the end-to-end tests, the CRI conformance suite and the benchmarks: where
 //! the test bed is (`testbed`), how to get a CRI runtime to talk to — our dockershim started
 //! in-process on a private socket, or any CRI endpoint such as the test bed's containerd
-//! (`runtimes`) — builders for the CRI requests the tests send (`fixtures`), a client for CRI
+//! (`runtimes`), a Docker Engine of a test's own (`dockerd`) — builders for the CRI requests the tests send (`fixtures`), a client for CRI
 //! streaming URLs over SPDY and WebSocket (`streaming`), and the CRI
 //! conformance suite (`conformance`, binary `cri-conformance`).
 
 pub mod apiserver;
 pub mod benchmark;
 pub mod conformance;
+pub mod dockerd;
 pub mod fixtures;
 pub mod kubelet_proc;
 pub mod runtimes;

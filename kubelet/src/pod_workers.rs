@@ -376,7 +376,9 @@ pub async fn sync_terminating_pod(ctx: &SyncContext, work: &PodWork) {
                 .sandbox_statuses
                 .iter()
                 .any(|s| s.state == crate::container::SandboxState::Ready);
-        if !running {
+        // Once even when nothing runs (upstream's `syncTerminatingPod` always kills): a
+        // sandbox that died with the runtime still holds its network until it is stopped.
+        if !running && (attempt > 0 || status.sandbox_statuses.is_empty()) {
             break;
         }
         tracing::info!(grace, attempt, "killing pod");
@@ -659,6 +661,32 @@ mod tests {
         assert!(b.fake.containers().is_empty());
         // The pod's data directory is gone.
         assert!(!b.ctx.pod_dir("w4").exists());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn termination_stops_a_sandbox_that_died_with_the_runtime() {
+        let mut b = bed().await;
+        b.workers.update_pod(work(pod("w4d", &["a"]), false));
+        b.next_done().await;
+        // Everything died behind the kubelet's back (dockerd restarted without live-restore):
+        // nothing runs, yet the dead sandbox still holds its network until it is stopped.
+        for (id, _) in b.fake.containers() {
+            b.fake.exit_container(&id, 137);
+        }
+        let sandbox = b.fake.sandboxes()[0].id.clone();
+        crate::cri::RuntimeService::stop_pod_sandbox(&*b.fake, &sandbox)
+            .await
+            .expect("stop");
+        b.fake.clear_calls();
+        b.workers.update_pod(work(pod("w4d", &["a"]), true));
+        assert!(b.next_done().await.terminated);
+        let calls = b.fake.calls();
+        assert_eq!(
+            calls.iter().filter(|c| *c == "stop_podsandbox").count(),
+            1,
+            "{calls:?}"
+        );
+        assert!(b.fake.sandboxes().is_empty());
     }
 
     #[tokio::test(start_paused = true)]

@@ -16,7 +16,7 @@ use integration::runtimes::RuntimeKind;
 use kubelet_support::*;
 
 /// Whether host-local IPAM holds an address for sandbox `id` on the test bed's network of `kind`.
-fn ip_reserved_for(kind: RuntimeKind, id: &str) -> bool {
+pub(crate) fn ip_reserved_for(kind: RuntimeKind, id: &str) -> bool {
     let dir = match kind {
         RuntimeKind::Containerd => "/var/lib/cni/networks/cri-testbed-containerd",
         RuntimeKind::Dockershim => "/var/lib/cni/networks/cri-testbed-dockershim",

@@ -46,6 +46,7 @@ mod kubelet_probes;
 mod kubelet_qos;
 mod kubelet_resource_metrics;
 mod kubelet_restart_policy;
+mod kubelet_runtime_restarts;
 mod kubelet_secure_port;
 mod kubelet_shutdown;
 mod kubelet_startup_errors;

@@ -278,6 +278,40 @@ pub fn kubelet_command(
     node: &str,
     log: &Path,
 ) -> Command {
+    kubelet_command_on(
+        runtime_args(kind, tb),
+        tb,
+        root,
+        manifests,
+        read_only_port,
+        node,
+        log,
+    )
+}
+
+/// The runtime flags of [`kubelet_command`]: containerd's CRI endpoint, or the embedded
+/// dockershim on the test bed's Docker with its CNI network.
+pub fn runtime_args(kind: RuntimeKind, tb: &Testbed) -> Vec<std::ffi::OsString> {
+    match kind {
+        RuntimeKind::Containerd => vec![
+            "--container-runtime-endpoint".into(),
+            tb.containerd_endpoint.clone().into(),
+        ],
+        RuntimeKind::Dockershim => tb.dockershim_args(),
+    }
+}
+
+/// [`kubelet_command`] with the given runtime flags (another CRI endpoint, or the embedded
+/// dockershim on another Docker).
+pub fn kubelet_command_on(
+    runtime: Vec<std::ffi::OsString>,
+    tb: &Testbed,
+    root: &Path,
+    manifests: Option<&Path>,
+    read_only_port: u16,
+    node: &str,
+    log: &Path,
+) -> Command {
     let bin = kubelet_binary();
     assert!(
         bin.exists(),
@@ -308,16 +342,8 @@ pub fn kubelet_command(
         .arg("--pod-infra-container-image")
         .arg(&tb.pause_image)
         .arg("-v")
-        .arg("2");
-    match kind {
-        RuntimeKind::Containerd => {
-            cmd.arg("--container-runtime-endpoint")
-                .arg(&tb.containerd_endpoint);
-        }
-        RuntimeKind::Dockershim => {
-            cmd.args(tb.dockershim_args());
-        }
-    }
+        .arg("2")
+        .args(runtime);
     let log_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -386,6 +412,21 @@ impl Kubelet {
     pub fn spawn(&mut self, tb: &Testbed, extra: &[String]) {
         let mut cmd = kubelet_command(
             self.kind,
+            tb,
+            &self.root,
+            Some(&self.manifests),
+            self.port,
+            &self.node,
+            &self.log,
+        );
+        cmd.args(extra);
+        self.child = Some(cmd.spawn().expect("spawn kubelet"));
+    }
+
+    /// Start the binary on the given runtime flags (see [`kubelet_command_on`]) with `extra`.
+    pub fn spawn_on(&mut self, tb: &Testbed, runtime: Vec<std::ffi::OsString>, extra: &[String]) {
+        let mut cmd = kubelet_command_on(
+            runtime,
             tb,
             &self.root,
             Some(&self.manifests),

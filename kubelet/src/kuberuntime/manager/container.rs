@@ -267,10 +267,12 @@ impl KubeGenericRuntimeManager {
                 }
             }
         }
+        // Every sandbox, not only the ready one (upstream `ConvertPodStatusToRunningPod` keeps
+        // them all): one that died with the runtime still holds its network (a CNI IP, an
+        // open netns) until StopPodSandbox releases it.
         let sandboxes = status
             .sandbox_statuses
             .iter()
-            .filter(|s| s.state == SandboxState::Ready)
             .map(|s| s.id.clone())
             .collect();
         let pod_ip = status.ips.first().cloned().unwrap_or_default();

@@ -120,12 +120,16 @@ impl KubeGenericRuntimeManager {
         };
         for (i, s) in sandboxes.iter().enumerate() {
             let id = s.id.clone();
+            // Removed between the list and now: as if the list had not shown it. Any other
+            // error (the runtime or Docker unreachable) fails the whole status, as upstream's:
+            // a pod whose sandbox cannot be read must not look like a pod without a sandbox.
             let st = match self.runtime.pod_sandbox_status(&id).await {
                 Ok(st) => st,
-                Err(e) => {
+                Err(e) if e.code() == Some(tonic::Code::NotFound) => {
                     tracing::debug!(sandbox = %id, error = %e, "sandbox vanished while reading status");
                     continue;
                 }
+                Err(e) => return Err(e),
             };
             let netns = st
                 .linux
@@ -168,10 +172,11 @@ impl KubeGenericRuntimeManager {
             let id = c.id.clone();
             let st = match self.runtime.container_status(&id).await {
                 Ok(st) => st,
-                Err(e) => {
+                Err(e) if e.code() == Some(tonic::Code::NotFound) => {
                     tracing::debug!(container = %id, error = %e, "container vanished while reading status");
                     continue;
                 }
+                Err(e) => return Err(e),
             };
             let mut message = st.message.clone();
             let tmsg = crate::kuberuntime::termination::termination_message(&st).await;

@@ -263,6 +263,40 @@ async fn a_dead_sandbox_is_replaced_with_a_new_attempt() {
     assert_ne!(ready[0].id, first);
     assert_eq!(ready[0].metadata.as_ref().map(|m| m.attempt), Some(1));
     assert_eq!(b.running(), vec!["web".to_string()]);
+    // The dead sandbox was stopped again by the kill before the new one (upstream stops every
+    // sandbox of the pod): that is what releases a network it still holds.
+    assert_eq!(b.count("stop_podsandbox"), 2, "{:?}", b.fake.calls());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_runtime_error_while_reading_status_is_not_a_vanished_sandbox() {
+    let mut b = bed().await;
+    let p = pod("u7e", "Always", vec![], vec![container("web", "web:1")]);
+    assert!(b.sync(&p).await.is_ok());
+    let (uid, name) = ("u7e", "pod-u7e");
+    // The runtime cannot reach Docker: the status fails (and the sync with it), rather than
+    // showing a pod without sandbox or container that a sync would create again.
+    for op in ["podsandbox_status", "container_status"] {
+        b.fake
+            .inject_error(op, tonic::Status::unknown("cannot reach the Docker Engine"));
+        let err = b
+            .manager
+            .get_pod_status(uid, name, "default")
+            .await
+            .expect_err(op);
+        assert!(err.to_string().contains("cannot reach"), "{err}");
+    }
+    // Removed between the list and the status call: skipped, as if not listed.
+    b.fake
+        .inject_error("container_status", tonic::Status::not_found("gone"));
+    let st = b
+        .manager
+        .get_pod_status(uid, name, "default")
+        .await
+        .expect("status");
+    assert!(st.container_statuses.is_empty());
+    assert_eq!(st.sandbox_statuses.len(), 1);
+    assert_eq!(b.count("run_podsandbox"), 1, "no second sandbox");
 }
 
 #[tokio::test(start_paused = true)]

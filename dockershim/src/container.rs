@@ -323,9 +323,15 @@ impl<D: DockerApi> Shim<D> {
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        self.logs.stop(&full_id);
-        self.oom_killed.lock().remove(&full_id);
-        match self.docker.remove_container(&full_id).await {
+        self.remove_container_by_full_id(&full_id).await
+    }
+
+    /// Removes container `full_id` (a whole id, from a listing or an inspect): its log copier
+    /// and OOM record go, then the container (forced, with its volumes). Gone already is fine.
+    pub(crate) async fn remove_container_by_full_id(&self, full_id: &str) -> Result<()> {
+        self.logs.stop(full_id);
+        self.oom_killed.lock().remove(full_id);
+        match self.docker.remove_container(full_id).await {
             Ok(()) => Ok(()),
             Err(e) if e.is_not_found() => Ok(()),
             Err(e) => Err(e.into()),

@@ -172,30 +172,34 @@ impl<D: DockerApi> Shim<D> {
         Ok(img.id.unwrap_or_default())
     }
 
-    /// RemoveImage by id, tag or digest. Removing an absent image succeeds. An image with
-    /// several tags is removed tag by tag (Docker refuses to remove it by id unforced); otherwise
-    /// the reference goes in one Docker call, which also removes the image's digests — as
-    /// upstream's dockershim and cri-dockerd do.
+    /// RemoveImage by id, tag or digest. Removing an absent image succeeds. The reference goes
+    /// to Docker as it is, in one call: a tag or digest removes that reference (and the image
+    /// with its digests when it was the last tag), an id the image with all its tags when they
+    /// are in one repository — as upstream's dockershim and cri-dockerd mean to. Only when
+    /// Docker refuses an id unforced (tags in several repositories, or an image in use) is the
+    /// image inspected and removed tag by tag, as upstream does.
     pub async fn remove_image(&self, req: cri::RemoveImageRequest) -> Result<()> {
         let reference = req
             .image
             .map(|i| i.image)
             .filter(|i| !i.is_empty())
             .ok_or_else(|| ShimError::invalid("RemoveImage: image is required"))?;
+        let refused = match self.docker.remove_image(&reference).await {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e @ crate::docker::DockerError::Conflict { .. }) if is_image_id(&reference) => e,
+            Err(e) => return Err(e.into()),
+        };
         let img = match self.docker.inspect_image(&reference).await {
             Ok(img) => img,
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e) => return Err(e.into()),
         };
-        let id = img.id.clone().unwrap_or_default();
         let tags = real_tags(img.repo_tags.clone());
-        let targets: Vec<String> = if (is_image_id(&reference) || reference == id) && tags.len() > 1
-        {
-            tags
-        } else {
-            vec![reference]
-        };
-        for t in targets {
+        if tags.len() < 2 {
+            return Err(refused.into());
+        }
+        for t in tags {
             match self.docker.remove_image(&t).await {
                 Ok(()) => {}
                 Err(e) if e.is_not_found() => {}

@@ -55,6 +55,11 @@ pub fn resolv_conf(dns: &cri::DnsConfig) -> String {
     out
 }
 
+/// Is `id` a whole Docker container id (64 hex digits), not a prefix to resolve?
+fn is_full_container_id(id: &str) -> bool {
+    id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// Docker's container state -> CRI sandbox state.
 fn sandbox_state(running: bool) -> cri::PodSandboxState {
     if running {
@@ -351,36 +356,56 @@ impl<D: DockerApi> Shim<D> {
         Ok(())
     }
 
-    /// Ids of the (non-sandbox) containers that belong to sandbox `id`.
+    /// Ids of the (non-sandbox) containers that belong to sandbox `id` (a full id): from the
+    /// listing cache while it can be trusted, else from Docker listing only them (a label
+    /// filter on the sandbox id, so Docker describes the pod's few containers, not all of ours).
     pub(crate) async fn sandbox_container_ids(&self, id: &str) -> Result<Vec<String>> {
+        let of_sandbox = |c: &bollard::models::ContainerSummary| {
+            summary_label(c, labels::SANDBOX_ID_LABEL_KEY) == Some(id)
+        };
+        if let Some(list) = self.listing.get() {
+            return Ok(list
+                .into_iter()
+                .filter(|c| of_sandbox(c))
+                .filter_map(|c| c.id)
+                .collect());
+        }
+        let filters = HashMap::from([(
+            "label".to_string(),
+            vec![
+                labels::CONTAINER_TYPE_LABEL_KEY.to_string(),
+                format!("{}={id}", labels::SANDBOX_ID_LABEL_KEY),
+            ],
+        )]);
         Ok(self
-            .our_containers()
+            .docker
+            .list_containers(filters)
             .await?
             .into_iter()
-            .filter(|c| summary_label(c, labels::SANDBOX_ID_LABEL_KEY) == Some(id))
+            .filter(|c| of_sandbox(c))
             .filter_map(|c| c.id)
             .collect())
     }
 
     /// RemovePodSandbox: its containers, the pause container and the checkpoint. Removing what
-    /// is gone succeeds.
+    /// is gone succeeds. Given a full id (what the kubelet sends), nothing is inspected: the
+    /// pod's containers are listed by their sandbox label, then removed with the pause
+    /// container (forced, with volumes), like cri-dockerd; a short id is resolved first.
     pub async fn remove_pod_sandbox(&self, id: &str) -> Result<()> {
         if id.is_empty() {
             return Err(ShimError::invalid("pod sandbox id is required"));
         }
-        // The two lookups are independent: make them at once.
-        let (inspect, listed) = tokio::join!(self.inspect_sandbox(id), self.our_containers());
-        let full_id = match inspect {
-            Ok(c) => c.id.unwrap_or_else(|| id.to_string()),
-            Err(e) if e.is_not_found() => id.to_string(),
-            Err(e) => return Err(e),
+        let full_id = if is_full_container_id(id) {
+            id.to_string()
+        } else {
+            match self.inspect_sandbox(id).await {
+                Ok(c) => c.id.unwrap_or_else(|| id.to_string()),
+                Err(e) if e.is_not_found() => id.to_string(),
+                Err(e) => return Err(e),
+            }
         };
-        let members = listed?
-            .into_iter()
-            .filter(|c| summary_label(c, labels::SANDBOX_ID_LABEL_KEY) == Some(full_id.as_str()))
-            .filter_map(|c| c.id);
-        for c in members {
-            self.remove_container(&c).await?;
+        for c in self.sandbox_container_ids(&full_id).await? {
+            self.remove_container_by_full_id(&c).await?;
         }
         match self.docker.remove_container(&full_id).await {
             Ok(()) => {}
@@ -574,6 +599,13 @@ impl<D: DockerApi> Shim<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn full_container_ids_are_told_from_prefixes() {
+        assert!(is_full_container_id(&"ab12".repeat(16)));
+        assert!(!is_full_container_id(&"ab12".repeat(3)));
+        assert!(!is_full_container_id(&"zz".repeat(32)));
+    }
 
     #[test]
     fn resolv_conf_has_servers_searches_and_options() {

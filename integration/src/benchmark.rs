@@ -37,6 +37,9 @@ pub const OPERATIONS: &[&str] = &[
     "RemoveContainer",
     "StopPodSandbox",
     "RemovePodSandbox",
+    "PullImage",
+    "RemoveImage (tag)",
+    "RemoveImage (id)",
 ];
 
 /// What to run.
@@ -53,6 +56,11 @@ pub struct Settings {
     pub log_root: PathBuf,
     /// Per-call timeout.
     pub timeout: Duration,
+    /// The image of the pull phase (absent from the runtime before each pull), if any.
+    pub pull_image: Option<String>,
+    /// Pull phases per round: each pulls the image and removes it by tag, then pulls it again
+    /// and removes it by id. The pulls are sequential (one image, one worker).
+    pub pulls: usize,
 }
 
 /// One endpoint under test.
@@ -85,6 +93,9 @@ pub struct Report {
     pub endpoints: Vec<String>,
     /// operation -> endpoint -> stats.
     pub operations: BTreeMap<String, BTreeMap<String, OpStats>>,
+    /// endpoint -> how often the image was still there after a successful RemoveImage by tag
+    /// (the benchmark then removed it by id, untimed, so that every pull is a real one).
+    pub remove_by_tag_left_image: BTreeMap<String, usize>,
     pub total_seconds: f64,
 }
 
@@ -436,6 +447,140 @@ async fn round(
     leftovers.retain(|id| !gone.contains(id));
 }
 
+async fn image_status_of(
+    img: &mut ImageServiceClient<Channel>,
+    image: &str,
+    to: Duration,
+) -> Result<Option<cri::Image>, tonic::Status> {
+    Ok(with_timeout(
+        to,
+        img.image_status(cri::ImageStatusRequest {
+            image: Some(image_spec(image)),
+            verbose: false,
+        }),
+    )
+    .await?
+    .image)
+}
+
+fn image_spec(image: &str) -> cri::ImageSpec {
+    cri::ImageSpec {
+        image: image.to_string(),
+        ..Default::default()
+    }
+}
+
+/// Times one PullImage of `image` (absent before the call).
+async fn timed_pull(
+    img: &ImageServiceClient<Channel>,
+    image: &str,
+    to: Duration,
+    samples: &mut BTreeMap<&'static str, Samples>,
+) -> bool {
+    let sm = samples.entry("PullImage").or_default();
+    let r = phase(sm, vec![()], |()| {
+        let mut c = img.clone();
+        async move {
+            with_timeout(
+                to,
+                c.pull_image(cri::PullImageRequest {
+                    image: Some(image_spec(image)),
+                    ..Default::default()
+                }),
+            )
+            .await?;
+            Ok(())
+        }
+    })
+    .await;
+    r.into_iter().flatten().next().is_some()
+}
+
+/// Times one RemoveImage of `reference` under the operation name `op`.
+async fn timed_remove(
+    img: &ImageServiceClient<Channel>,
+    reference: &str,
+    op: &'static str,
+    to: Duration,
+    samples: &mut BTreeMap<&'static str, Samples>,
+) {
+    let sm = samples.entry(op).or_default();
+    phase(sm, vec![()], |()| {
+        let mut c = img.clone();
+        async move {
+            with_timeout(
+                to,
+                c.remove_image(cri::RemoveImageRequest {
+                    image: Some(image_spec(reference)),
+                }),
+            )
+            .await?;
+            Ok(())
+        }
+    })
+    .await;
+}
+
+/// The pull phase of a round on one endpoint: pull, remove by tag; pull, remove by id. After
+/// each removal the image must be gone, so that the next pull downloads it again on every
+/// endpoint alike: a RemoveImage by tag that answered OK but left the image (cri-dockerd 0.3.7
+/// removes nothing when given a tag) is counted and the image is removed by id, untimed.
+async fn image_round(
+    t: &Target,
+    s: &Settings,
+    samples: &mut BTreeMap<&'static str, Samples>,
+    left: &mut usize,
+) {
+    let Some(image) = s.pull_image.as_deref() else {
+        return;
+    };
+    let to = s.timeout;
+    let mut img = t.img.clone();
+    for _ in 0..s.pulls {
+        if !timed_pull(&img, image, to, samples).await {
+            continue;
+        }
+        timed_remove(&img, image, "RemoveImage (tag)", to, samples).await;
+        if let Ok(Some(still)) = image_status_of(&mut img, image, to).await {
+            *left += 1;
+            let _ = with_timeout(
+                to,
+                img.remove_image(cri::RemoveImageRequest {
+                    image: Some(image_spec(&still.id)),
+                }),
+            )
+            .await;
+        }
+        if !timed_pull(&img, image, to, samples).await {
+            continue;
+        }
+        match image_status_of(&mut img, image, to).await {
+            Ok(Some(pulled)) => {
+                timed_remove(&img, &pulled.id, "RemoveImage (id)", to, samples).await;
+            }
+            Ok(None) => tracing::warn!(endpoint = %t.name, "the pulled image is absent"),
+            Err(e) => tracing::warn!(endpoint = %t.name, error = %e, "ImageStatus after a pull"),
+        }
+    }
+}
+
+/// Makes sure `image` is absent on `t` before the pull phases (by its id, which every runtime
+/// removes with all its tags).
+async fn remove_pull_image(t: &mut Target, s: &Settings) {
+    let Some(image) = s.pull_image.as_deref() else {
+        return;
+    };
+    if let Ok(Some(present)) = image_status_of(&mut t.img, image, s.timeout).await {
+        let _ = with_timeout(
+            s.timeout,
+            t.img.remove_image(cri::RemoveImageRequest {
+                image: Some(image_spec(&present.id)),
+            }),
+        )
+        .await;
+    }
+}
+
 /// Starts `n` long-running containers in one sandbox on `t` (the population ListContainers
 /// sees). Returns the sandbox id.
 async fn populate(t: &mut Target, s: &Settings, n: usize) -> Result<String, tonic::Status> {
@@ -477,10 +622,12 @@ pub async fn run(targets: &mut [Target], s: &Settings) -> Report {
     let mut samples: Vec<BTreeMap<&'static str, Samples>> =
         targets.iter().map(|_| BTreeMap::new()).collect();
     let mut leftovers: Vec<Vec<String>> = targets.iter().map(|_| Vec::new()).collect();
+    let mut left_images: Vec<usize> = targets.iter().map(|_| 0).collect();
     for t in targets.iter_mut() {
         if let Err(e) = ensure_image(&mut t.img, &s.image).await {
             tracing::warn!(endpoint = %t.name, error = %e, "pulling the benchmark image failed");
         }
+        remove_pull_image(t, s).await;
     }
     let mut populations = Vec::new();
     for (i, t) in targets.iter_mut().enumerate() {
@@ -497,6 +644,7 @@ pub async fn run(targets: &mut [Target], s: &Settings) -> Report {
         for k in 0..n {
             let i = (r + k) % n;
             round(&targets[i], s, &mut samples[i], &mut leftovers[i]).await;
+            image_round(&targets[i], s, &mut samples[i], &mut left_images[i]).await;
         }
     }
     for (i, sid) in populations {
@@ -530,6 +678,11 @@ pub async fn run(targets: &mut [Target], s: &Settings) -> Report {
         containers: s.containers,
         endpoints: targets.iter().map(|t| t.name.clone()).collect(),
         operations,
+        remove_by_tag_left_image: targets
+            .iter()
+            .zip(&left_images)
+            .map(|(t, n)| (t.name.clone(), *n))
+            .collect(),
         total_seconds: start.elapsed().as_secs_f64(),
     }
 }
@@ -559,6 +712,13 @@ pub fn markdown(r: &Report) -> String {
             out.push_str(&format!(
                 "| {op} | {ep} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {ratio} |\n",
                 s.count, s.errors, s.min_ms, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms, s.ops_per_sec
+            ));
+        }
+    }
+    for (ep, n) in &r.remove_by_tag_left_image {
+        if *n > 0 {
+            out.push_str(&format!(
+                "\n{ep}: RemoveImage by tag answered OK but left the image {n} time(s) (removed by id afterwards, untimed)\n"
             ));
         }
     }
@@ -617,10 +777,16 @@ mod tests {
                 "ExecSync".to_string(),
                 BTreeMap::from([("a".to_string(), mk(10.0)), ("b".to_string(), mk(15.0))]),
             )]),
+            remove_by_tag_left_image: BTreeMap::from([("a".to_string(), 0), ("b".to_string(), 2)]),
             total_seconds: 1.0,
         };
         let md = markdown(&r);
         assert!(md.contains("| ExecSync | b | 1 | 0 |"), "{md}");
         assert!(md.contains("| 1.50 |"), "{md}");
+        assert!(
+            md.contains("b: RemoveImage by tag answered OK but left the image 2 time(s)"),
+            "{md}"
+        );
+        assert!(!md.contains("a: RemoveImage"), "{md}");
     }
 }

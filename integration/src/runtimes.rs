@@ -191,12 +191,22 @@ impl ShimProcess {
 
     /// Starts [`ShimProcess::binary`] on the test bed: its Docker, pause image and CNI network.
     pub async fn start(tb: &Testbed, dir: &std::path::Path) -> anyhow::Result<ShimProcess> {
+        Self::start_binary(tb, dir, &Self::binary()?).await
+    }
+
+    /// Starts the dockershim-compatible `binary` on the test bed as [`ShimProcess::start`]
+    /// starts ours (e.g. another build of dockershim, to compare two builds in one run).
+    pub async fn start_binary(
+        tb: &Testbed,
+        dir: &std::path::Path,
+        binary: &std::path::Path,
+    ) -> anyhow::Result<ShimProcess> {
         let mut args: Vec<std::ffi::OsString> = vec![
             "--pod-infra-container-image".into(),
             tb.pause_image.clone().into(),
         ];
         args.extend(tb.dockershim_args());
-        Self::spawn(&Self::binary()?, dir, args).await
+        Self::spawn(binary, dir, args).await
     }
 
     /// Starts cri-dockerd (the binary named by `CRI_DOCKERD`, an outside judge built by hand)

@@ -144,8 +144,17 @@ async fn remove_image_removes_every_tag_of_an_id_and_is_idempotent() {
     remove(&fx, &id).await.expect("remove by id");
     assert_eq!(
         fx.docker.calls_to("remove_image"),
-        vec!["remove_image one:1", "remove_image two:2"],
-        "Docker refuses an id with several tags unforced: tag by tag"
+        vec![
+            format!("remove_image {id}"),
+            "remove_image one:1".to_string(),
+            "remove_image two:2".to_string()
+        ],
+        "Docker refuses an id with tags in several repositories unforced: then tag by tag"
+    );
+    assert_eq!(
+        fx.docker.calls_to("inspect_image").len(),
+        1,
+        "one inspect, after the refusal"
     );
     assert_eq!(image_status(&fx, &id).await, None);
     remove(&fx, &id).await.expect("removing again");
@@ -160,6 +169,43 @@ async fn remove_image_removes_every_tag_of_an_id_and_is_idempotent() {
         Code::FailedPrecondition,
         "Docker's conflict"
     );
+}
+
+/// RemoveImage makes one Docker call when Docker can do it in one (issue 14: it inspected the
+/// image first every time): by tag, by digest, by the id of an image with one tag, and for an
+/// absent image.
+#[tokio::test]
+async fn remove_image_is_one_docker_call_when_docker_can_do_it_in_one() {
+    let fx = Fixture::new().await;
+    let shared = format!("sha256:{}", "c".repeat(64));
+    fx.docker.add_image_with(FakeImage {
+        id: shared.clone(),
+        tags: vec!["left:1".into(), "right:1".into()],
+        digests: vec!["left@sha256:5678".into()],
+        ..Default::default()
+    });
+    let solo = fx.docker.add_image("solo:1");
+    let calls_before = fx.docker.calls().len();
+
+    remove(&fx, "left:1").await.expect("remove by tag");
+    remove(&fx, &solo).await.expect("remove by id");
+    remove(&fx, "never:1").await.expect("remove what is absent");
+    let calls: Vec<String> = fx.docker.calls()[calls_before..].to_vec();
+    assert_eq!(
+        calls,
+        vec![
+            "remove_image left:1".to_string(),
+            format!("remove_image {solo}"),
+            "remove_image never:1".to_string(),
+        ],
+        "one call each, no inspect"
+    );
+    assert_eq!(image_status(&fx, "left:1").await, None, "the tag went");
+    let kept = image_status(&fx, "right:1")
+        .await
+        .expect("the other tag stays");
+    assert_eq!(kept.id, shared);
+    assert_eq!(image_status(&fx, &solo).await, None, "removed by id");
 }
 
 #[tokio::test]

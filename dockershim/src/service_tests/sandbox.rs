@@ -362,6 +362,36 @@ async fn remove_pod_sandbox_removes_containers_pause_and_checkpoint_and_is_idemp
     assert_eq!(code_of(remove(&fx, "").await), Code::InvalidArgument);
 }
 
+/// RemovePodSandbox by full id makes the Docker calls cri-dockerd makes (issue 14: it also
+/// inspected the sandbox and listed all of our containers): a listing of the pod's containers
+/// by their sandbox label, one removal per container, the pause container's removal.
+#[tokio::test]
+async fn remove_pod_sandbox_lists_only_the_pods_containers_and_inspects_nothing() {
+    let fx = Fixture::new().await;
+    let (sandbox, container) = fx.pod_with_container("counted", "app").await;
+    fx.pod_with_container("bystander", "app").await;
+    stop(&fx, &sandbox).await.expect("stop");
+    let calls_before = fx.docker.calls().len();
+    remove(&fx, &sandbox).await.expect("remove");
+    let calls: Vec<String> = fx.docker.calls()[calls_before..].to_vec();
+    assert_eq!(
+        calls,
+        vec![
+            format!("list label=io.kubernetes.docker.type|io.kubernetes.sandbox.id={sandbox}"),
+            format!("remove {container}"),
+            format!("remove {sandbox}"),
+        ]
+    );
+    assert!(fx.docker.container(&container).is_none());
+    assert!(fx.docker.container(&sandbox).is_none());
+    assert_eq!(fx.docker.containers().len(), 2, "the other pod stays");
+
+    // Again: the same calls find nothing and answer OK.
+    let calls_before = fx.docker.calls().len();
+    remove(&fx, &sandbox).await.expect("removing again");
+    assert_eq!(fx.docker.calls().len() - calls_before, 2, "list + remove");
+}
+
 #[tokio::test]
 async fn a_checkpoint_without_its_container_is_listed_notready_and_can_be_cleaned_up() {
     let fx = Fixture::new().await;

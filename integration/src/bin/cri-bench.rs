@@ -4,7 +4,9 @@
 //! as a separate process on the test bed's Docker and CNI network; `--runtime-endpoint
 //! cri-dockerd` starts the cri-dockerd binary named by `CRI_DOCKERD` the same way (an outside
 //! judge, built by hand). Without any endpoint it compares cri-dockerd (when `CRI_DOCKERD` is
-//! set, as the reference), dockershim and the test bed's containerd.
+//! set, as the reference), dockershim and the test bed's containerd. `--runtime-endpoint
+//! NAME=PATH` starts the dockershim-compatible binary at PATH like `dockershim`, reported as
+//! NAME (to compare two builds of dockershim in one run).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -38,6 +40,15 @@ struct Args {
     /// Per-call timeout in seconds.
     #[arg(long, default_value_t = 120)]
     timeout: u64,
+    /// Pull phases per round and endpoint (each: PullImage, RemoveImage by tag, PullImage,
+    /// RemoveImage by id of `--pull-image`; 0 = none).
+    #[arg(long, default_value_t = 2)]
+    pulls: usize,
+    /// The image of the pull phases; removed from each runtime before the first (default: the
+    /// test bed registry's `k8s-staging-cri-tools/test-image-3:latest`, which nothing else here
+    /// pulls under that name).
+    #[arg(long)]
+    pull_image: Option<String>,
     /// Also write the report as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -61,7 +72,17 @@ async fn main() -> Result<()> {
     let mut shims = Vec::new();
     let mut targets = Vec::new();
     for ep in &endpoints {
-        let (name, url) = if ep == "dockershim" || ep == "cri-dockerd" {
+        let (name, url) = if let Some((name, path)) = ep.split_once('=') {
+            let tb = tb
+                .as_ref()
+                .ok_or_else(|| anyhow!("`{ep}` needs the test bed"))?;
+            let dir = tmp.path().join(name);
+            std::fs::create_dir_all(&dir)?;
+            let shim = ShimProcess::start_binary(tb, &dir, std::path::Path::new(path)).await?;
+            let url = shim.endpoint.clone();
+            shims.push(shim);
+            (name.to_string(), url)
+        } else if ep == "dockershim" || ep == "cri-dockerd" {
             let tb = tb
                 .as_ref()
                 .ok_or_else(|| anyhow!("`{ep}` needs the test bed"))?;
@@ -95,13 +116,20 @@ async fn main() -> Result<()> {
         image,
         log_root: benchmark::log_root(tmp.path()),
         timeout: Duration::from_secs(args.timeout),
+        pull_image: args.pull_image.clone().or_else(|| {
+            tb.as_ref()
+                .map(|t| format!("{}/k8s-staging-cri-tools/test-image-3:latest", t.registry))
+        }),
+        pulls: args.pulls,
     };
     eprintln!(
-        "cri-bench: {} endpoint(s), {} workers, {} rounds, {} extra containers",
+        "cri-bench: {} endpoint(s), {} workers, {} rounds, {} extra containers, {} pull phases of {:?} per round",
         targets.len(),
         settings.workers,
         settings.rounds,
-        settings.containers
+        settings.containers,
+        settings.pulls,
+        settings.pull_image
     );
     let report = benchmark::run(&mut targets, &settings).await;
     println!("{}", benchmark::markdown(&report));

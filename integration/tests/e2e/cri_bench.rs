@@ -1,5 +1,6 @@
 //! The CRI benchmark runs end to end on a real runtime (containerd from the test bed) with tiny
-//! settings and reports every operation with the expected number of samples. It checks the
+//! settings and reports every operation with the expected number of samples (the pull phase
+//! included). It checks the
 //! report's structure, never the times.
 
 use std::time::Duration;
@@ -25,11 +26,21 @@ async fn cri_bench_reports_every_operation() {
         image: tb.busybox_image.clone(),
         log_root: benchmark::log_root(dir.path()),
         timeout: Duration::from_secs(60),
+        pull_image: Some(format!(
+            "{}/k8s-staging-cri-tools/test-image-3:latest",
+            tb.registry
+        )),
+        pulls: 1,
     };
     let report = benchmark::run(&mut targets, &s).await;
     for op in OPERATIONS {
         let st = &report.operations[*op]["containerd"];
-        assert_eq!((st.count, st.errors), (2, 0), "{op}: {st:?}");
+        // Two workers per lifecycle phase; one pull phase: two pulls, one removal each way.
+        let expected = match *op {
+            "RemoveImage (tag)" | "RemoveImage (id)" => 1,
+            _ => 2,
+        };
+        assert_eq!((st.count, st.errors), (expected, 0), "{op}: {st:?}");
         assert!(
             st.min_ms > 0.0 && st.min_ms <= st.p50_ms && st.p50_ms <= st.max_ms,
             "{op}: {st:?}"
@@ -42,4 +53,8 @@ async fn cri_bench_reports_every_operation() {
     );
     let json = serde_json::to_value(&report).expect("json");
     assert_eq!(json["endpoints"][0], "containerd");
+    assert_eq!(
+        report.remove_by_tag_left_image["containerd"], 0,
+        "containerd's RemoveImage by tag removes the image"
+    );
 }

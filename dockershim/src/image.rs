@@ -167,9 +167,15 @@ impl<D: DockerApi> Shim<D> {
                 )),
                 e => e.into(),
             })?;
+        // cri-dockerd's (and upstream dockershim's) `getImageRef`: the repo digest when the
+        // image has one, otherwise its id.
         let img = self.docker.inspect_image(&reference).await?;
         info!(image = %reference, id = ?img.id, "image pulled");
-        Ok(img.id.unwrap_or_default())
+        Ok(img
+            .repo_digests
+            .and_then(|d| d.into_iter().next())
+            .or(img.id)
+            .unwrap_or_default())
     }
 
     /// RemoveImage by id, tag or digest. Removing an absent image succeeds. The reference goes

@@ -95,7 +95,7 @@ async fn list_images_and_image_status_describe_dockers_images() {
 }
 
 #[tokio::test]
-async fn pull_image_passes_credentials_and_answers_the_image_id() {
+async fn pull_image_passes_credentials_and_answers_the_repo_digest_or_the_id() {
     let fx = Fixture::new().await;
     fx.docker.allow_pull("private.example/app:2");
     let image_ref = fx
@@ -120,7 +120,28 @@ async fn pull_image_passes_credentials_and_answers_the_image_id() {
     let img = image_status(&fx, "private.example/app:2")
         .await
         .expect("pulled");
+    // No repo digest (an image only tagged locally): the id.
     assert_eq!(image_ref, img.id);
+    // With one: the digest, as cri-dockerd's `getImageRef`.
+    let digest = format!("private.example/app@sha256:{}", "d".repeat(64));
+    fx.docker.add_image_with(FakeImage {
+        id: format!("sha256:{}", "e".repeat(64)),
+        tags: vec!["private.example/app:3".into()],
+        digests: vec![digest.clone()],
+        ..Default::default()
+    });
+    fx.docker.allow_pull("private.example/app:3");
+    let image_ref = fx
+        .svc
+        .pull_image(Request::new(cri::PullImageRequest {
+            image: spec("private.example/app:3"),
+            ..Default::default()
+        }))
+        .await
+        .expect("PullImage")
+        .into_inner()
+        .image_ref;
+    assert_eq!(image_ref, digest);
 
     let denied = fx
         .svc

@@ -568,6 +568,93 @@ mod tests {
         assert_eq!(get_pod_qos(&p), "Burstable");
     }
 
+    fn sidecar_pod(policy: &str) -> Pod {
+        let mut p = pod(policy);
+        if let Some(s) = p.spec.as_mut() {
+            s.containers.truncate(1);
+            s.init_containers = Some(vec![Container {
+                name: "proxy".into(),
+                image: Some("busybox".into()),
+                restart_policy: Some("Always".into()),
+                readiness_probe: Some(Default::default()),
+                ..Default::default()
+            }]);
+            s.ephemeral_containers = Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
+                name: "debug".into(),
+                image: Some("busybox".into()),
+                ..Default::default()
+            }]);
+        }
+        p
+    }
+
+    fn cond(s: &ApiPodStatus, t: &str) -> Option<String> {
+        s.conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == t)
+            .map(|c| c.status.clone())
+    }
+
+    #[test]
+    fn sidecars_count_for_initialized_ready_and_phase() {
+        let p = sidecar_pod("Never");
+        // The sidecar runs, the app not yet: initialized, Pending.
+        let st = PodStatus {
+            container_statuses: vec![cs("proxy", ContainerState::Running, 0)],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(&p, &st, &WaitingReasons::new(), "h");
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        assert_eq!(cond(&s, "Initialized").as_deref(), Some("True"));
+        let init = &s.init_container_statuses.as_ref().expect("init")[0];
+        assert_eq!(init.started, Some(true));
+        // Both run; the sidecar's readiness probe has not succeeded: Running, not Ready.
+        let st = PodStatus {
+            container_statuses: vec![
+                cs("a", ContainerState::Running, 0),
+                cs("proxy", ContainerState::Running, 0),
+                cs("debug", ContainerState::Running, 0),
+            ],
+            ..Default::default()
+        };
+        let mut s = generate_api_pod_status(&p, &st, &WaitingReasons::new(), "h");
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let results = crate::probe::ProbeResults::default();
+        crate::prober::update_pod_status(&p, &mut s, &results);
+        assert_eq!(cond(&s, "Ready").as_deref(), Some("False"));
+        let init = &s.init_container_statuses.as_ref().expect("init")[0];
+        assert!(!init.ready);
+        results.set(crate::probe::ProbeType::Readiness, "id-proxy", true);
+        crate::prober::update_pod_status(&p, &mut s, &results);
+        assert_eq!(cond(&s, "Ready").as_deref(), Some("True"));
+        // The ephemeral container is reported, never ready.
+        let eph = s.ephemeral_container_statuses.as_ref().expect("ephemeral");
+        assert_eq!(eph[0].name, "debug");
+        assert!(eph[0].state.as_ref().is_some_and(|s| s.running.is_some()));
+        assert!(!eph[0].ready);
+        // The app completed, the sidecar still runs: Running until it is stopped, then
+        // Succeeded (its exit code does not count).
+        let st = PodStatus {
+            container_statuses: vec![
+                cs("a", ContainerState::Exited, 0),
+                cs("proxy", ContainerState::Running, 0),
+            ],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(&p, &st, &WaitingReasons::new(), "h");
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let st = PodStatus {
+            container_statuses: vec![
+                cs("a", ContainerState::Exited, 0),
+                cs("proxy", ContainerState::Exited, 137),
+            ],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(&p, &st, &WaitingReasons::new(), "h");
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+    }
+
     #[test]
     fn succeeded_and_failed() {
         let done = PodStatus {

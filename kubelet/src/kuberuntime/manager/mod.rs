@@ -35,6 +35,8 @@ mod container;
 mod image;
 mod pod_status;
 #[cfg(test)]
+mod sidecar_sync_tests;
+#[cfg(test)]
 mod sync_tests;
 #[cfg(test)]
 pub(crate) mod testing;

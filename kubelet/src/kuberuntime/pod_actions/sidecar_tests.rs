@@ -6,7 +6,7 @@
 //! containers start once.
 
 use super::*;
-use crate::container::SandboxStatus;
+use crate::container::{ContainerStatus, SandboxStatus};
 use k8s_openapi::api::core::v1::{EphemeralContainer, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use ContainerState::*;

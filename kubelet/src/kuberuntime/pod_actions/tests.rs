@@ -4,7 +4,7 @@
 //! apart from the decision itself, which they outweigh.
 
 use super::*;
-use crate::container::SandboxStatus;
+use crate::container::{ContainerStatus, SandboxStatus};
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 

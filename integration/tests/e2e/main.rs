@@ -48,6 +48,7 @@ mod kubelet_resource_metrics;
 mod kubelet_restart_policy;
 mod kubelet_secure_port;
 mod kubelet_shutdown;
+mod kubelet_sidecars;
 mod kubelet_startup_errors;
 mod kubelet_volumes;
 mod socket_activation;

@@ -68,7 +68,10 @@ pub fn update(current: &Value, wanted: &Value) -> Result<Value, String> {
         if name.is_empty() {
             return Err(format!("{path}[{i}].name: Required value"));
         }
-        if c.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if c.get("image")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             return Err(format!("{path}[{i}].image: Required value"));
         }
         if taken.contains(&name) {
@@ -112,20 +115,38 @@ mod tests {
     #[test]
     fn adds_keeps_and_refuses_like_the_api_server() {
         let cur = pod(json!([]), json!({}));
-        let want = pod(json!([{"name": "debug", "image": "busybox", "targetContainerName": "app"}]), json!({}));
+        let want = pod(
+            json!([{"name": "debug", "image": "busybox", "targetContainerName": "app"}]),
+            json!({}),
+        );
         let out = update(&cur, &want).expect("added");
         assert_eq!(
             out.pointer("/spec/ephemeralContainers/0/terminationMessagePolicy"),
             Some(&json!("File"))
         );
-        assert_eq!(out.pointer("/spec/containers"), cur.pointer("/spec/containers"));
+        assert_eq!(
+            out.pointer("/spec/containers"),
+            cur.pointer("/spec/containers")
+        );
         // Changing or removing one is refused; a duplicate name too.
         let changed = pod(json!([{"name": "debug", "image": "alpine"}]), json!({}));
-        assert!(update(&out, &changed).expect_err("changed").contains("may not be changed"));
+        assert!(
+            update(&out, &changed)
+                .expect_err("changed")
+                .contains("may not be changed")
+        );
         assert!(update(&out, &pod(json!([]), json!({}))).is_err());
         let dup = pod(json!([{"name": "app", "image": "busybox"}]), json!({}));
-        assert!(update(&cur, &dup).expect_err("dup").contains("Duplicate value"));
+        assert!(
+            update(&cur, &dup)
+                .expect_err("dup")
+                .contains("Duplicate value")
+        );
         let mirror = pod(json!([]), json!({MIRROR_ANNOTATION: "x"}));
-        assert!(update(&mirror, &want).expect_err("static").contains("static pods"));
+        assert!(
+            update(&mirror, &want)
+                .expect_err("static")
+                .contains("static pods")
+        );
     }
 }

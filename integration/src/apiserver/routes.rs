@@ -11,12 +11,12 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::{ephemeral, patch};
 use super::reply::{Body, error, full, status_error};
 use super::request::{matches, parse_path, query_map, resource_info};
 use super::state::{Seen, Shared};
 use super::store::{Key, StoreError};
 use super::watch::watch_response;
+use super::{ephemeral, patch};
 
 pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     let method = req.method().clone();
@@ -140,10 +140,12 @@ pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
             Ok(o) => full(StatusCode::OK, &o),
             Err(e) => error(&e),
         },
-        (&Method::GET, Some(name), Some("status" | "ephemeralcontainers")) => match store.get(&key(name)) {
-            Ok(o) => full(StatusCode::OK, &o),
-            Err(e) => error(&e),
-        },
+        (&Method::GET, Some(name), Some("status" | "ephemeralcontainers")) => {
+            match store.get(&key(name)) {
+                Ok(o) => full(StatusCode::OK, &o),
+                Err(e) => error(&e),
+            }
+        }
         (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
             let obj = match parse_body() {
                 Ok(o) => o,

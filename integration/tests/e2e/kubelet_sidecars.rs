@@ -72,7 +72,10 @@ fn init_status<'a>(st: &'a PodStatus, name: &str) -> Option<&'a ContainerStatus>
 }
 
 fn app_status<'a>(st: &'a PodStatus, name: &str) -> Option<&'a ContainerStatus> {
-    st.container_statuses.iter().flatten().find(|c| c.name == name)
+    st.container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == name)
 }
 
 fn condition(st: &PodStatus, t: &str) -> Option<String> {
@@ -285,7 +288,9 @@ async fn sidecars(kind: RuntimeKind) {
         }
     })
     .await;
-    let _ = pods.delete(&name, &DeleteParams::default().grace_period(0)).await;
+    let _ = pods
+        .delete(&name, &DeleteParams::default().grace_period(0))
+        .await;
     let uids: Vec<String> = created.lock().clone().into_iter().collect();
     k.shutdown(&tb, &uids).await;
     if let Err(e) = outcome {

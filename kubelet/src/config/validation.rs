@@ -935,7 +935,11 @@ fn validate_spec(spec: &PodSpec, errs: &mut Vec<ValidationError>) {
     }
     // Upstream `ValidatePodCreate`: ephemeral containers are only added to existing pods
     // through the `ephemeralcontainers` subresource, so a static pod never has them.
-    if spec.ephemeral_containers.as_ref().is_some_and(|e| !e.is_empty()) {
+    if spec
+        .ephemeral_containers
+        .as_ref()
+        .is_some_and(|e| !e.is_empty())
+    {
         errs.push(err(
             "spec.ephemeralContainers",
             Reason::Forbidden("cannot be set on create".into()),

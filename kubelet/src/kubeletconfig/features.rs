@@ -246,7 +246,10 @@ mod tests {
         }))
         .expect("pod");
         let policy = |p: &k8s_openapi::api::core::v1::Pod| {
-            p.spec.as_ref().and_then(|s| s.init_containers.as_ref()).and_then(|v| v[0].restart_policy.clone())
+            p.spec
+                .as_ref()
+                .and_then(|s| s.init_containers.as_ref())
+                .and_then(|v| v[0].restart_policy.clone())
         };
         drop_disabled_pod_fields(&mut pod, true);
         assert_eq!(policy(&pod).as_deref(), Some("Always"));

@@ -250,9 +250,9 @@ pub fn get_phase(pod: &Pod, init: &[ApiContainerStatus], app: &[ApiContainerStat
     if failed_init > 0 && policy == "Never" {
         return "Failed".into();
     }
-    let any_app_started = app.iter().any(|s| {
-        is_running(s) || is_terminated(s).is_some() || waiting_after_exit(s).is_some()
-    });
+    let any_app_started = app
+        .iter()
+        .any(|s| is_running(s) || is_terminated(s).is_some() || waiting_after_exit(s).is_some());
     if (pending_init > 0 && !any_app_started) || waiting > 0 {
         return "Pending".into();
     }
@@ -292,9 +292,9 @@ fn initialized(pod: &Pod, init: &[ApiContainerStatus], app: &[ApiContainerStatus
             }
         })
     });
-    done || app.iter().any(|s| {
-        is_running(s) || is_terminated(s).is_some() || waiting_after_exit(s).is_some()
-    })
+    done || app
+        .iter()
+        .any(|s| is_running(s) || is_terminated(s).is_some() || waiting_after_exit(s).is_some())
 }
 
 /// Upstream `GenerateContainersReadyCondition`: every app container and every sidecar ready.

@@ -137,7 +137,11 @@ async fn a_sidecar_starts_before_the_next_init_container_and_keeps_running() {
     b.sync_ok(&p).await;
     assert_eq!(b.running(), names(&["proxy", "setup"]), "setup after proxy");
     b.sync_ok(&p).await;
-    assert_eq!(b.running(), names(&["proxy", "setup"]), "app waits for setup");
+    assert_eq!(
+        b.running(),
+        names(&["proxy", "setup"]),
+        "app waits for setup"
+    );
     b.fake.exit_container(&b.newest("setup").id, 0);
     b.sync_ok(&p).await;
     assert_eq!(b.running(), names(&["app", "proxy"]), "the sidecar stays");
@@ -148,7 +152,12 @@ async fn a_sidecar_starts_before_the_next_init_container_and_keeps_running() {
 #[tokio::test(start_paused = true)]
 async fn an_exited_sidecar_is_restarted_then_backed_off_even_under_never() {
     let mut b = bed().await;
-    let p = pod("s2", "Never", vec![sidecar("proxy")], vec![container("app")]);
+    let p = pod(
+        "s2",
+        "Never",
+        vec![sidecar("proxy")],
+        vec![container("app")],
+    );
     b.sync_ok(&p).await;
     b.sync_ok(&p).await;
     assert_eq!(b.running(), names(&["app", "proxy"]));
@@ -169,7 +178,12 @@ async fn an_exited_sidecar_is_restarted_then_backed_off_even_under_never() {
 #[tokio::test(start_paused = true)]
 async fn a_completed_pod_has_its_sidecars_stopped() {
     let mut b = bed().await;
-    let p = pod("s3", "OnFailure", vec![sidecar("proxy")], vec![container("job")]);
+    let p = pod(
+        "s3",
+        "OnFailure",
+        vec![sidecar("proxy")],
+        vec![container("job")],
+    );
     b.sync_ok(&p).await;
     b.sync_ok(&p).await;
     assert_eq!(b.running(), names(&["job", "proxy"]));
@@ -181,7 +195,12 @@ async fn a_completed_pod_has_its_sidecars_stopped() {
     b.fake.clear_calls();
     b.sync_ok(&p).await;
     let calls = b.fake.calls();
-    assert!(!calls.iter().any(|c| c == "create_container" || c == "run_podsandbox"), "{calls:?}");
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c == "create_container" || c == "run_podsandbox"),
+        "{calls:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -205,7 +224,10 @@ async fn killing_a_pod_stops_sidecars_after_the_app_in_reverse_order() {
     assert!(b.running().is_empty());
     let done = |n: &str| b.newest(n).finished_at;
     assert!(done("a") < done("second") && done("b") < done("second"));
-    assert!(done("second") < done("first"), "sidecars stop in reverse order");
+    assert!(
+        done("second") < done("first"),
+        "sidecars stop in reverse order"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -237,7 +259,11 @@ async fn an_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
     assert!(!b.fake.calls().iter().any(|c| c == "create_container"));
     assert_eq!(b.running(), names(&["app"]));
     // A target the runtime does not know is a config error, not a start.
-    if let Some(e) = p.spec.as_mut().and_then(|s| s.ephemeral_containers.as_mut()) {
+    if let Some(e) = p
+        .spec
+        .as_mut()
+        .and_then(|s| s.ephemeral_containers.as_mut())
+    {
         e.push(EphemeralContainer {
             name: "lost".into(),
             image: Some("busybox:1".into()),

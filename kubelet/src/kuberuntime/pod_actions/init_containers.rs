@@ -14,8 +14,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::{ContainerToKill, KillReason, PodActions, ProbeFailures, should_restart_on_failure};
 use crate::container::{
-    ContainerState, ContainerStatus, PodStatus, has_any_regular_container_created,
-    hash_container, init_containers, is_restartable_init_container,
+    ContainerState, ContainerStatus, PodStatus, has_any_regular_container_created, hash_container,
+    init_containers, is_restartable_init_container,
 };
 
 /// Upstream `isInitContainerFailed`.

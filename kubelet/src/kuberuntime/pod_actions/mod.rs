@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::container::{
     ContainerID, ContainerState, NamespaceMode, PodStatus, SandboxState, ephemeral_containers,
-    hash_container, init_containers, is_host_network_pod,
-    restart_policy, should_container_be_restarted,
+    hash_container, init_containers, is_host_network_pod, restart_policy,
+    should_container_be_restarted,
 };
 use crate::probe::{ProbeResults, ProbeType};
 
@@ -295,6 +295,6 @@ pub fn probe_failures(results: &ProbeResults, status: &PodStatus) -> ProbeFailur
 }
 
 #[cfg(test)]
-mod tests;
-#[cfg(test)]
 mod sidecar_tests;
+#[cfg(test)]
+mod tests;

@@ -7,9 +7,9 @@
 
 use super::*;
 use crate::container::{ContainerStatus, SandboxStatus};
+use ContainerState::*;
 use k8s_openapi::api::core::v1::{EphemeralContainer, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use ContainerState::*;
 
 fn c(name: &str) -> Container {
     Container {
@@ -49,7 +49,11 @@ fn cs(pod: &Pod, name: &str, state: ContainerState, exit: i32) -> ContainerStatu
     let spec = pod
         .spec
         .iter()
-        .flat_map(|s| s.containers.iter().chain(s.init_containers.iter().flatten()))
+        .flat_map(|s| {
+            s.containers
+                .iter()
+                .chain(s.init_containers.iter().flatten())
+        })
         .find(|c| c.name == name)
         .cloned()
         .unwrap_or_else(|| c(name));
@@ -122,8 +126,13 @@ fn the_next_init_container_waits_for_a_sidecars_startup_probe() {
     let st = status(vec![cs(&p, "s1", Running, 0)]);
     let mut probes = ProbeFailures::default();
     let got = compute_pod_actions(&p, &st, &probes);
-    assert!(got.init_containers_to_start.is_empty(), "no result yet: wait");
-    probes.startup_succeeded.insert(ContainerID::new("docker", "id-s1"));
+    assert!(
+        got.init_containers_to_start.is_empty(),
+        "no result yet: wait"
+    );
+    probes
+        .startup_succeeded
+        .insert(ContainerID::new("docker", "id-s1"));
     let got = compute_pod_actions(&p, &st, &probes);
     assert_eq!(got.init_containers_to_start, vec![1]);
     let mut failed = ProbeFailures::default();
@@ -134,7 +143,10 @@ fn the_next_init_container_waits_for_a_sidecars_startup_probe() {
         .containers_to_kill
         .get(&ContainerID::new("docker", "id-s1"))
         .expect("killed");
-    assert_eq!((k.reason, k.init, k.index), (KillReason::StartupProbe, true, 0));
+    assert_eq!(
+        (k.reason, k.init, k.index),
+        (KillReason::StartupProbe, true, 0)
+    );
 }
 
 #[test]
@@ -149,7 +161,10 @@ fn exited_sidecars_restart_whatever_the_pod_policy_while_the_app_runs() {
         ]);
         let got = actions(&p, &s);
         assert_eq!(got.init_containers_to_start, vec![0, 2], "{policy}");
-        assert!(!got.kill_pod && got.containers_to_start.is_empty(), "{policy}");
+        assert!(
+            !got.kill_pod && got.containers_to_start.is_empty(),
+            "{policy}"
+        );
     }
     // A sidecar garbage-collected from the runtime is started again; i2 is not.
     let p = pod("Never");
@@ -208,8 +223,14 @@ fn sidecars_alone_do_not_keep_a_completed_pod_alive() {
             cs(&p, "s1", Exited, 2),
         ]);
         let got = actions(&p, &s);
-        assert!(got.kill_pod, "{policy}: the pod is done, its sidecars are stopped");
-        assert!(got.init_containers_to_start.is_empty(), "{policy}: no sidecar restart");
+        assert!(
+            got.kill_pod,
+            "{policy}: the pod is done, its sidecars are stopped"
+        );
+        assert!(
+            got.init_containers_to_start.is_empty(),
+            "{policy}: no sidecar restart"
+        );
     }
 }
 

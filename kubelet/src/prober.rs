@@ -307,6 +307,61 @@ mod tests {
     use k8s_openapi::api::core::v1::{ExecAction, PodSpec};
 
     #[test]
+    fn a_sidecars_readiness_gates_ready() {
+        let probe = Probe::default();
+        let pod = Pod {
+            spec: Some(PodSpec {
+                init_containers: Some(vec![Container {
+                    name: "proxy".into(),
+                    restart_policy: Some("Always".into()),
+                    readiness_probe: Some(probe.clone()),
+                    startup_probe: Some(probe),
+                    ..Default::default()
+                }]),
+                containers: vec![Container {
+                    name: "a".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let cs = |name: &str| crate::container::ContainerStatus {
+            id: crate::container::ContainerID::new("containerd", format!("id-{name}")),
+            name: name.into(),
+            state: ContainerState::Running,
+            ..Default::default()
+        };
+        let st = PodStatus {
+            container_statuses: vec![cs("a"), cs("proxy")],
+            ..Default::default()
+        };
+        let mut api = crate::status::generate_api_pod_status(
+            &pod,
+            &st,
+            &crate::status::WaitingReasons::new(),
+            "h",
+        );
+        let ready = |api: &k8s_openapi::api::core::v1::PodStatus| {
+            let c = api.conditions.iter().flatten().find(|c| c.type_ == "Ready");
+            c.map(|c| c.status.clone())
+        };
+        let results = ProbeResults::default();
+        update_pod_status(&pod, &mut api, &results);
+        let proxy = &api.init_container_statuses.as_ref().expect("init")[0];
+        assert_eq!((proxy.started, proxy.ready), (Some(false), false));
+        assert_eq!(ready(&api).as_deref(), Some("False"));
+        results.set(ProbeType::Startup, "id-proxy", true);
+        update_pod_status(&pod, &mut api, &results);
+        let proxy = &api.init_container_statuses.as_ref().expect("init")[0];
+        assert_eq!((proxy.started, proxy.ready), (Some(true), false));
+        results.set(ProbeType::Readiness, "id-proxy", true);
+        update_pod_status(&pod, &mut api, &results);
+        assert!(api.init_container_statuses.as_ref().expect("init")[0].ready);
+        assert_eq!(ready(&api).as_deref(), Some("True"));
+    }
+
+    #[test]
     fn readiness_gates_ready() {
         let probe = Probe {
             exec: Some(ExecAction {

@@ -620,14 +620,14 @@ mod tests {
         };
         let mut s = generate_api_pod_status(&p, &st, &WaitingReasons::new(), "h");
         assert_eq!(s.phase.as_deref(), Some("Running"));
-        let results = crate::probe::ProbeResults::default();
-        crate::prober::update_pod_status(&p, &mut s, &results);
-        assert_eq!(cond(&s, "Ready").as_deref(), Some("False"));
-        let init = &s.init_container_statuses.as_ref().expect("init")[0];
-        assert!(!init.ready);
-        results.set(crate::probe::ProbeType::Readiness, "id-proxy", true);
-        crate::prober::update_pod_status(&p, &mut s, &results);
         assert_eq!(cond(&s, "Ready").as_deref(), Some("True"));
+        // The sidecar not ready (its readiness probe, applied by the prober): not Ready.
+        if let Some(init) = s.init_container_statuses.as_mut() {
+            init[0].ready = false;
+        }
+        set_pod_conditions(&p, &mut s);
+        assert_eq!(cond(&s, "Ready").as_deref(), Some("False"));
+        assert_eq!(cond(&s, "ContainersReady").as_deref(), Some("False"));
         // The ephemeral container is reported, never ready.
         let eph = s.ephemeral_container_statuses.as_ref().expect("ephemeral");
         assert_eq!(eph[0].name, "debug");

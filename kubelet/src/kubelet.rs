@@ -351,6 +351,7 @@ impl Kubelet {
             container_gc_period: self.config.container_gc_period,
             max_pods: i64::from(self.config.max_pods),
             events: runtime.events().clone(),
+            sidecar_containers: self.config.sidecar_containers,
         };
         let mut sync_tick = tokio::time::interval(SYNC_TICK);
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_PERIOD);
@@ -395,6 +396,8 @@ struct SyncLoop {
     max_pods: i64,
     /// Events about pods rejected at admission.
     events: crate::events::EventRecorder,
+    /// Feature `SidecarContainers`.
+    sidecar_containers: bool,
 }
 
 fn uid_of(pod: &Pod) -> String {
@@ -570,7 +573,11 @@ impl SyncLoop {
     /// Upstream `HandlePodAdditions` / `Updates` / `Removes` / `Reconcile`.
     fn handle_update(&mut self, u: PodUpdate) {
         tracing::info!(op = %u.op, source = %u.source, pods = ?u.pods.iter().map(crate::container::pod_full_name).collect::<Vec<_>>(), "pod update");
-        for pod in u.pods {
+        for mut pod in u.pods {
+            crate::kubeletconfig::features::drop_disabled_pod_fields(
+                &mut pod,
+                self.sidecar_containers,
+            );
             let uid = uid_of(&pod);
             match u.op {
                 PodOperation::Add | PodOperation::Update => {

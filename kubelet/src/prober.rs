@@ -4,7 +4,8 @@
 //! (exec through CRI `ExecSync`, `httpGet`, `tcpSocket`), applies the success/failure
 //! thresholds, and publishes results per container id in [`ProbeResults`]. A changed result
 //! is sent to the sync loop, which re-syncs the pod: failed liveness/startup probes make
-//! `computePodActions` restart the container, readiness feeds the `Ready` condition.
+//! `computePodActions` restart the container, readiness feeds the `Ready` condition. App
+//! containers and sidecars (init containers with `restartPolicy: Always`) are probed.
 
 use std::collections::HashMap;
 
@@ -28,9 +29,31 @@ fn probe_of(c: &Container, kind: ProbeType) -> Option<&Probe> {
     }
 }
 
-/// Apply readiness/startup results to an API status (upstream `UpdatePodStatus`): a running
-/// container with a readiness probe is ready only once it succeeded; with a startup probe it
-/// is started (and can be ready) only once that succeeded. Recomputes `ContainersReady`/`Ready`.
+/// Upstream `UpdatePodStatus` for one container status: a running container with a readiness
+/// probe is ready only once it succeeded; with a startup probe it is started (and can be
+/// ready) only once that succeeded.
+fn apply_probe_results(
+    cs: &mut k8s_openapi::api::core::v1::ContainerStatus,
+    spec: &Container,
+    results: &ProbeResults,
+) {
+    let running = cs.state.as_ref().is_some_and(|s| s.running.is_some());
+    let id = cs
+        .container_id
+        .as_deref()
+        .and_then(|i| i.split_once("://"))
+        .map(|(_, id)| id)
+        .unwrap_or_default();
+    let started = spec.startup_probe.is_none() || results.get(ProbeType::Startup, id) == Some(true);
+    cs.started = Some(running && started);
+    let ready_probe =
+        spec.readiness_probe.is_none() || results.get(ProbeType::Readiness, id) == Some(true);
+    cs.ready = running && started && ready_probe;
+}
+
+/// Apply readiness/startup results to an API status (upstream `UpdatePodStatus`), for the app
+/// containers and the sidecars (regular init containers are ready once they succeeded), then
+/// recompute the `Initialized`, `ContainersReady` and `Ready` conditions.
 pub fn update_pod_status(
     pod: &Pod,
     status: &mut k8s_openapi::api::core::v1::PodStatus,
@@ -41,33 +64,34 @@ pub fn update_pod_status(
         .as_ref()
         .map(|s| s.containers.as_slice())
         .unwrap_or(&[]);
-    let mut all_ready = true;
     for cs in status.container_statuses.iter_mut().flatten() {
-        let Some(spec) = specs.iter().find(|c| c.name == cs.name) else {
-            continue;
-        };
-        let running = cs.state.as_ref().is_some_and(|s| s.running.is_some());
-        let id = cs
-            .container_id
-            .as_deref()
-            .and_then(|i| i.split_once("://"))
-            .map(|(_, id)| id)
-            .unwrap_or_default();
-        let started =
-            spec.startup_probe.is_none() || results.get(ProbeType::Startup, id) == Some(true);
-        cs.started = Some(running && started);
-        let ready_probe =
-            spec.readiness_probe.is_none() || results.get(ProbeType::Readiness, id) == Some(true);
-        cs.ready = running && started && ready_probe;
-        all_ready &= cs.ready;
-    }
-    let all_ready = all_ready && !specs.is_empty();
-    for c in status.conditions.iter_mut().flatten() {
-        if c.type_ == "ContainersReady" || c.type_ == "Ready" {
-            c.status = if all_ready { "True" } else { "False" }.into();
-            c.reason = (!all_ready).then(|| "ContainersNotReady".to_string());
+        if let Some(spec) = specs.iter().find(|c| c.name == cs.name) {
+            apply_probe_results(cs, spec, results);
         }
     }
+    let inits = crate::container::init_containers(pod);
+    for cs in status.init_container_statuses.iter_mut().flatten() {
+        if let Some(spec) = inits
+            .iter()
+            .find(|c| c.name == cs.name && crate::container::is_restartable_init_container(c))
+        {
+            apply_probe_results(cs, spec, results);
+        }
+    }
+    crate::status::set_pod_conditions(pod, status);
+}
+
+/// The containers of `pod` that are probed: app containers and sidecars.
+fn probed_containers(pod: &Pod) -> impl Iterator<Item = &Container> {
+    let spec = pod.spec.as_ref();
+    spec.into_iter().flat_map(|s| {
+        s.containers.iter().chain(
+            s.init_containers
+                .iter()
+                .flatten()
+                .filter(|c| crate::container::is_restartable_init_container(c)),
+        )
+    })
 }
 
 struct ProbeWorker {
@@ -223,12 +247,7 @@ impl ProbeManager {
     /// the container's spec changed.
     pub fn add_pod(&mut self, pod: &Pod) {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
-        let specs = pod
-            .spec
-            .as_ref()
-            .map(|s| s.containers.as_slice())
-            .unwrap_or(&[]);
-        for c in specs {
+        for c in probed_containers(pod) {
             for kind in [
                 ProbeType::Liveness,
                 ProbeType::Readiness,
@@ -286,6 +305,61 @@ mod tests {
     use super::*;
     use crate::container::PodStatus;
     use k8s_openapi::api::core::v1::{ExecAction, PodSpec};
+
+    #[test]
+    fn a_sidecars_readiness_gates_ready() {
+        let probe = Probe::default();
+        let pod = Pod {
+            spec: Some(PodSpec {
+                init_containers: Some(vec![Container {
+                    name: "proxy".into(),
+                    restart_policy: Some("Always".into()),
+                    readiness_probe: Some(probe.clone()),
+                    startup_probe: Some(probe),
+                    ..Default::default()
+                }]),
+                containers: vec![Container {
+                    name: "a".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let cs = |name: &str| crate::container::ContainerStatus {
+            id: crate::container::ContainerID::new("containerd", format!("id-{name}")),
+            name: name.into(),
+            state: ContainerState::Running,
+            ..Default::default()
+        };
+        let st = PodStatus {
+            container_statuses: vec![cs("a"), cs("proxy")],
+            ..Default::default()
+        };
+        let mut api = crate::status::generate_api_pod_status(
+            &pod,
+            &st,
+            &crate::status::WaitingReasons::new(),
+            "h",
+        );
+        let ready = |api: &k8s_openapi::api::core::v1::PodStatus| {
+            let c = api.conditions.iter().flatten().find(|c| c.type_ == "Ready");
+            c.map(|c| c.status.clone())
+        };
+        let results = ProbeResults::default();
+        update_pod_status(&pod, &mut api, &results);
+        let proxy = &api.init_container_statuses.as_ref().expect("init")[0];
+        assert_eq!((proxy.started, proxy.ready), (Some(false), false));
+        assert_eq!(ready(&api).as_deref(), Some("False"));
+        results.set(ProbeType::Startup, "id-proxy", true);
+        update_pod_status(&pod, &mut api, &results);
+        let proxy = &api.init_container_statuses.as_ref().expect("init")[0];
+        assert_eq!((proxy.started, proxy.ready), (Some(true), false));
+        results.set(ProbeType::Readiness, "id-proxy", true);
+        update_pod_status(&pod, &mut api, &results);
+        assert!(api.init_container_statuses.as_ref().expect("init")[0].ready);
+        assert_eq!(ready(&api).as_deref(), Some("True"));
+    }
 
     #[test]
     fn readiness_gates_ready() {

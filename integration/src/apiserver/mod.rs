@@ -14,6 +14,7 @@
 //! request like the real API server's x509 and token authenticators: a client certificate of
 //! its CA or `Authorization: Bearer <token>`, otherwise 401. Not served: discovery.
 
+mod ephemeral;
 pub mod patch;
 mod pki;
 mod reply;

@@ -1,7 +1,8 @@
 //! One request, routed by method, path and subresource to the store: list (or watch), create
 //! (with generateName and pod defaulting), get, update, the three patch formats (retried on a
 //! concurrent write unless the patch pins a resourceVersion), delete with preconditions and
-//! grace, a service account's TokenRequest, and `/version`. Every request is recorded first.
+//! grace, a service account's TokenRequest, a pod's `ephemeralcontainers` subresource, and
+//! `/version`. Every request is recorded first.
 
 use std::sync::Arc;
 
@@ -10,12 +11,12 @@ use hyper::body::Incoming;
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 
-use super::patch;
 use super::reply::{Body, error, full, status_error};
 use super::request::{matches, parse_path, query_map, resource_info};
 use super::state::{Seen, Shared};
 use super::store::{Key, StoreError};
 use super::watch::watch_response;
+use super::{ephemeral, patch};
 
 pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
     let method = req.method().clone();
@@ -139,10 +140,12 @@ pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
             Ok(o) => full(StatusCode::OK, &o),
             Err(e) => error(&e),
         },
-        (&Method::GET, Some(name), Some("status")) => match store.get(&key(name)) {
-            Ok(o) => full(StatusCode::OK, &o),
-            Err(e) => error(&e),
-        },
+        (&Method::GET, Some(name), Some("status" | "ephemeralcontainers")) => {
+            match store.get(&key(name)) {
+                Ok(o) => full(StatusCode::OK, &o),
+                Err(e) => error(&e),
+            }
+        }
         (&Method::PUT, Some(name), sub @ (None | Some("status"))) => {
             let obj = match parse_body() {
                 Ok(o) => o,
@@ -153,7 +156,26 @@ pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
                 Err(e) => error(&e),
             }
         }
-        (&Method::PATCH, Some(name), sub @ (None | Some("status"))) => {
+        (&Method::PUT, Some(name), Some("ephemeralcontainers")) if t.resource == "pods" => {
+            let wanted = match parse_body() {
+                Ok(o) => o,
+                Err(r) => return *r,
+            };
+            let current = match store.get(&key(name)) {
+                Ok(o) => o,
+                Err(e) => return error(&e),
+            };
+            match ephemeral::update(&current, &wanted) {
+                Ok(o) => match store.update(&key(name), o, false) {
+                    Ok(o) => full(StatusCode::OK, &o),
+                    Err(e) => error(&e),
+                },
+                Err(msg) => status_error(422, "Invalid", &msg),
+            }
+        }
+        (&Method::PATCH, Some(name), sub @ (None | Some("status" | "ephemeralcontainers")))
+            if sub != Some("ephemeralcontainers") || t.resource == "pods" =>
+        {
             let p = match parse_body() {
                 Ok(o) => o,
                 Err(r) => return *r,
@@ -179,10 +201,16 @@ pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
                     Ok(o) => o,
                     Err(e) => return error(&e),
                 };
-                let patched = match patch::apply(kind, &current, &p) {
+                let mut patched = match patch::apply(kind, &current, &p) {
                     Ok(o) => o,
                     Err(msg) => return status_error(422, "Invalid", &msg),
                 };
+                if sub == Some("ephemeralcontainers") {
+                    patched = match ephemeral::update(&current, &patched) {
+                        Ok(o) => o,
+                        Err(msg) => return status_error(422, "Invalid", &msg),
+                    };
+                }
                 match store.update(&key(name), patched, sub == Some("status")) {
                     Ok(o) => return full(StatusCode::OK, &o),
                     Err(StoreError::Conflict { .. }) if !pinned => continue,

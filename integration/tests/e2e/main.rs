@@ -49,6 +49,7 @@ mod kubelet_restart_policy;
 mod kubelet_runtime_restarts;
 mod kubelet_secure_port;
 mod kubelet_shutdown;
+mod kubelet_sidecars;
 mod kubelet_startup_errors;
 mod kubelet_subpath;
 mod kubelet_volumes;

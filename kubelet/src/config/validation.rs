@@ -817,7 +817,8 @@ fn validate_container(
     ] {
         let Some(p) = probe else { continue };
         let pp = format!("{path}.{field}");
-        if ctx.init {
+        // Sidecars (restartable init containers) may have probes, plain init containers not.
+        if ctx.init && !crate::container::is_restartable_init_container(c) {
             errs.push(err(
                 pp,
                 Reason::Forbidden("may not be set for init containers".into()),
@@ -910,6 +911,39 @@ fn validate_spec(spec: &PodSpec, errs: &mut Vec<ValidationError>) {
     }
     if spec.containers.is_empty() {
         errs.push(err("spec.containers", Reason::Required));
+    }
+    // Container restart policies (KEP-753): only `Always` on init containers (sidecars), none
+    // on app containers.
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        if let Some(rp) = c.restart_policy.as_deref()
+            && rp != "Always"
+        {
+            errs.push(not_supported(
+                format!("spec.initContainers[{i}].restartPolicy"),
+                rp,
+                &["Always"],
+            ));
+        }
+    }
+    for (i, c) in spec.containers.iter().enumerate() {
+        if c.restart_policy.is_some() {
+            errs.push(err(
+                format!("spec.containers[{i}].restartPolicy"),
+                Reason::Forbidden("may not be set for non-init containers".into()),
+            ));
+        }
+    }
+    // Upstream `ValidatePodCreate`: ephemeral containers are only added to existing pods
+    // through the `ephemeralcontainers` subresource, so a static pod never has them.
+    if spec
+        .ephemeral_containers
+        .as_ref()
+        .is_some_and(|e| !e.is_empty())
+    {
+        errs.push(err(
+            "spec.ephemeralContainers",
+            Reason::Forbidden("cannot be set on create".into()),
+        ));
     }
     for (i, c) in spec.containers.iter().enumerate() {
         let mut ctx = ContainerCtx {
@@ -1202,6 +1236,25 @@ mod tests {
             rendered(&p),
             vec![
                 "spec.containers[0].ports[0].containerPort: Invalid value: 80: must match `hostPort` when `hostNetwork` is true"
+            ]
+        );
+    }
+
+    #[test]
+    fn sidecars_are_allowed_ephemeral_containers_are_not() {
+        let p = full_pod(
+            "metadata:\n  name: p\nspec:\n  initContainers:\n  - name: s\n    image: busybox\n    restartPolicy: Always\n    readinessProbe:\n      exec:\n        command: [true]\n  containers:\n  - name: c\n    image: busybox\n",
+        );
+        assert!(rendered(&p).is_empty(), "{:?}", rendered(&p));
+        let p = full_pod(
+            "metadata:\n  name: p\nspec:\n  initContainers:\n  - name: s\n    image: busybox\n    restartPolicy: Never\n  containers:\n  - name: c\n    image: busybox\n    restartPolicy: Always\n  ephemeralContainers:\n  - name: d\n    image: busybox\n",
+        );
+        assert_eq!(
+            rendered(&p),
+            vec![
+                "spec.initContainers[0].restartPolicy: Unsupported value: \"Never\": supported values: \"Always\"".to_string(),
+                "spec.containers[0].restartPolicy: Forbidden: may not be set for non-init containers".to_string(),
+                "spec.ephemeralContainers: Forbidden: cannot be set on create".to_string(),
             ]
         );
     }

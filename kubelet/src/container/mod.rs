@@ -8,7 +8,7 @@
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
 use sha2::{Digest, Sha256};
 
 /// A container's identity as `<type>://<id>` (upstream `kubecontainer.ContainerID`).
@@ -213,6 +213,66 @@ pub fn restart_policy(pod: &Pod) -> &str {
         .as_ref()
         .and_then(|s| s.restart_policy.as_deref())
         .unwrap_or("Always")
+}
+
+/// Upstream `IsRestartableInitContainer`: an init container with `restartPolicy: Always` is a
+/// sidecar (KEP-753): started in order with the init containers, then kept running.
+pub fn is_restartable_init_container(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+/// The pod's init containers (empty without a spec).
+pub fn init_containers(pod: &Pod) -> &[Container] {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or(&[])
+}
+
+/// An ephemeral container as the container it runs as (upstream converts
+/// `EphemeralContainerCommon` to `v1.Container`: the fields are the same).
+pub fn ephemeral_as_container(e: &EphemeralContainer) -> Container {
+    Container {
+        name: e.name.clone(),
+        image: e.image.clone(),
+        command: e.command.clone(),
+        args: e.args.clone(),
+        working_dir: e.working_dir.clone(),
+        env: e.env.clone(),
+        env_from: e.env_from.clone(),
+        image_pull_policy: e.image_pull_policy.clone(),
+        resources: e.resources.clone(),
+        volume_mounts: e.volume_mounts.clone(),
+        volume_devices: e.volume_devices.clone(),
+        security_context: e.security_context.clone(),
+        stdin: e.stdin,
+        stdin_once: e.stdin_once,
+        tty: e.tty,
+        termination_message_path: e.termination_message_path.clone(),
+        termination_message_policy: e.termination_message_policy.clone(),
+        ..Default::default()
+    }
+}
+
+/// The pod's ephemeral containers as containers, in spec order.
+pub fn ephemeral_containers(pod: &Pod) -> Vec<Container> {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.ephemeral_containers.as_deref())
+        .unwrap_or(&[])
+        .iter()
+        .map(ephemeral_as_container)
+        .collect()
+}
+
+/// Upstream `hasAnyRegularContainerCreated`: has any app container been created (it is
+/// running, or was created and not yet started)? Then initialization finished in the past.
+pub fn has_any_regular_container_created(pod: &Pod, status: &PodStatus) -> bool {
+    pod.spec.iter().flat_map(|s| &s.containers).any(|c| {
+        status
+            .find_container_status_by_name(&c.name)
+            .is_some_and(|s| matches!(s.state, ContainerState::Created | ContainerState::Running))
+    })
 }
 
 /// True when `hostNetwork: true` (upstream `IsHostNetworkPod`).

@@ -22,6 +22,8 @@ use super::{ContainerEventStream, ImageManagerService, Result, RuntimeError, Run
 struct Container {
     sandbox_id: String,
     status: cri::ContainerStatus,
+    /// The namespaces it was created with (`linux.security_context.namespace_options`).
+    namespaces: Option<cri::NamespaceOption>,
 }
 
 impl Container {
@@ -206,6 +208,11 @@ impl FakeRuntime {
                 at,
             );
         }
+    }
+
+    /// The namespaces container `id` was created with.
+    pub fn container_namespaces(&self, id: &str) -> Option<cri::NamespaceOption> {
+        self.with(|s| s.containers.get(id).and_then(|c| c.namespaces.clone()))
     }
 
     /// Every image.
@@ -422,10 +429,16 @@ impl RuntimeService for FakeRuntime {
             } else {
                 format!("{}/{}", sandbox_config.log_directory, config.log_path)
             };
+            let namespaces = config
+                .linux
+                .as_ref()
+                .and_then(|l| l.security_context.as_ref())
+                .and_then(|sc| sc.namespace_options.clone());
             s.containers.insert(
                 id.clone(),
                 Container {
                     sandbox_id: sandbox_id.to_string(),
+                    namespaces,
                     status: cri::ContainerStatus {
                         id: id.clone(),
                         metadata: config.metadata.clone(),

@@ -217,6 +217,12 @@ mod tests {
     }
 
     #[test]
+    fn sidecar_containers_gate_is_on_by_default() {
+        assert!(load_with(&[]).sidecar_containers);
+        assert!(!load_with(&["--feature-gates", "SidecarContainers=false"]).sidecar_containers);
+    }
+
+    #[test]
     fn feature_gates_turn_on_the_evented_pleg() {
         assert!(load_with(&["--feature-gates", "EventedPLEG=true"]).evented_pleg);
         assert!(

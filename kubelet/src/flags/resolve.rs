@@ -205,6 +205,7 @@ pub fn resolve(
         ),
         node_labels: parse_node_labels(&flags.node_labels)?,
         evented_pleg: flags.evented_pleg || gates.get("EventedPLEG").copied().unwrap_or(false),
+        sidecar_containers: crate::kubeletconfig::features::sidecar_containers(&gates),
         // Upstream: beta and on by default since 1.21; the periods come from the file only.
         shutdown: {
             let grace = crate::nodeshutdown::ShutdownConfig {

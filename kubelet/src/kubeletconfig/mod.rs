@@ -128,6 +128,10 @@ pub struct KubeletConfig {
     pub node_labels: std::collections::BTreeMap<String, String>,
     /// Use the evented PLEG.
     pub evented_pleg: bool,
+    /// Feature `SidecarContainers` (on by default): init containers with `restartPolicy:
+    /// Always` are sidecars. Off, the field is dropped from pods as an API server with the gate
+    /// off drops it, and they run as plain init containers.
+    pub sidecar_containers: bool,
     /// Graceful node shutdown (`shutdownGracePeriod`, `shutdownGracePeriodCriticalPods`; off
     /// when zero or with the `GracefulNodeShutdown` gate off).
     pub shutdown: crate::nodeshutdown::ShutdownConfig,

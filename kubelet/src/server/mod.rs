@@ -144,6 +144,7 @@ pub fn container_id_for_logs(
                 .iter()
                 .flatten()
                 .chain(s.init_container_statuses.iter().flatten())
+                .chain(s.ephemeral_container_statuses.iter().flatten())
         })
         .find(|c| c.name == container)
         .ok_or_else(|| format!("container {container:?} in pod {pod:?} is not available"))?;

@@ -69,7 +69,7 @@ impl ApiStatusSyncer {
             {
                 let patch = serde_json::json!({
                     "metadata": {"uid": uid},
-                    "status": status,
+                    "status": status_patch(status),
                 });
                 match api
                     .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
@@ -122,6 +122,37 @@ impl ApiStatusSyncer {
     pub fn retain(&mut self, known_uids: &dyn Fn(&str) -> bool) {
         self.written.retain(|uid, _| known_uids(uid));
     }
+}
+
+/// `status` as a strategic merge patch body: a container state holds exactly one of
+/// `waiting`, `running` and `terminated`, so the two absent ones are sent as `null` (what
+/// upstream's two-way merge patch does) — a merge would otherwise keep the old `running` beside
+/// a new `terminated`.
+fn status_patch(status: &PodStatus) -> serde_json::Value {
+    let mut v = serde_json::to_value(status).unwrap_or_default();
+    for list in [
+        "containerStatuses",
+        "initContainerStatuses",
+        "ephemeralContainerStatuses",
+    ] {
+        let Some(items) = v.get_mut(list).and_then(serde_json::Value::as_array_mut) else {
+            continue;
+        };
+        for item in items {
+            for field in ["state", "lastState"] {
+                let Some(state) = item
+                    .get_mut(field)
+                    .and_then(serde_json::Value::as_object_mut)
+                else {
+                    continue;
+                };
+                for k in ["waiting", "running", "terminated"] {
+                    state.entry(k).or_insert(serde_json::Value::Null);
+                }
+            }
+        }
+    }
+    v
 }
 
 #[cfg(test)]
@@ -200,6 +231,22 @@ mod tests {
 
     fn take(seen: &Seen) -> Vec<(String, String, serde_json::Value)> {
         std::mem::take(&mut *seen.lock())
+    }
+
+    #[test]
+    fn container_states_in_the_patch_clear_the_other_states() {
+        let status: PodStatus = serde_json::from_value(serde_json::json!({
+            "containerStatuses": [{"name": "a", "image": "i", "imageID": "", "ready": false,
+                "restartCount": 0,
+                "state": {"terminated": {"exitCode": 0}},
+                "lastState": {}}]
+        }))
+        .expect("status");
+        let p = status_patch(&status);
+        let state = &p["containerStatuses"][0]["state"];
+        assert!(state["running"].is_null() && state.get("running").is_some());
+        assert!(state.get("waiting").is_some_and(serde_json::Value::is_null));
+        assert_eq!(state["terminated"]["exitCode"], 0);
     }
 
     #[tokio::test]

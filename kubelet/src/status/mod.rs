@@ -1,8 +1,9 @@
 //! The pod's API status (upstream `kubelet_pods.go` `generateAPIPodStatus`, `getPhase`,
 //! `convertToAPIContainerStatuses`, and `status/status_manager.go`). This module owns turning
 //! the runtime's [`container::PodStatus`] plus the last sync's waiting reasons into a
-//! Kubernetes `PodStatus` (phase, conditions, container states, IPs, start time), and the
-//! status manager that keeps the newest status per pod UID for the HTTP server.
+//! Kubernetes `PodStatus` (phase, conditions, container states, IPs, start time; sidecars
+//! count for `Initialized` once started and for `Ready` like app containers; ephemeral
+//! containers are reported in `ephemeralContainerStatuses`, never ready), and the status manager that keeps the newest status per pod UID for the HTTP server.
 
 pub mod api;
 
@@ -168,27 +169,66 @@ fn is_running(s: &ApiContainerStatus) -> bool {
     s.state.as_ref().is_some_and(|st| st.running.is_some())
 }
 
-/// Upstream `getPhase`.
+fn waiting_after_exit(s: &ApiContainerStatus) -> Option<&ContainerStateTerminated> {
+    s.state
+        .as_ref()
+        .is_some_and(|st| st.waiting.is_some())
+        .then(|| s.last_state.as_ref().and_then(|l| l.terminated.as_ref()))
+        .flatten()
+}
+
+/// Upstream `getPhase` (the `SidecarContainers` version): regular init containers must all
+/// have succeeded; sidecars count as running app containers once started, and a sidecar that
+/// exited does not count at all, so a pod whose app containers completed is `Succeeded` once
+/// its sidecars were stopped.
 pub fn get_phase(pod: &Pod, init: &[ApiContainerStatus], app: &[ApiContainerStatus]) -> String {
     let policy = restart_policy(pod);
-    let init_done = init
-        .iter()
-        .all(|s| is_terminated(s).is_some_and(|t| t.exit_code == 0));
-    if !init_done {
-        let failed = init.iter().any(|s| {
-            is_terminated(s).is_some_and(|t| t.exit_code != 0)
-                || s.last_state
-                    .as_ref()
-                    .and_then(|l| l.terminated.as_ref())
-                    .is_some_and(|t| t.exit_code != 0)
-                    && s.state.as_ref().is_some_and(|st| st.waiting.is_some())
-        });
-        if failed && policy == "Never" {
-            return "Failed".into();
+    let init_specs = container::init_containers(pod);
+    let find = |name: &str| init.iter().find(|s| s.name == name);
+    let (mut pending_init, mut failed_init) = (0, 0);
+    let (mut unknown, mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0, 0);
+    for c in init_specs {
+        let Some(s) = find(&c.name) else {
+            if container::is_restartable_init_container(c) {
+                unknown += 1;
+            } else {
+                pending_init += 1;
+            }
+            continue;
+        };
+        if container::is_restartable_init_container(c) {
+            if is_running(s) {
+                if s.started != Some(true) {
+                    pending_init += 1;
+                }
+                running += 1;
+            } else if is_terminated(s).is_some() || waiting_after_exit(s).is_some() {
+                // An exited sidecar does not count for the phase.
+            } else if s.state.as_ref().is_some_and(|st| st.waiting.is_some()) {
+                pending_init += 1;
+                waiting += 1;
+            } else {
+                pending_init += 1;
+                unknown += 1;
+            }
+            continue;
         }
-        return "Pending".into();
+        if is_running(s) {
+            pending_init += 1;
+        } else if let Some(t) = is_terminated(s) {
+            if t.exit_code != 0 {
+                failed_init += 1;
+            }
+        } else if s.state.as_ref().is_some_and(|st| st.waiting.is_some()) {
+            match waiting_after_exit(s) {
+                Some(t) if t.exit_code != 0 => failed_init += 1,
+                Some(_) => {}
+                None => pending_init += 1,
+            }
+        } else {
+            pending_init += 1;
+        }
     }
-    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
     for s in app {
         if is_running(s) {
             running += 1;
@@ -197,35 +237,34 @@ pub fn get_phase(pod: &Pod, init: &[ApiContainerStatus], app: &[ApiContainerStat
             if t.exit_code == 0 {
                 succeeded += 1;
             }
-        } else if s
-            .last_state
-            .as_ref()
-            .and_then(|l| l.terminated.as_ref())
-            .is_some()
-        {
+        } else if let Some(t) = waiting_after_exit(s) {
             // Waiting to restart after having run.
             stopped += 1;
-            if let Some(t) = s.last_state.as_ref().and_then(|l| l.terminated.as_ref())
-                && t.exit_code == 0
-            {
+            if t.exit_code == 0 {
                 succeeded += 1;
             }
         } else {
             waiting += 1;
         }
     }
-    if waiting > 0 {
+    if failed_init > 0 && policy == "Never" {
+        return "Failed".into();
+    }
+    let any_app_started = app
+        .iter()
+        .any(|s| is_running(s) || is_terminated(s).is_some() || waiting_after_exit(s).is_some());
+    if (pending_init > 0 && !any_app_started) || waiting > 0 {
         return "Pending".into();
     }
-    if running > 0 {
+    if running > 0 && unknown == 0 {
         return "Running".into();
     }
-    if stopped > 0 {
+    if running == 0 && stopped > 0 && unknown == 0 {
         return match policy {
             "Always" => "Running".into(),
-            "OnFailure" if stopped > succeeded => "Running".into(),
             _ if stopped == succeeded => "Succeeded".into(),
-            _ => "Failed".into(),
+            "Never" => "Failed".into(),
+            _ => "Running".into(),
         };
     }
     "Pending".into()
@@ -240,6 +279,54 @@ fn condition(type_: &str, ok: bool, reason: Option<&str>) -> PodCondition {
     }
 }
 
+/// Upstream `GeneratePodInitializedCondition`: every regular init container succeeded and every
+/// sidecar started, or an app container already started (sidecars restarting later do not
+/// take it back).
+fn initialized(pod: &Pod, init: &[ApiContainerStatus], app: &[ApiContainerStatus]) -> bool {
+    let done = container::init_containers(pod).iter().all(|c| {
+        init.iter().find(|s| s.name == c.name).is_some_and(|s| {
+            if container::is_restartable_init_container(c) {
+                s.started == Some(true)
+            } else {
+                is_terminated(s).is_some_and(|t| t.exit_code == 0)
+            }
+        })
+    });
+    done || app
+        .iter()
+        .any(|s| is_running(s) || is_terminated(s).is_some() || waiting_after_exit(s).is_some())
+}
+
+/// Upstream `GenerateContainersReadyCondition`: every app container and every sidecar ready.
+fn containers_ready(pod: &Pod, init: &[ApiContainerStatus], app: &[ApiContainerStatus]) -> bool {
+    let sidecars_ready = container::init_containers(pod)
+        .iter()
+        .filter(|c| container::is_restartable_init_container(c))
+        .all(|c| init.iter().any(|s| s.name == c.name && s.ready));
+    !app.is_empty() && app.iter().all(|s| s.ready) && sidecars_ready
+}
+
+/// The `Initialized`, `ContainersReady` and `Ready` conditions of `status` from its container
+/// statuses (computed again once probe results adjusted `started` and `ready`).
+pub fn set_pod_conditions(pod: &Pod, status: &mut ApiPodStatus) {
+    let init = status.init_container_statuses.as_deref().unwrap_or(&[]);
+    let app = status.container_statuses.as_deref().unwrap_or(&[]);
+    let init_ok = initialized(pod, init, app);
+    let ready = containers_ready(pod, init, app);
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    for (type_, ok, reason) in [
+        ("Initialized", init_ok, "ContainersNotInitialized"),
+        ("ContainersReady", ready, "ContainersNotReady"),
+        ("Ready", ready, "ContainersNotReady"),
+    ] {
+        let c = condition(type_, ok, Some(reason));
+        match conditions.iter_mut().find(|x| x.type_ == type_) {
+            Some(x) => *x = c,
+            None => conditions.push(c),
+        }
+    }
+}
+
 /// Upstream `generateAPIPodStatus`.
 pub fn generate_api_pod_status(
     pod: &Pod,
@@ -248,44 +335,41 @@ pub fn generate_api_pod_status(
     host_ip: &str,
 ) -> ApiPodStatus {
     let spec = pod.spec.as_ref();
-    let init_specs = spec
-        .and_then(|s| s.init_containers.as_deref())
-        .unwrap_or(&[]);
+    let init_specs = container::init_containers(pod);
     let app_specs = spec.map(|s| s.containers.as_slice()).unwrap_or(&[]);
-    let init = container_statuses(init_specs, status, reasons, "PodInitializing");
-    let initialized = init
-        .iter()
-        .all(|s| is_terminated(s).is_some_and(|t| t.exit_code == 0));
+    let mut init = container_statuses(init_specs, status, reasons, "PodInitializing");
+    for (s, c) in init.iter_mut().zip(init_specs) {
+        // A regular init container is ready once it succeeded; a sidecar like an app
+        // container (the prober adjusts both with probe results).
+        if !container::is_restartable_init_container(c) {
+            s.ready = is_terminated(s).is_some_and(|t| t.exit_code == 0);
+        }
+    }
     let app = container_statuses(
         app_specs,
         status,
         reasons,
-        if initialized {
+        if initialized(pod, &init, &[]) {
             "ContainerCreating"
         } else {
             "PodInitializing"
         },
     );
+    let ephemeral_specs = container::ephemeral_containers(pod);
+    let mut ephemeral = container_statuses(&ephemeral_specs, status, reasons, "ContainerCreating");
+    for s in &mut ephemeral {
+        // Ephemeral containers are never ready (upstream: no probes, not serving).
+        s.ready = false;
+    }
     let phase = get_phase(pod, &init, &app);
-    let containers_ready = !app.is_empty() && app.iter().all(|s| s.ready);
-    let conditions = vec![
-        condition("PodScheduled", true, None),
-        condition("Initialized", initialized, Some("ContainersNotInitialized")),
-        condition(
-            "ContainersReady",
-            containers_ready,
-            Some("ContainersNotReady"),
-        ),
-        condition("Ready", containers_ready, Some("ContainersNotReady")),
-    ];
     let ips: Vec<String> = if container::is_host_network_pod(pod) {
         vec![host_ip.to_string()]
     } else {
         status.ips.clone()
     };
-    ApiPodStatus {
+    let mut out = ApiPodStatus {
         phase: Some(phase),
-        conditions: Some(conditions),
+        conditions: Some(vec![condition("PodScheduled", true, None)]),
         host_ip: Some(host_ip.to_string()),
         host_ips: Some(vec![HostIP {
             ip: host_ip.to_string(),
@@ -294,9 +378,12 @@ pub fn generate_api_pod_status(
         pod_ips: (!ips.is_empty()).then(|| ips.iter().map(|ip| PodIP { ip: ip.clone() }).collect()),
         container_statuses: Some(app),
         init_container_statuses: (!init_specs.is_empty()).then_some(init),
+        ephemeral_container_statuses: (!ephemeral_specs.is_empty()).then_some(ephemeral),
         qos_class: Some(get_pod_qos(pod).into()),
         ..Default::default()
-    }
+    };
+    set_pod_conditions(pod, &mut out);
+    out
 }
 
 /// The status manager (upstream `status.Manager` without the API server side): newest status
@@ -479,6 +566,93 @@ mod tests {
             spec.containers[1].resources = None;
         }
         assert_eq!(get_pod_qos(&p), "Burstable");
+    }
+
+    fn sidecar_pod(policy: &str) -> Pod {
+        let mut p = pod(policy);
+        if let Some(s) = p.spec.as_mut() {
+            s.containers.truncate(1);
+            s.init_containers = Some(vec![Container {
+                name: "proxy".into(),
+                image: Some("busybox".into()),
+                restart_policy: Some("Always".into()),
+                readiness_probe: Some(Default::default()),
+                ..Default::default()
+            }]);
+            s.ephemeral_containers = Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
+                name: "debug".into(),
+                image: Some("busybox".into()),
+                ..Default::default()
+            }]);
+        }
+        p
+    }
+
+    fn cond(s: &ApiPodStatus, t: &str) -> Option<String> {
+        s.conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == t)
+            .map(|c| c.status.clone())
+    }
+
+    #[test]
+    fn sidecars_count_for_initialized_ready_and_phase() {
+        let p = sidecar_pod("Never");
+        // The sidecar runs, the app not yet: initialized, Pending.
+        let st = PodStatus {
+            container_statuses: vec![cs("proxy", ContainerState::Running, 0)],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(&p, &st, &WaitingReasons::new(), "h");
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        assert_eq!(cond(&s, "Initialized").as_deref(), Some("True"));
+        let init = &s.init_container_statuses.as_ref().expect("init")[0];
+        assert_eq!(init.started, Some(true));
+        // Both run; the sidecar's readiness probe has not succeeded: Running, not Ready.
+        let st = PodStatus {
+            container_statuses: vec![
+                cs("a", ContainerState::Running, 0),
+                cs("proxy", ContainerState::Running, 0),
+                cs("debug", ContainerState::Running, 0),
+            ],
+            ..Default::default()
+        };
+        let mut s = generate_api_pod_status(&p, &st, &WaitingReasons::new(), "h");
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        assert_eq!(cond(&s, "Ready").as_deref(), Some("True"));
+        // The sidecar not ready (its readiness probe, applied by the prober): not Ready.
+        if let Some(init) = s.init_container_statuses.as_mut() {
+            init[0].ready = false;
+        }
+        set_pod_conditions(&p, &mut s);
+        assert_eq!(cond(&s, "Ready").as_deref(), Some("False"));
+        assert_eq!(cond(&s, "ContainersReady").as_deref(), Some("False"));
+        // The ephemeral container is reported, never ready.
+        let eph = s.ephemeral_container_statuses.as_ref().expect("ephemeral");
+        assert_eq!(eph[0].name, "debug");
+        assert!(eph[0].state.as_ref().is_some_and(|s| s.running.is_some()));
+        assert!(!eph[0].ready);
+        // The app completed, the sidecar still runs: Running until it is stopped, then
+        // Succeeded (its exit code does not count).
+        let st = PodStatus {
+            container_statuses: vec![
+                cs("a", ContainerState::Exited, 0),
+                cs("proxy", ContainerState::Running, 0),
+            ],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(&p, &st, &WaitingReasons::new(), "h");
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let st = PodStatus {
+            container_statuses: vec![
+                cs("a", ContainerState::Exited, 0),
+                cs("proxy", ContainerState::Exited, 137),
+            ],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(&p, &st, &WaitingReasons::new(), "h");
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
     }
 
     #[test]

@@ -6,8 +6,11 @@
 use super::*;
 
 impl KubeGenericRuntimeManager {
-    /// Upstream `startContainer`: pull, create, start.
+    /// Upstream `startContainer`: pull, create, start. `pid_target` is the runtime id of the
+    /// container whose process namespace an ephemeral container joins (its
+    /// `targetContainerName`).
     #[tracing::instrument(skip_all, fields(container = %c.name))]
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn start_container(
         &self,
         target: &SandboxTarget<'_>,
@@ -16,6 +19,7 @@ impl KubeGenericRuntimeManager {
         status: &PodStatus,
         objects: &ApiObjects,
         backoff: &mut Backoff,
+        pid_target: Option<&str>,
     ) -> Result<(), (String, String)> {
         let image_ref = self.ensure_image_exists(pod, c, objects, backoff).await?;
         let restart_count = status
@@ -43,6 +47,18 @@ impl KubeGenericRuntimeManager {
         })?;
         if let Some(r) = config.linux.as_mut().and_then(|l| l.resources.as_mut()) {
             r.oom_score_adj = self.cm.oom_score_adj(pod, c);
+        }
+        if let Some(t) = pid_target
+            && let Some(ns) = config
+                .linux
+                .as_mut()
+                .and_then(|l| l.security_context.as_mut())
+                .and_then(|s| s.namespace_options.as_mut())
+            && ns.pid == cri::NamespaceMode::Container as i32
+        {
+            // Upstream `generateLinuxContainerConfig`: join the target's PID namespace.
+            ns.pid = cri::NamespaceMode::Target as i32;
+            ns.target_id = t.to_string();
         }
         let pod_dir = self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default());
         let volumes = crate::volumemanager::volume_host_paths(pod, &pod_dir);
@@ -176,6 +192,22 @@ impl KubeGenericRuntimeManager {
         pod_ip: &str,
         grace_secs: i64,
     ) -> Result<(), RuntimeError> {
+        self.kill_container_ordered(id, spec, pod_ip, grace_secs, None)
+            .await
+    }
+
+    /// [`Self::kill_container_with_hook`] taking its turn in `ordering` (upstream
+    /// `killContainer` with a `terminationOrdering`): after `preStop`, wait until the
+    /// containers it must outlive stopped (using up grace period), then stop it and let those
+    /// waiting for it go on.
+    async fn kill_container_ordered(
+        &self,
+        id: &str,
+        spec: Option<&Container>,
+        pod_ip: &str,
+        grace_secs: i64,
+        ordering: Option<(&TerminationOrdering, &str)>,
+    ) -> Result<(), RuntimeError> {
         let mut grace = grace_secs;
         if let Some(c) = spec
             && let Some(h) = c.lifecycle.as_ref().and_then(|l| l.pre_stop.as_ref())
@@ -194,7 +226,15 @@ impl KubeGenericRuntimeManager {
             let used = i64::try_from(start.elapsed().as_secs()).unwrap_or(i64::MAX);
             grace = (grace_secs - used).max(MINIMUM_GRACE_PERIOD_SECONDS);
         }
-        self.kill_container(id, grace).await
+        let Some((order, name)) = ordering else {
+            return self.kill_container(id, grace).await;
+        };
+        let waited = order.wait_for_turn(name, grace).await;
+        let waited = i64::try_from(waited.as_secs()).unwrap_or(i64::MAX);
+        grace = (grace - waited).max(MINIMUM_GRACE_PERIOD_SECONDS);
+        let r = self.kill_container(id, grace).await;
+        order.container_terminated(name);
+        r
     }
 
     /// Upstream `killContainer`: `StopContainer` with the grace period.
@@ -206,14 +246,18 @@ impl KubeGenericRuntimeManager {
         self.runtime.stop_pod_sandbox(id).await
     }
 
+    /// Stop `containers` (id, name, grace, spec) at once, but in `ordering`'s turns when
+    /// given, then `sandboxes`.
     pub(super) async fn kill_all(
         &self,
-        containers: Vec<(String, i64, Option<Container>)>,
+        containers: Vec<(String, String, i64, Option<Container>)>,
+        ordering: Option<&TerminationOrdering>,
         pod_ip: &str,
         sandboxes: Vec<String>,
     ) -> Result<(), RuntimeError> {
-        let kills = containers.iter().map(|(id, grace, spec)| {
-            self.kill_container_with_hook(id, spec.as_ref(), pod_ip, *grace)
+        let kills = containers.iter().map(|(id, name, grace, spec)| {
+            let turn = ordering.map(|o| (o, name.as_str()));
+            self.kill_container_ordered(id, spec.as_ref(), pod_ip, *grace, turn)
         });
         let mut first_err = None;
         for r in futures::future::join_all(kills).await {
@@ -231,7 +275,8 @@ impl KubeGenericRuntimeManager {
     }
 
     /// Kill a pod from its status: stop running containers in parallel, then its sandboxes.
-    /// With `pod`, containers' `preStop` hooks run first.
+    /// With `pod`, containers' `preStop` hooks run first and sidecars stop after the app
+    /// containers, in reverse order ([`TerminationOrdering`]).
     pub async fn kill_pod_status(
         &self,
         pod: Option<&Pod>,
@@ -240,7 +285,12 @@ impl KubeGenericRuntimeManager {
     ) -> Result<(), RuntimeError> {
         let spec_of = |name: &str| {
             pod.and_then(|p| p.spec.as_ref())
-                .and_then(|s| s.containers.iter().find(|c| c.name == name))
+                .and_then(|s| {
+                    s.containers
+                        .iter()
+                        .chain(s.init_containers.iter().flatten())
+                        .find(|c| c.name == name)
+                })
                 .cloned()
         };
         let containers = status
@@ -252,10 +302,13 @@ impl KubeGenericRuntimeManager {
                     ContainerState::Running | ContainerState::Unknown | ContainerState::Created
                 )
             })
-            .map(|c| (c.id.id.clone(), grace, spec_of(&c.name)))
+            .map(|c| (c.id.id.clone(), c.name.clone(), grace, spec_of(&c.name)))
             .collect::<Vec<_>>();
+        let ordering = pod.map(|p| {
+            TerminationOrdering::new(p, containers.iter().map(|(_, name, _, _)| name.as_str()))
+        });
         if let Some(p) = pod {
-            for (_, _, spec) in &containers {
+            for (_, _, _, spec) in &containers {
                 if let Some(c) = spec {
                     self.events.event(
                         p,
@@ -276,7 +329,8 @@ impl KubeGenericRuntimeManager {
             .map(|s| s.id.clone())
             .collect();
         let pod_ip = status.ips.first().cloned().unwrap_or_default();
-        self.kill_all(containers, &pod_ip, sandboxes).await
+        self.kill_all(containers, ordering.as_ref(), &pod_ip, sandboxes)
+            .await
     }
 
     /// Kill a pod the kubelet only knows from the runtime (upstream `KillPod` with a runtime
@@ -293,6 +347,7 @@ impl KubeGenericRuntimeManager {
             .map(|c| {
                 (
                     c.id.clone(),
+                    c.name.clone(),
                     grace_override
                         .or(c.grace_period)
                         .unwrap_or(DEFAULT_GRACE_PERIOD_SECONDS)
@@ -307,7 +362,7 @@ impl KubeGenericRuntimeManager {
             .filter(|s| s.state == ContainerState::Running)
             .map(|s| s.id.clone())
             .collect();
-        self.kill_all(containers, "", sandboxes).await
+        self.kill_all(containers, None, "", sandboxes).await
     }
 
     pub(crate) async fn remove_container(&self, id: &str) -> Result<(), RuntimeError> {

@@ -22,10 +22,11 @@ use super::labels::{
 };
 use super::pod_actions::{compute_pod_actions, probe_failures};
 use super::sandbox::{POD_LOGS_ROOT_DIRECTORY, generate_pod_sandbox_config, pod_logs_directory};
+use super::termination_order::TerminationOrdering;
 use crate::apiobjects::ApiObjects;
 use crate::container::{
     ContainerID, ContainerState, ContainerStatus, NamespaceMode, PodStatus, SandboxState,
-    SandboxStatus, pod_full_name,
+    SandboxStatus, ephemeral_as_container, is_restartable_init_container, pod_full_name,
 };
 use crate::cri::{ImageManagerService, RuntimeService};
 use crate::metrics::Metrics;
@@ -33,6 +34,8 @@ use crate::metrics::Metrics;
 mod container;
 mod image;
 mod pod_status;
+#[cfg(test)]
+mod sidecar_sync_tests;
 #[cfg(test)]
 mod sync_tests;
 #[cfg(test)]
@@ -526,17 +529,69 @@ impl KubeGenericRuntimeManager {
             ips: &pod_ips,
         };
         let spec = pod.spec.as_ref();
-        if let Some(i) = actions.next_init_container_to_start
-            && let Some(c) = spec
+        // Ephemeral containers first (upstream step 5): debugging must work even when an init
+        // container cannot start.
+        for &i in &actions.ephemeral_containers_to_start {
+            let Some(e) = spec
+                .and_then(|s| s.ephemeral_containers.as_ref())
+                .and_then(|v| v.get(i))
+            else {
+                continue;
+            };
+            result.changed = true;
+            let c = ephemeral_as_container(e);
+            // Upstream `getTargetID`: the target must be known to the runtime.
+            let pid_target = match e.target_container_name.as_deref().filter(|t| !t.is_empty()) {
+                None => None,
+                Some(t) => match status.find_container_status_by_name(t) {
+                    Some(ts) => Some(ts.id.id.clone()),
+                    None => {
+                        let msg = format!("unable to find target container {t}");
+                        result.fail(&c.name, reasons::CREATE_CONTAINER_CONFIG_ERROR, msg);
+                        continue;
+                    }
+                },
+            };
+            if let Err((reason, msg)) = self
+                .start_container(
+                    &target,
+                    &c,
+                    pod,
+                    status,
+                    objects,
+                    backoff,
+                    pid_target.as_deref(),
+                )
+                .await
+            {
+                tracing::warn!(container = %c.name, reason = %reason, message = %msg, "failed to start ephemeral container");
+                result.fail(&c.name, &reason, msg);
+            }
+        }
+        // Init containers (upstream step 6): the next one, and sidecars to (re)start.
+        for &i in &actions.init_containers_to_start {
+            let Some(c) = spec
                 .and_then(|s| s.init_containers.as_ref())
                 .and_then(|v| v.get(i))
-        {
+            else {
+                continue;
+            };
             result.changed = true;
+            let sidecar = is_restartable_init_container(c);
+            if sidecar && let Some(msg) = self.do_backoff(pod, c, status, backoff) {
+                tracing::info!(container = %c.name, "{msg}");
+                result.fail(&c.name, reasons::CRASH_LOOP_BACK_OFF, msg);
+                continue;
+            }
             if let Err((reason, msg)) = self
-                .start_container(&target, c, pod, status, objects, backoff)
+                .start_container(&target, c, pod, status, objects, backoff, None)
                 .await
             {
                 result.fail(&c.name, &reason, msg);
+                if sidecar {
+                    // A sidecar that cannot start does not stop the others (upstream).
+                    continue;
+                }
                 return result;
             }
         }
@@ -551,7 +606,7 @@ impl KubeGenericRuntimeManager {
                 continue;
             }
             if let Err((reason, msg)) = self
-                .start_container(&target, c, pod, status, objects, backoff)
+                .start_container(&target, c, pod, status, objects, backoff, None)
                 .await
             {
                 tracing::warn!(container = %c.name, reason = %reason, message = %msg, "failed to start container");

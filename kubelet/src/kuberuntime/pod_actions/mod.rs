@@ -1,9 +1,10 @@
 //! `computePodActions` (upstream `pkg/kubelet/kuberuntime/kuberuntime_manager.go`). This module
 //! owns the pure decision of what `SyncPod` must do to move a pod from what the runtime reports
 //! ([`PodStatus`]) to what its spec asks for: kill the pod, (re)create the sandbox and with which
-//! attempt number, which init container to start next (one per sync), which app containers to
-//! start, and which containers to kill and why. It performs no I/O; probe results are passed in
-//! as [`ProbeFailures`]. Ephemeral containers are ignored.
+//! attempt number, which init containers to start (the next one, and sidecars to restart: see
+//! [`init_containers`]), which ephemeral containers to start (once each, never restarted),
+//! which app containers to start, and which containers to kill and why. It performs no I/O;
+//! probe results are passed in as [`ProbeFailures`].
 //! Its table-driven unit tests are in `tests.rs`.
 
 use std::collections::{HashMap, HashSet};
@@ -11,10 +12,14 @@ use std::collections::{HashMap, HashSet};
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 use crate::container::{
-    ContainerID, ContainerState, ContainerStatus, NamespaceMode, PodStatus, SandboxState,
-    hash_container, is_host_network_pod, restart_policy, should_container_be_restarted,
+    ContainerID, ContainerState, NamespaceMode, PodStatus, SandboxState, ephemeral_containers,
+    hash_container, init_containers, is_host_network_pod, restart_policy,
+    should_container_be_restarted,
 };
 use crate::probe::{ProbeResults, ProbeType};
+
+mod init_containers;
+pub use init_containers::compute_init_container_actions;
 
 /// Why a container is killed (upstream `containerKillReason`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -67,34 +72,33 @@ pub struct PodActions {
     pub sandbox_id: String,
     /// Attempt number for the new sandbox.
     pub attempt: u32,
-    /// Index into `spec.initContainers` of the init container to start next.
-    pub next_init_container_to_start: Option<usize>,
+    /// Indices into `spec.initContainers` to start, in spec order (upstream
+    /// `InitContainersToStart`): the next init container, and sidecars to (re)start.
+    pub init_containers_to_start: Vec<usize>,
+    /// Indices into `spec.ephemeralContainers` to start (those never started).
+    pub ephemeral_containers_to_start: Vec<usize>,
     /// Indices into `spec.containers` to start.
     pub containers_to_start: Vec<usize>,
     /// Containers to kill (when `kill_pod` is false).
     pub containers_to_kill: HashMap<ContainerID, ContainerToKill>,
 }
 
-/// Probe failures known to the prober managers (upstream `livenessManager`/`startupManager`).
+/// Probe results known to the prober managers (upstream `livenessManager`/`startupManager`).
 #[derive(Debug, Clone, Default)]
 pub struct ProbeFailures {
     /// Containers whose liveness probe is failing.
     pub liveness: HashSet<ContainerID>,
     /// Containers whose startup probe is failing.
     pub startup: HashSet<ContainerID>,
+    /// Containers whose startup probe succeeded (a sidecar with a startup probe lets the next
+    /// init container start only then; no result yet means wait).
+    pub startup_succeeded: HashSet<ContainerID>,
 }
 
 fn containers(pod: &Pod) -> &[Container] {
     pod.spec
         .as_ref()
         .map(|s| s.containers.as_slice())
-        .unwrap_or(&[])
-}
-
-fn init_containers(pod: &Pod) -> &[Container] {
-    pod.spec
-        .as_ref()
-        .and_then(|s| s.init_containers.as_deref())
         .unwrap_or(&[])
 }
 
@@ -106,13 +110,6 @@ fn container_succeeded(c: &Container, status: &PodStatus) -> bool {
     status
         .find_container_status_by_name(&c.name)
         .is_some_and(|s| s.state == ContainerState::Exited && s.exit_code == 0)
-}
-
-/// Upstream `isInitContainerFailed`.
-fn is_init_container_failed(s: &ContainerStatus) -> bool {
-    s.reason == "OOMKilled"
-        || (s.state == ContainerState::Exited && s.exit_code != 0)
-        || s.state == ContainerState::Unknown
 }
 
 /// Upstream `podSandboxChanged`: (create a new sandbox?, attempt, current sandbox id).
@@ -145,80 +142,6 @@ pub fn pod_sandbox_changed(pod: &Pod, status: &PodStatus) -> (bool, u32, String)
     (false, newest.attempt, newest.id.clone())
 }
 
-/// Result of upstream `findNextInitContainerToRun`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NextInit<'a> {
-    /// Status of the last failed init container, if any.
-    pub last_failed: Option<&'a ContainerStatus>,
-    /// Index of the init container to run next.
-    pub next: Option<usize>,
-    /// Initialization complete.
-    pub done: bool,
-}
-
-/// Upstream `findNextInitContainerToRun`.
-pub fn find_next_init_container_to_run<'a>(pod: &Pod, status: &'a PodStatus) -> NextInit<'a> {
-    let inits = init_containers(pod);
-    let done = NextInit {
-        last_failed: None,
-        next: None,
-        done: true,
-    };
-    if inits.is_empty() {
-        return done;
-    }
-    // A running app container means init ran in the past (its containers may be GC'd since).
-    if containers(pod).iter().any(|c| {
-        status
-            .find_container_status_by_name(&c.name)
-            .is_some_and(|s| s.state == ContainerState::Running)
-    }) {
-        return done;
-    }
-    // The last failed init container, if any.
-    for (i, c) in inits.iter().enumerate().rev() {
-        if let Some(s) = status.find_container_status_by_name(&c.name)
-            && is_init_container_failed(s)
-        {
-            return NextInit {
-                last_failed: Some(s),
-                next: Some(i),
-                done: false,
-            };
-        }
-    }
-    for (i, c) in inits.iter().enumerate().rev() {
-        let Some(s) = status.find_container_status_by_name(&c.name) else {
-            continue;
-        };
-        match s.state {
-            ContainerState::Running => {
-                return NextInit {
-                    last_failed: None,
-                    next: None,
-                    done: false,
-                };
-            }
-            ContainerState::Exited => {
-                if i == inits.len() - 1 {
-                    return done;
-                }
-                return NextInit {
-                    last_failed: None,
-                    next: Some(i + 1),
-                    done: false,
-                };
-            }
-            _ => {}
-        }
-    }
-    NextInit {
-        last_failed: None,
-        next: Some(0),
-        done: false,
-    }
-}
-
 /// Upstream `computePodActions`.
 pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, probes: &ProbeFailures) -> PodActions {
     let (create_sandbox, attempt, sandbox_id) = pod_sandbox_changed(pod, status);
@@ -248,45 +171,32 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, probes: &ProbeFailures
             })
             .map(|(i, _)| i)
             .collect();
-        if to_start.is_empty() && find_next_init_container_to_run(pod, status).done {
+        // No app container to start means every one of them succeeded (`OnFailure`), so
+        // initialization finished in the past: the pod is done. (Upstream asks
+        // `hasAnyRegularContainerCreated`, which is false once they exited; its pod workers
+        // stop syncing a terminal pod, ours rely on this.)
+        if to_start.is_empty() {
             changes.create_sandbox = false;
             return changes;
         }
         if !init_containers(pod).is_empty() {
-            changes.next_init_container_to_start = Some(0);
+            changes.init_containers_to_start = vec![0];
             return changes;
         }
         changes.containers_to_start = to_start;
         return changes;
     }
 
-    let init = find_next_init_container_to_run(pod, status);
-    if !init.done {
-        if let Some(next) = init.next {
-            let failed = init.last_failed.is_some_and(is_init_container_failed);
-            if failed && !should_restart_on_failure(pod) {
-                changes.kill_pod = true;
-            } else {
-                if let Some(last) = init.last_failed
-                    && last.state == ContainerState::Unknown
-                {
-                    changes.containers_to_kill.insert(
-                        last.id.clone(),
-                        ContainerToKill {
-                            name: last.name.clone(),
-                            index: next,
-                            init: true,
-                            message: format!(
-                                "Init container is in {:?} state, try killing it before restart",
-                                last.state.to_string()
-                            ),
-                            reason: KillReason::Unknown,
-                        },
-                    );
-                }
-                changes.next_init_container_to_start = Some(next);
-            }
-        }
+    // Ephemeral containers start even while initialization is in progress, and only once.
+    changes.ephemeral_containers_to_start = ephemeral_containers(pod)
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| status.find_container_status_by_name(&c.name).is_none())
+        .map(|(i, _)| i)
+        .collect();
+
+    let initialized = compute_init_container_actions(pod, status, probes, &mut changes);
+    if changes.kill_pod || !initialized {
         // Initialization failed or in progress: app containers are not looked at.
         return changes;
     }
@@ -357,6 +267,8 @@ pub fn compute_pod_actions(pod: &Pod, status: &PodStatus, probes: &ProbeFailures
     }
     if keep_count == 0 && changes.containers_to_start.is_empty() {
         changes.kill_pod = true;
+        // Sidecars alone do not keep a pod alive: they are not restarted.
+        changes.init_containers_to_start.clear();
     }
     changes
 }
@@ -369,12 +281,20 @@ pub fn probe_failures(results: &ProbeResults, status: &PodStatus) -> ProbeFailur
         if results.get(ProbeType::Liveness, &c.id.id) == Some(false) {
             f.liveness.insert(c.id.clone());
         }
-        if results.get(ProbeType::Startup, &c.id.id) == Some(false) {
-            f.startup.insert(c.id.clone());
+        match results.get(ProbeType::Startup, &c.id.id) {
+            Some(false) => {
+                f.startup.insert(c.id.clone());
+            }
+            Some(true) => {
+                f.startup_succeeded.insert(c.id.clone());
+            }
+            None => {}
         }
     }
     f
 }
 
+#[cfg(test)]
+mod sidecar_tests;
 #[cfg(test)]
 mod tests;

@@ -4,7 +4,7 @@
 //! apart from the decision itself, which they outweigh.
 
 use super::*;
-use crate::container::SandboxStatus;
+use crate::container::{ContainerStatus, SandboxStatus};
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
@@ -96,7 +96,7 @@ struct Want {
     create_sandbox: bool,
     attempt: u32,
     sandbox_id: &'static str,
-    next_init: Option<usize>,
+    init: Vec<usize>,
     start: Vec<usize>,
     kill: Vec<(&'static str, KillReason)>,
 }
@@ -107,7 +107,7 @@ fn keep_all() -> Want {
         create_sandbox: false,
         attempt: 1,
         sandbox_id: "sb1",
-        next_init: None,
+        init: vec![],
         start: vec![],
         kill: vec![],
     }
@@ -119,7 +119,7 @@ fn new_sandbox(attempt: u32, id: &'static str) -> Want {
         create_sandbox: true,
         attempt,
         sandbox_id: id,
-        next_init: None,
+        init: vec![],
         start: vec![],
         kill: vec![],
     }
@@ -153,7 +153,7 @@ fn cases() -> Vec<(
                 (p, status(vec![], vec![]), none())
             }),
             Want {
-                next_init: Some(0),
+                init: vec![0],
                 ..new_sandbox(0, "")
             },
         ),
@@ -467,7 +467,7 @@ fn cases() -> Vec<(
                 (p, s, none())
             }),
             Want {
-                next_init: Some(1),
+                init: vec![1],
                 ..keep_all()
             },
         ),
@@ -478,7 +478,7 @@ fn cases() -> Vec<(
                 (p, status(vec![sandbox(1, true)], vec![]), none())
             }),
             Want {
-                next_init: Some(0),
+                init: vec![0],
                 ..keep_all()
             },
         ),
@@ -505,7 +505,7 @@ fn cases() -> Vec<(
                 (p, s, none())
             }),
             Want {
-                next_init: Some(1),
+                init: vec![1],
                 ..keep_all()
             },
         ),
@@ -543,7 +543,7 @@ fn cases() -> Vec<(
                 (p, s, none())
             }),
             Want {
-                next_init: Some(0),
+                init: vec![0],
                 kill: vec![("i1", KillReason::Unknown)],
                 ..keep_all()
             },
@@ -583,7 +583,7 @@ fn cases() -> Vec<(
                 (p, s, none())
             }),
             Want {
-                next_init: Some(0),
+                init: vec![0],
                 ..new_sandbox(2, "sb1")
             },
         ),
@@ -605,8 +605,8 @@ fn compute_pod_actions_table() {
         assert_eq!(got.attempt, want.attempt, "{name}: attempt");
         assert_eq!(got.sandbox_id, want.sandbox_id, "{name}: sandbox_id");
         assert_eq!(
-            got.next_init_container_to_start, want.next_init,
-            "{name}: next init"
+            got.init_containers_to_start, want.init,
+            "{name}: init containers to start"
         );
         assert_eq!(got.containers_to_start, want.start, "{name}: start");
         let mut kill: Vec<(String, KillReason)> = got

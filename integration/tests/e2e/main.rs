@@ -52,6 +52,7 @@ mod kubelet_shutdown;
 mod kubelet_sidecars;
 mod kubelet_startup_errors;
 mod kubelet_subpath;
+mod kubelet_three_nodes;
 mod kubelet_volumes;
 mod socket_activation;
 mod streaming;

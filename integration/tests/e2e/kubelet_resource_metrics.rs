@@ -1,5 +1,6 @@
 //! End to end: the resource usage the `kubelet` BINARY reports on its authenticated port —
-//! `/stats/summary` and `/metrics/resource` — against what the kernel measured, on both
+//! `/stats/summary` and `/metrics/resource` — against what the kernel measured (the pod's
+//! network against its network namespace's counters), on both
 //! runtimes (containerd's CRI and the embedded dockershim on Docker). A static pod runs a busy
 //! container (`while :; do :; done`); the test finds its cgroup through the container's pid
 //! (CRI ContainerStatus, verbose), its pod cgroup (the parent) and the root cgroup, and reads
@@ -314,6 +315,40 @@ async fn kubelet_resource_metrics(kind: RuntimeKind) {
             })
             .await;
             let _ = get(with_cert, "/metrics/resource").await;
+
+            // The pod's network (its sandbox's, through CRI ListPodSandboxStats) lies between
+            // two readings of the pod's network namespace.
+            let eth0 = || -> (u64, u64) {
+                let dev = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).expect("net/dev");
+                let line = dev
+                    .lines()
+                    .find(|l| l.trim_start().starts_with("eth0:"))
+                    .unwrap_or_else(|| panic!("eth0 in the pod: {dev}"));
+                let f: Vec<u64> = line
+                    .split_once(':')
+                    .map(|(_, r)| r.split_whitespace().filter_map(|x| x.parse().ok()).collect())
+                    .unwrap_or_default();
+                (f[0], f[8])
+            };
+            let before = eth0();
+            let (_, body) = get(with_cert, "/stats/summary").await.expect("summary");
+            let after = eth0();
+            let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+            let net = v["pods"]
+                .as_array()
+                .and_then(|ps| ps.iter().find(|p| p["podRef"]["uid"] == uid.as_str()))
+                .map(|p| p["network"].clone())
+                .expect("the pod in the summary");
+            assert_eq!(net["name"], "eth0", "the pod's network: {net}");
+            let (rx, tx) = (
+                net["rxBytes"].as_u64().expect("rxBytes"),
+                net["txBytes"].as_u64().expect("txBytes"),
+            );
+            assert!(
+                (before.0..=after.0).contains(&rx) && (before.1..=after.1).contains(&tx),
+                "pod network rx {rx} tx {tx} between {before:?} and {after:?}"
+            );
+            eprintln!("[{}] pod network: rx {rx} B, tx {tx} B", kind.name());
 
             let a = round(with_cert, &cg).await;
             tokio::time::sleep(WINDOW).await;

@@ -41,6 +41,8 @@ impl Container {
 #[derive(Debug, Default)]
 struct State {
     sandboxes: BTreeMap<String, cri::PodSandboxStatus>,
+    /// What `ListPodSandboxStats` reports as a sandbox's network.
+    networks: HashMap<String, cri::NetworkUsage>,
     containers: BTreeMap<String, Container>,
     images: BTreeMap<String, cri::Image>,
     unpullable: HashSet<String>,
@@ -172,6 +174,11 @@ impl FakeRuntime {
                 },
             );
         });
+    }
+
+    /// `ListPodSandboxStats` reports `usage` as sandbox `id`'s network.
+    pub fn set_sandbox_network(&self, id: &str, usage: cri::NetworkUsage) {
+        self.with(|s| s.networks.insert(id.to_string(), usage));
     }
 
     /// Pulling `image` fails with `NotFound`.
@@ -617,6 +624,31 @@ impl RuntimeService for FakeRuntime {
             "http://127.0.0.1:0/portforward/{}",
             req.pod_sandbox_id
         ))
+    }
+
+    async fn list_pod_sandbox_stats(
+        &self,
+        _filter: Option<cri::PodSandboxStatsFilter>,
+    ) -> Result<Vec<cri::PodSandboxStats>> {
+        self.enter("list_podsandbox_stats")?;
+        Ok(self.with(|s| {
+            s.sandboxes
+                .values()
+                .map(|sb| cri::PodSandboxStats {
+                    attributes: Some(cri::PodSandboxAttributes {
+                        id: sb.id.clone(),
+                        metadata: sb.metadata.clone(),
+                        labels: sb.labels.clone(),
+                        annotations: sb.annotations.clone(),
+                    }),
+                    linux: Some(cri::LinuxPodSandboxStats {
+                        network: s.networks.get(&sb.id).cloned(),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .collect()
+        }))
     }
 
     async fn list_container_stats(

@@ -116,6 +116,11 @@ pub trait RuntimeService: Send + Sync + std::fmt::Debug {
         &self,
         filter: Option<cri::ContainerStatsFilter>,
     ) -> Result<Vec<cri::ContainerStats>>;
+    /// CRI `ListPodSandboxStats` (the pods' network; the kubelet asks for nothing else of it).
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<cri::PodSandboxStatsFilter>,
+    ) -> Result<Vec<cri::PodSandboxStats>>;
     /// CRI `RuntimeConfig`.
     async fn runtime_config(&self) -> Result<cri::RuntimeConfigResponse>;
     /// CRI `GetContainerEvents`.

@@ -296,6 +296,20 @@ impl RuntimeService for RemoteRuntimeService {
         .map(|r| r.stats)
     }
 
+    async fn list_pod_sandbox_stats(
+        &self,
+        filter: Option<cri::PodSandboxStatsFilter>,
+    ) -> Result<Vec<cri::PodSandboxStats>> {
+        let req = cri::ListPodSandboxStatsRequest { filter };
+        self.call(
+            "list_podsandbox_stats",
+            Some(self.timeout),
+            |mut c| async move { c.list_pod_sandbox_stats(req).await },
+        )
+        .await
+        .map(|r| r.stats)
+    }
+
     async fn runtime_config(&self) -> Result<cri::RuntimeConfigResponse> {
         self.call("runtime_config", Some(self.timeout), |mut c| async move {
             c.runtime_config(cri::RuntimeConfigRequest::default()).await

@@ -106,7 +106,58 @@ fn listing(t: i64, busy_usage: u64) -> RuntimeListing {
             stats("stale", "busy", t, S as u64, None, 1),
             stats("theirs", "x", t, S as u64, None, 1),
         ],
+        sandbox_stats: ["sb-new", "sb-other"]
+            .iter()
+            .map(|id| cri::PodSandboxStats {
+                attributes: Some(cri::PodSandboxAttributes {
+                    id: id.to_string(),
+                    ..Default::default()
+                }),
+                linux: Some(cri::LinuxPodSandboxStats {
+                    network: Some(cri::NetworkUsage {
+                        timestamp: t * S,
+                        default_interface: Some(iface("eth0", 1500, 700)),
+                        interfaces: vec![iface("eth0", 1500, 700), iface("net1", 10, 20)],
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .collect(),
     }
+}
+
+fn iface(name: &str, rx: u64, tx: u64) -> cri::NetworkInterfaceUsage {
+    cri::NetworkInterfaceUsage {
+        name: name.into(),
+        rx_bytes: Some(cri::UInt64Value { value: rx }),
+        rx_errors: Some(cri::UInt64Value { value: 0 }),
+        tx_bytes: Some(cri::UInt64Value { value: tx }),
+        tx_errors: Some(cri::UInt64Value { value: 0 }),
+    }
+}
+
+#[test]
+fn the_pod_network_comes_from_its_live_sandboxs_stats() {
+    let p = StatsProvider::default();
+    let l = listing(100, 10 * S as u64);
+    let full = pods(&p, &l, Scope::Full);
+    let net = full[0].network.as_ref().expect("network");
+    assert_eq!(net.default.name, "eth0");
+    assert_eq!(
+        (net.default.rx_bytes, net.default.tx_bytes),
+        (Some(1500), Some(700))
+    );
+    assert_eq!(net.interfaces.len(), 2);
+    assert_eq!(net.time, Time::from_unix_nanos(100 * S));
+    let json = serde_json::to_value(net).expect("json");
+    assert_eq!(
+        json["name"], "eth0",
+        "the default interface is flattened: {json}"
+    );
+    assert_eq!(json["rxBytes"], 1500);
+    // The resource-metrics scope has no network.
+    assert!(pods(&p, &l, Scope::CpuAndMemory)[0].network.is_none());
 }
 
 fn pods(p: &StatsProvider, l: &RuntimeListing, scope: Scope) -> Vec<PodStats> {

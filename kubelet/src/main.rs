@@ -183,6 +183,7 @@ async fn run(
             shim.pod_infra_image = config.pod_infra_container_image.clone();
             shim.root_directory = config.root_dir.join("dockershim");
             shim.streaming_idle_timeout = config.streaming_connection_idle_timeout;
+            shim.image_pull_progress_deadline = flags.image_pull_progress_deadline;
             if flags.network_plugin == "cni" {
                 shim.cni = Some(dockershim::config::CniSettings {
                     bin_dirs: flags.cni.bin_dirs(),

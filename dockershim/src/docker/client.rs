@@ -385,17 +385,38 @@ impl DockerApi for BollardDocker {
             tag: tag.map(str::to_string),
             ..Default::default()
         };
-        let mut progress = self.docker.create_image(Some(opts), None, auth);
+        let mut stream = self.docker.create_image(Some(opts), None, auth);
         // A pull that keeps reporting progress may take as long as it needs; one that reports
         // nothing for `stall_timeout` is cancelled (upstream's image pull progress deadline).
+        // While it runs, its progress is logged every REPORT_INTERVAL, as upstream's.
+        let started = tokio::time::Instant::now();
+        let mut progress = super::progress::PullProgress::default();
+        let mut report = tokio::time::interval_at(
+            started + super::progress::REPORT_INTERVAL,
+            super::progress::REPORT_INTERVAL,
+        );
+        let mut stall = Box::pin(tokio::time::sleep(stall_timeout));
         loop {
-            match tokio::time::timeout(stall_timeout, progress.next()).await {
-                Err(_) => return Err(DockerError::Timeout(stall_timeout)),
-                Ok(None) => return Ok(()),
-                Ok(Some(Err(e))) => return Err(e.into()),
-                Ok(Some(Ok(_))) => {}
+            tokio::select! {
+                next = stream.next() => match next {
+                    None => break,
+                    Some(Err(e)) => return Err(e.into()),
+                    Some(Ok(info)) => {
+                        progress.update(&info);
+                        stall.as_mut().reset(tokio::time::Instant::now() + stall_timeout);
+                    }
+                },
+                _ = report.tick() => {
+                    tracing::info!(image = %reference, elapsed = ?started.elapsed(), "Pulling image: {}", progress.summary());
+                }
+                _ = &mut stall => {
+                    tracing::warn!(image = %reference, "Cancel pulling image because of no progress for {:?}: {}", stall_timeout, progress.summary());
+                    return Err(DockerError::Timeout(stall_timeout));
+                }
             }
         }
+        tracing::info!(image = %reference, elapsed = ?started.elapsed(), "Pulled image: {}", progress.summary());
+        Ok(())
     }
 
     async fn remove_image(&self, reference: &str) -> Result<(), DockerError> {

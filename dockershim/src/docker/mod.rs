@@ -2,11 +2,13 @@
 //! makes, as the [`DockerApi`] trait, with the error type the gRPC mapping reads. The CRI
 //! translation above only ever sees this trait: `client` implements it on the real Engine
 //! through bollard ([`BollardDocker`]: connection, API-version negotiation, exec timeouts that
-//! kill the process, the pull stall timeout), and, in tests, `fake` in memory.
+//! kill the process, the pull stall timeout and its progress reports (`progress`)), and, in
+//! tests, `fake` in memory.
 
 mod client;
 #[cfg(test)]
 pub mod fake;
+pub mod progress;
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -9,6 +9,15 @@ use clap::Parser;
 
 use crate::duration::parse_duration_arg;
 
+/// A Go duration that must be positive.
+fn parse_positive_duration_arg(s: &str) -> Result<Duration, String> {
+    let d = parse_duration_arg(s)?;
+    if d.is_zero() {
+        return Err("must be greater than zero".into());
+    }
+    Ok(d)
+}
+
 /// The kubelet's flags.
 #[derive(Debug, Clone, Parser, PartialEq)]
 // Like Go's flag package, a flag given twice takes the last value, and a value may be negative
@@ -81,6 +90,10 @@ pub struct KubeletFlags {
     /// Docker's default bridge.
     #[arg(long, default_value = "")]
     pub network_plugin: String,
+    /// Kubelet 1.23's dockershim flag: a pull of the embedded dockershim that makes no progress
+    /// for this long is cancelled.
+    #[arg(long, default_value = "1m0s", value_parser = parse_positive_duration_arg)]
+    pub image_pull_progress_deadline: Duration,
     /// The CNI directories of the embedded dockershim (`--cni-bin-dir`, `--cni-conf-dir`,
     /// `--cni-cache-dir`), the same group dockershim takes.
     #[command(flatten)]

@@ -1,0 +1,144 @@
+//! Progress of an image pull (upstream `libdocker`'s `progressReporter`): what the pull stream
+//! said last about each layer, summed up for the log line written every
+//! [`REPORT_INTERVAL`] while a pull runs (`Pulling image "…": 2/5 layers, 12.4 MB/40.1 MB
+//! downloaded, …`) and once at its end.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bollard::models::CreateImageInfo;
+
+/// How often a running pull is reported (upstream's `defaultImagePullingProgressReportInterval`).
+pub const REPORT_INTERVAL: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Default, Clone)]
+struct Layer {
+    downloaded: u64,
+    total: u64,
+    done: bool,
+}
+
+/// The state of one pull, fed with every message of the pull stream.
+#[derive(Debug, Default)]
+pub struct PullProgress {
+    layers: BTreeMap<String, Layer>,
+    last: String,
+}
+
+impl PullProgress {
+    /// Takes one message of the stream into account.
+    pub fn update(&mut self, info: &CreateImageInfo) {
+        let status = info.status.as_deref().unwrap_or_default();
+        let Some(id) = info.id.as_deref().filter(|id| !id.is_empty()) else {
+            if !status.is_empty() {
+                self.last = status.to_string();
+            }
+            return;
+        };
+        self.last = format!("{id}: {status}");
+        // A tag line ("latest: Pulling from library/busybox") carries the tag as its id.
+        if status.starts_with("Pulling from") {
+            return;
+        }
+        let layer = self.layers.entry(id.to_string()).or_default();
+        let detail = info.progress_detail.as_ref();
+        let current = detail.and_then(|d| d.current).unwrap_or(0).max(0) as u64;
+        let total = detail.and_then(|d| d.total).unwrap_or(0).max(0) as u64;
+        match status {
+            "Downloading" => {
+                layer.downloaded = current;
+                if total > 0 {
+                    layer.total = total;
+                }
+            }
+            "Download complete" | "Verifying Checksum" => layer.downloaded = layer.total,
+            "Pull complete" | "Already exists" => {
+                layer.done = true;
+                layer.downloaded = layer.total;
+            }
+            _ => {}
+        }
+    }
+
+    /// (layers done, layers seen, bytes downloaded, bytes to download as far as known).
+    pub fn totals(&self) -> (usize, usize, u64, u64) {
+        let done = self.layers.values().filter(|l| l.done).count();
+        let downloaded = self.layers.values().map(|l| l.downloaded).sum();
+        let total = self.layers.values().map(|l| l.total).sum();
+        (done, self.layers.len(), downloaded, total)
+    }
+
+    /// One line for the log.
+    pub fn summary(&self) -> String {
+        let (done, layers, downloaded, total) = self.totals();
+        format!(
+            "{done}/{layers} layers, {} of {} downloaded; last: {:?}",
+            human(downloaded),
+            human(total),
+            self.last
+        )
+    }
+}
+
+/// Bytes as Docker's CLI shows them (decimal units).
+fn human(b: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "kB", "MB", "GB"];
+    let mut v = b as f64;
+    let mut unit = 0;
+    while v >= 1000.0 && unit < UNITS.len() - 1 {
+        v /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{b} B")
+    } else {
+        format!("{v:.1} {}", UNITS[unit])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bollard::models::ProgressDetail;
+
+    fn msg(id: &str, status: &str, current: Option<i64>, total: Option<i64>) -> CreateImageInfo {
+        CreateImageInfo {
+            id: (!id.is_empty()).then(|| id.to_string()),
+            status: Some(status.to_string()),
+            progress_detail: Some(ProgressDetail { current, total }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn layers_and_bytes_follow_the_stream() {
+        let mut p = PullProgress::default();
+        p.update(&msg("1.36", "Pulling from library/busybox", None, None));
+        p.update(&msg("aaa", "Pulling fs layer", None, None));
+        p.update(&msg("bbb", "Already exists", None, None));
+        p.update(&msg("aaa", "Downloading", Some(1_200_000), Some(3_000_000)));
+        assert_eq!(p.totals(), (1, 2, 1_200_000, 3_000_000));
+        assert_eq!(
+            p.summary(),
+            "1/2 layers, 1.2 MB of 3.0 MB downloaded; last: \"aaa: Downloading\""
+        );
+        p.update(&msg("aaa", "Download complete", None, None));
+        p.update(&msg("aaa", "Extracting", Some(10), Some(3_000_000)));
+        assert_eq!(p.totals(), (1, 2, 3_000_000, 3_000_000));
+        p.update(&msg("aaa", "Pull complete", None, None));
+        p.update(&msg("", "Digest: sha256:abc", None, None));
+        assert_eq!(p.totals(), (2, 2, 3_000_000, 3_000_000));
+        assert!(
+            p.summary().ends_with("last: \"Digest: sha256:abc\""),
+            "{}",
+            p.summary()
+        );
+    }
+
+    #[test]
+    fn sizes_read_like_dockers() {
+        assert_eq!(human(999), "999 B");
+        assert_eq!(human(1_500), "1.5 kB");
+        assert_eq!(human(40_100_000), "40.1 MB");
+    }
+}

@@ -63,7 +63,7 @@ async fn a_pull_without_progress_is_cancelled_at_the_deadline() {
         }
     };
     let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(body)).await;
-    k.shutdown(&tb, &[uid.clone()]).await;
+    k.shutdown(&tb, std::slice::from_ref(&uid)).await;
     hold.abort();
     if let Err(e) = outcome {
         std::panic::resume_unwind(e);

@@ -244,10 +244,9 @@ async fn good_ids(port: u16, uids: &[String]) -> Option<HashMap<String, HashMap<
     Some(out)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn hostile_manifests_beside_good_pods() {
-    let tb = require_testbed!("kubelet_hostile_manifests");
-    let mut k = Kubelet::new(RuntimeKind::Containerd, "khostile");
+async fn hostile_manifests_beside_good_pods(kind: RuntimeKind) {
+    let tb = require_testbed!(&format!("kubelet_hostile_manifests[{}]", kind.name()));
+    let mut k = Kubelet::new(kind, "khostile");
     let good: Vec<String> = (0..GOOD)
         .map(|i| format!("{}-good-{i:02}", k.node))
         .collect();
@@ -314,7 +313,8 @@ async fn hostile_manifests_beside_good_pods() {
             }
             let rss_after = samples.iter().copied().fold(0.0, f64::max);
             println!(
-                "kubelet VmRSS: {rss_before:.1} MiB with {GOOD} pods, {rss_after:.1} MiB after 40 hostile manifests ({:.2}x; samples {samples:.1?})",
+                "[{}] kubelet VmRSS: {rss_before:.1} MiB with {GOOD} pods, {rss_after:.1} MiB after 40 hostile manifests ({:.2}x; samples {samples:.1?})",
+                kind.name(),
                 rss_after / rss_before
             );
             // Untouched: same container ids, nothing restarted or recreated.
@@ -355,4 +355,15 @@ async fn hostile_manifests_beside_good_pods() {
         std::panic::resume_unwind(e.into_panic());
     }
     assert!(alive, "the kubelet died:\n{}", log_tail(&k.log, 60));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_manifests_beside_good_pods_containerd() {
+    hostile_manifests_beside_good_pods(RuntimeKind::Containerd).await;
+}
+
+/// The embedded dockershim's memory is the kubelet process's too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_manifests_beside_good_pods_dockershim() {
+    hostile_manifests_beside_good_pods(RuntimeKind::Dockershim).await;
 }

@@ -52,5 +52,6 @@ mod kubelet_shutdown;
 mod kubelet_startup_errors;
 mod kubelet_subpath;
 mod kubelet_volumes;
+mod kubelet_webhook_auth;
 mod socket_activation;
 mod streaming;

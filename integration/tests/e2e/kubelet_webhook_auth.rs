@@ -1,0 +1,350 @@
+//! End to end: webhook authentication and authorization on the kubelet's secure port (issue 16),
+//! the `kubelet` BINARY in API-server mode against the API fixture over HTTPS, on the embedded
+//! dockershim (the checks are the HTTP layer's, the same on every runtime). The fixture answers
+//! TokenReviews from a token→user map and SubjectAccessReviews from allow rules, and keeps every
+//! review it gets. With `--authentication-token-webhook --authorization-mode=Webhook`:
+//! - no credentials and an unknown token get 401 `Unauthorized`;
+//! - a token whose user may nothing gets 403 with upstream's text on `/pods` (`nodes/proxy`),
+//!   `/stats/summary` (`nodes/stats`), `/metrics` (`nodes/metrics`), `/containerLogs/...` and
+//!   `POST /exec/...` (`create` on `nodes/proxy`);
+//! - a token allowed `get` on `nodes/stats` and `nodes/metrics` reads those and nothing else;
+//!   one allowed everything reads `/pods` and the static pod's logs;
+//! - a client certificate is authorized by SAR as its CN with its O as group: exec runs for a
+//!   certificate whose group is allowed and is refused (403) for one whose is not;
+//! - the reviews carry upstream's attributes (resource `nodes`, the node's name, verb,
+//!   subresource, the user's groups plus `system:authenticated`), and the caches hold: asking
+//!   again makes no new TokenReview or SubjectAccessReview (an unknown token, an error answer,
+//!   is reviewed again, as upstream's);
+//! - restarted with `--authorization-mode=AlwaysAllow`, the token without rights gets through and
+//!   no SubjectAccessReview is made, while an unknown token still gets 401.
+
+use crate::kubelet_support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use integration::apiserver::ApiServer;
+use integration::require_testbed;
+use integration::runtimes::RuntimeKind;
+use integration::streaming::{self, StdioRequest, Transport};
+use kubelet_support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+
+use crate::kubelet_secure_port::{connector, relay};
+
+type Identity = (CertificateDer<'static>, PrivateKeyDer<'static>);
+
+/// A client CA (written to `ca_path`) and one certificate it signed for each (CN, O).
+fn client_identities(ca_path: &std::path::Path, subjects: &[(&str, &str)]) -> Vec<Identity> {
+    let ca_key = rcgen::KeyPair::generate().expect("ca key");
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "webhook-test-ca");
+    let ca = ca_params.self_signed(&ca_key).expect("ca");
+    std::fs::write(ca_path, ca.pem()).expect("write ca");
+    let issuer = rcgen::Issuer::new(ca_params, ca_key);
+    subjects
+        .iter()
+        .map(|(cn, o)| {
+            let key = rcgen::KeyPair::generate().expect("client key");
+            let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+            params.distinguished_name = rcgen::DistinguishedName::new();
+            params
+                .distinguished_name
+                .push(rcgen::DnType::CommonName, *cn);
+            params
+                .distinguished_name
+                .push(rcgen::DnType::OrganizationName, *o);
+            params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+            let cert = params.signed_by(&key, &issuer).expect("client cert");
+            (
+                CertificateDer::from(cert.der().to_vec()),
+                PrivateKeyDer::try_from(key.serialize_der()).expect("key der"),
+            )
+        })
+        .collect()
+}
+
+/// One request to the kubelet's TLS port with an optional bearer token: (status, body).
+async fn call(port: u16, method: &str, path: &str, token: Option<&str>) -> Option<(u16, String)> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let name = ServerName::try_from("localhost").ok()?;
+    let mut s = connector(None).connect(name, tcp).await.ok()?;
+    let auth = token
+        .map(|t| format!("Authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = Vec::new();
+    // A TLS peer may close without close_notify: keep what was read.
+    let _ = tokio::time::timeout(Duration::from_secs(20), s.read_to_end(&mut buf)).await;
+    parse_http_response(&buf)
+}
+
+async fn get(port: u16, path: &str, token: Option<&str>) -> (u16, String) {
+    call(port, "GET", path, token)
+        .await
+        .unwrap_or_else(|| panic!("GET {path}: no answer"))
+}
+
+fn forbidden(user: &str, verb: &str, sub: &str) -> (u16, String) {
+    (
+        403,
+        format!("Forbidden (user={user}, verb={verb}, resource=nodes, subresource={sub})"),
+    )
+}
+
+/// (TokenReviews, SubjectAccessReviews) the fixture got so far.
+fn review_counts(server: &ApiServer) -> (usize, usize) {
+    (server.token_reviews().len(), server.access_reviews().len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_webhook_auth_dockershim() {
+    let kind = RuntimeKind::Dockershim;
+    let tb = require_testbed!(&format!("kubelet_webhook_auth[{}]", kind.name()));
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = Arc::new(ApiServer::start_tls().await.expect("fixture"));
+    server.add_token("tok-reader", "reader", &["readers"]);
+    server.add_token("tok-metrics", "metrics-server", &["monitoring"]);
+    server.add_token("tok-admin", "admin", &[]);
+    server.allow("monitoring", "get", "stats");
+    server.allow("monitoring", "get", "metrics");
+    server.allow("admin", "*", "*");
+    server.allow("kubelet-api-admins", "*", "*");
+
+    let mut k = Kubelet::new(kind, "klwh");
+    let kubeconfig = k.dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig_token()).expect("kubeconfig");
+    let ca = k.dir.path().join("client-ca.pem");
+    let mut ids = client_identities(
+        &ca,
+        &[
+            ("kube-apiserver-kubelet-client", "kubelet-api-admins"),
+            ("someone", "nobodies"),
+        ],
+    );
+    let nobody_cert = ids.pop().expect("identity");
+    let admin_cert = ids.pop().expect("identity");
+    let uid = format!("{}-web", k.node);
+    k.write_manifest(
+        "web.yaml",
+        &pod_manifest(
+            "web",
+            &uid,
+            &tb.busybox_image,
+            "echo hello-from-web; exec sleep 3600",
+            "",
+        ),
+    );
+    let secure_port = free_port();
+    let base = |mode: &str| -> Vec<String> {
+        [
+            "--kubeconfig",
+            &kubeconfig.display().to_string(),
+            "--port",
+            &secure_port.to_string(),
+            "--client-ca-file",
+            &ca.display().to_string(),
+            "--authentication-token-webhook",
+            "--authorization-mode",
+            mode,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    k.spawn(&tb, &base("Webhook"));
+    let pod_name = k.pod_name("web");
+    let node = k.node.clone();
+    let outcome = tokio::spawn({
+        let (port, log, uid, server) = (k.port, k.log.clone(), uid.clone(), server.clone());
+        async move {
+            wait_for("the web pod running", &log, || async {
+                running_ids(&pod(port, &uid).await?)
+            })
+            .await;
+            let p = secure_port;
+            let logs = format!("/containerLogs/default/{pod_name}/main");
+            let exec = format!("/exec/default/{pod_name}/main?command=true&output=1");
+
+            // Nobody and an unknown token: 401.
+            assert_eq!(get(p, "/pods", None).await, (401, "Unauthorized".into()));
+            assert_eq!(
+                get(p, "/pods", Some("tok-unknown")).await,
+                (401, "Unauthorized".into())
+            );
+
+            // A token without rights: 403, by subresource.
+            let reader = Some("tok-reader");
+            assert_eq!(
+                get(p, "/pods", reader).await,
+                forbidden("reader", "get", "proxy")
+            );
+            assert_eq!(
+                get(p, "/stats/summary", reader).await,
+                forbidden("reader", "get", "stats")
+            );
+            assert_eq!(
+                get(p, "/metrics", reader).await,
+                forbidden("reader", "get", "metrics")
+            );
+            assert_eq!(
+                get(p, &logs, reader).await,
+                forbidden("reader", "get", "proxy")
+            );
+            assert_eq!(
+                call(p, "POST", &exec, reader).await.expect("exec"),
+                forbidden("reader", "create", "proxy")
+            );
+            // The reviews carried upstream's attributes and the token's user.
+            let sars = server.access_reviews();
+            let stats = sars
+                .iter()
+                .find(|s| s["resourceAttributes"]["subresource"] == "stats")
+                .expect("a stats review");
+            assert_eq!(stats["user"], "reader");
+            assert_eq!(
+                stats["groups"],
+                serde_json::json!(["readers", "system:authenticated"])
+            );
+            assert_eq!(
+                stats["resourceAttributes"],
+                serde_json::json!({"verb": "get", "version": "v1", "resource": "nodes",
+                                   "subresource": "stats", "name": node})
+            );
+
+            // stats and metrics only.
+            let metrics = Some("tok-metrics");
+            let (code, body) = get(p, "/stats/summary", metrics).await;
+            assert_eq!(code, 200, "{body}");
+            let summary: serde_json::Value = serde_json::from_str(&body).expect("summary json");
+            assert_eq!(summary["node"]["nodeName"], node.as_str());
+            let (code, body) = get(p, "/metrics/resource", metrics).await;
+            assert_eq!(code, 200, "{body}");
+            assert!(body.contains("node_cpu_usage_seconds_total"), "{body}");
+            assert_eq!(
+                get(p, "/pods", metrics).await,
+                forbidden("metrics-server", "get", "proxy")
+            );
+
+            // Everything.
+            let admin = Some("tok-admin");
+            let (code, body) = get(p, "/pods", admin).await;
+            assert_eq!(code, 200, "{body}");
+            assert!(body.contains(&uid), "{body}");
+            let (code, body) = get(p, &logs, admin).await;
+            assert_eq!((code, body.as_str()), (200, "hello-from-web\n"));
+
+            // The caches: the same questions again make no new review. The unknown token
+            // (answered with an error) is reviewed again.
+            let before = review_counts(&server);
+            for _ in 0..3 {
+                assert_eq!(get(p, "/pods", reader).await.0, 403);
+                assert_eq!(get(p, "/stats/summary", metrics).await.0, 200);
+                assert_eq!(get(p, "/pods", admin).await.0, 200);
+            }
+            assert_eq!(review_counts(&server), before, "answered from the caches");
+            assert_eq!(get(p, "/pods", Some("tok-unknown")).await.0, 401);
+            assert_eq!(
+                review_counts(&server),
+                (before.0 + 1, before.1),
+                "an error answer is not kept"
+            );
+
+            // Client certificates: authorized by SAR as CN with O as group.
+            let req = StdioRequest {
+                stdout: true,
+                stderr: true,
+                ..Default::default()
+            };
+            let exec_url = |relay: u16| {
+                format!(
+                    "http://127.0.0.1:{relay}/exec/default/{pod_name}/main?command=sh&command=-c&command=echo%20via%20cert&output=1&error=1"
+                )
+            };
+            let with_admin = relay(p, connector(Some(admin_cert))).await;
+            let session = streaming::connect(&exec_url(with_admin), Transport::Spdy, req, None)
+                .await
+                .unwrap_or_else(|e| panic!("exec with the admin certificate: {e}"));
+            let result = session.wait(Duration::from_secs(30)).await.expect("exec");
+            assert_eq!(result.stdout_str(), "via cert\n");
+            let sar = server
+                .access_reviews()
+                .into_iter()
+                .rev()
+                .find(|s| s["user"] == "kube-apiserver-kubelet-client")
+                .expect("a review of the certificate's user");
+            assert_eq!(
+                sar["groups"],
+                serde_json::json!(["kubelet-api-admins", "system:authenticated"])
+            );
+            assert_eq!(sar["resourceAttributes"]["verb"], "create");
+            assert_eq!(sar["resourceAttributes"]["subresource"], "proxy");
+            let with_nobody = relay(p, connector(Some(nobody_cert))).await;
+            let refused =
+                streaming::connect(&exec_url(with_nobody), Transport::Spdy, req, None).await;
+            assert!(
+                matches!(refused, Err(streaming::ClientError::Refused { status: 403, .. })),
+                "exec with a certificate whose group may not: {:?}",
+                refused.err()
+            );
+        }
+    })
+    .await;
+    if let Err(e) = outcome {
+        k.shutdown(&tb, std::slice::from_ref(&uid)).await;
+        std::panic::resume_unwind(e.into_panic());
+    }
+
+    // AlwaysAllow: authentication still applies, authorization asks nobody.
+    if let Some(mut c) = k.child.take() {
+        stop_kubelet(&mut c).await;
+    }
+    k.spawn(&tb, &base("AlwaysAllow"));
+    let outcome = tokio::spawn({
+        let (log, uid, server) = (k.log.clone(), uid.clone(), server.clone());
+        async move {
+            let sars_before = server.access_reviews().len();
+            let (code, body) = wait_for("the secure port after the restart", &log, || async {
+                call(secure_port, "GET", "/pods", Some("tok-reader"))
+                    .await
+                    .filter(|(c, b)| *c != 200 || b.contains(&uid))
+            })
+            .await;
+            assert_eq!(code, 200, "{body}");
+            assert!(body.contains(&uid), "{body}");
+            assert_eq!(
+                get(secure_port, "/stats/summary", Some("tok-reader"))
+                    .await
+                    .0,
+                200
+            );
+            assert_eq!(
+                server.access_reviews().len(),
+                sars_before,
+                "AlwaysAllow makes no SubjectAccessReview"
+            );
+            assert_eq!(
+                get(secure_port, "/pods", Some("tok-unknown")).await,
+                (401, "Unauthorized".into())
+            );
+            assert_eq!(
+                get(secure_port, "/pods", None).await,
+                (401, "Unauthorized".into())
+            );
+        }
+    })
+    .await;
+    k.shutdown(&tb, std::slice::from_ref(&uid)).await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}

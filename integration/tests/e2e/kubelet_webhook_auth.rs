@@ -396,6 +396,40 @@ fn node_kubeconfig(run: &std::path::Path, node: &str) -> String {
     )
 }
 
+/// `kubectl` of the judge, its output when it succeeds.
+async fn kubectl_try(judge: &std::path::Path, args: &[&str]) -> Option<String> {
+    let out = tokio::process::Command::new(judge.join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(judge.join("run/admin.kubeconfig"))
+        .args(args)
+        .output()
+        .await
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A serving certificate for 127.0.0.1 signed by the judge's CA (the API server verifies the
+/// kubelet's with `--kubelet-certificate-authority`): (cert path, key path) under `dir`.
+fn serving_cert(run: &std::path::Path, dir: &std::path::Path, node: &str) -> (String, String) {
+    let ca_pem = std::fs::read_to_string(run.join("pki/ca.crt")).expect("judge ca.crt");
+    let ca_key = rcgen::KeyPair::from_pem(
+        &std::fs::read_to_string(run.join("pki/ca.key")).expect("judge ca.key"),
+    )
+    .expect("ca key");
+    let issuer = rcgen::Issuer::from_ca_cert_pem(&ca_pem, ca_key).expect("issuer");
+    let key = rcgen::KeyPair::generate().expect("key");
+    let mut params = rcgen::CertificateParams::new(vec![node.to_string(), "127.0.0.1".to_string()])
+        .expect("params");
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = params.signed_by(&key, &issuer).expect("serving cert");
+    let (c, k) = (dir.join("serving.crt"), dir.join("serving.key"));
+    std::fs::write(&c, cert.pem()).expect("write cert");
+    std::fs::write(&k, key.serialize_pem()).expect("write key");
+    (c.display().to_string(), k.display().to_string())
+}
+
 /// One request over TLS presenting `identity`: (status, body).
 async fn call_with_cert(port: u16, path: &str, identity: Identity) -> Option<(u16, String)> {
     let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -415,7 +449,12 @@ async fn call_with_cert(port: u16, path: &str, identity: Identity) -> Option<(u1
 /// `system:node:<node>` certificate of the cluster's CA; a service-account token without RBAC
 /// gets 403 from 10250, one whose ClusterRole grants `get` on `nodes/proxy` gets `/pods` but
 /// not `/stats/summary` (`nodes/stats`); the API server's own kubelet client certificate
-/// (`O=system:masters`) gets `/stats/summary`.
+/// (`O=system:masters`) gets `/stats/summary`; and through the API server (which reaches the
+/// kubelet with that certificate), `kubectl logs` and `kubectl exec` of a pod bound to the node
+/// work. The judge's API server must be started with
+/// `JUDGE_K8S_EXTRA_APISERVER_ARGS=--kubelet-preferred-address-types=InternalIP` (the test's
+/// node names do not resolve); the kubelet serves a certificate of the cluster's CA for
+/// 127.0.0.1, its `--node-ip`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_webhook_auth_real_apiserver() {
     let Some(judge) = std::env::var_os("KUBE_APISERVER_JUDGE") else {
@@ -471,9 +510,17 @@ async fn kubelet_webhook_auth_real_apiserver() {
         )
     };
     let secure_port = free_port();
+    let (tls_cert, tls_key) = serving_cert(&run, k.dir.path(), &k.node);
+    let pod_name = format!("wh-logs-{}", k.node);
     k.spawn(
         &tb,
         &[
+            "--node-ip".into(),
+            "127.0.0.1".into(),
+            "--tls-cert-file".into(),
+            tls_cert,
+            "--tls-private-key-file".into(),
+            tls_key,
             "--kubeconfig".into(),
             kubeconfig.display().to_string(),
             "--port".into(),
@@ -484,9 +531,16 @@ async fn kubelet_webhook_auth_real_apiserver() {
             "--authorization-mode=Webhook".into(),
         ],
     );
+    let pod_uid: Arc<parking_lot::Mutex<Option<String>>> = Arc::default();
     let outcome = tokio::spawn({
         let log = k.log.clone();
         let p = secure_port;
+        let (judge, node, image, pod_uid) = (
+            judge.clone(),
+            k.node.clone(),
+            tb.busybox_image.clone(),
+            pod_uid.clone(),
+        );
         async move {
             let none = wait_for("the secure port", &log, || async {
                 call(p, "GET", "/pods", Some(&none_token)).await
@@ -530,10 +584,51 @@ async fn kubelet_webhook_auth_real_apiserver() {
                 get(p, "/pods", Some("not-a-token")).await,
                 (401, "Unauthorized".into())
             );
+
+            // Through the API server: kubectl logs and exec of a pod bound to this node.
+            let pod = serde_json::json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": pod_name, "namespace": "default"},
+                "spec": {"nodeName": node, "automountServiceAccountToken": false,
+                         "terminationGracePeriodSeconds": 1,
+                         "containers": [{"name": "main", "image": image,
+                                         "imagePullPolicy": "IfNotPresent",
+                                         "command": ["sh", "-c", "echo hello-judge; exec sleep 3600"]}]}
+            });
+            let manifest = std::env::temp_dir().join(format!("{pod_name}.json"));
+            std::fs::write(&manifest, pod.to_string()).expect("pod manifest");
+            kubectl(
+                &judge,
+                &["create", "-f", &manifest.display().to_string()],
+            )
+            .await;
+            let _ = std::fs::remove_file(&manifest);
+            let uid = kubectl(
+                &judge,
+                &["get", "pod", &pod_name, "-o", "jsonpath={.metadata.uid}"],
+            )
+            .await;
+            *pod_uid.lock() = Some(uid);
+            let logs = wait_for("kubectl logs through the API server", &log, || async {
+                kubectl_try(&judge, &["logs", &pod_name])
+                    .await
+                    .filter(|l| l.contains("hello-judge"))
+            })
+            .await;
+            eprintln!("judge: kubectl logs {pod_name}: {logs:?}");
+            assert_eq!(logs, "hello-judge\n");
+            let out = kubectl(
+                &judge,
+                &["exec", &pod_name, "--", "sh", "-c", "echo via-apiserver"],
+            )
+            .await;
+            eprintln!("judge: kubectl exec {pod_name}: {out:?}");
+            assert_eq!(out, "via-apiserver");
         }
     })
     .await;
-    k.shutdown(&tb, &[]).await;
+    let uids: Vec<String> = pod_uid.lock().clone().into_iter().collect();
+    k.shutdown(&tb, &uids).await;
     if let Err(e) = outcome {
         std::panic::resume_unwind(e.into_panic());
     }

@@ -11,6 +11,8 @@
 //!   one allowed everything reads `/pods` and the static pod's logs;
 //! - a client certificate is authorized by SAR as its CN with its O as group: exec runs for a
 //!   certificate whose group is allowed and is refused (403) for one whose is not;
+//! - a token in a WebSocket exec's `base64url.bearer.authorization.k8s.io.` subprotocol is
+//!   authenticated too (exec runs for the admin's token, 403 for the reader's);
 //! - the reviews carry upstream's attributes (resource `nodes`, the node's name, verb,
 //!   subresource, the user's groups plus `system:authenticated`), and the caches hold: asking
 //!   again makes no new TokenReview or SubjectAccessReview (an unknown token, an error answer,
@@ -288,6 +290,42 @@ async fn kubelet_webhook_auth_dockershim() {
             );
             assert_eq!(sar["resourceAttributes"]["verb"], "create");
             assert_eq!(sar["resourceAttributes"]["subresource"], "proxy");
+            // A token in the WebSocket subprotocol (upstream's ProtocolAuthenticator): exec
+            // runs for the admin's, is refused for the reader's.
+            let no_cert = relay(p, connector(None)).await;
+            let ws_protocols = |token: &str| {
+                use base64::Engine as _;
+                format!(
+                    "base64url.bearer.authorization.k8s.io.{}",
+                    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token)
+                )
+            };
+            let admin_ws = ws_protocols("tok-admin");
+            let protocols = ["v4.channel.k8s.io", admin_ws.as_str()];
+            let session = streaming::connect(
+                &exec_url(no_cert),
+                Transport::WebSocket,
+                req,
+                Some(&protocols[..]),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("exec with a WebSocket token: {e}"));
+            let result = session.wait(Duration::from_secs(30)).await.expect("exec");
+            assert_eq!(result.stdout_str(), "via cert\n");
+            let reader_ws = ws_protocols("tok-reader");
+            let protocols = ["v4.channel.k8s.io", reader_ws.as_str()];
+            let refused = streaming::connect(
+                &exec_url(no_cert),
+                Transport::WebSocket,
+                req,
+                Some(&protocols[..]),
+            )
+            .await;
+            assert!(
+                matches!(refused, Err(streaming::ClientError::Refused { status: 403, .. })),
+                "exec with the reader's WebSocket token: {:?}",
+                refused.err()
+            );
             let with_nobody = relay(p, connector(Some(nobody_cert))).await;
             let refused =
                 streaming::connect(&exec_url(with_nobody), Transport::Spdy, req, None).await;

@@ -33,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::host::KubeletShared;
 use crate::logs::query_pairs;
-use crate::server::auth::authn::user_from_certificate;
+use crate::server::auth::authn::{BEARER_PROTOCOL_PREFIX, user_from_certificate};
 use crate::server::auth::{Auth, Credentials, Decision, UserInfo, request_attributes};
 use crate::server::{Body, json, text};
 use crate::stats::Scope;
@@ -307,9 +307,20 @@ async fn proxy_upgrade(req: Request<Incoming>, url: &str) -> Response<Body> {
         if k == hyper::header::HOST || k == hyper::header::AUTHORIZATION {
             continue;
         }
-        if let Ok(v) = v.to_str() {
-            head.push_str(&format!("{k}: {v}\r\n"));
+        let Ok(v) = v.to_str() else { continue };
+        if k == hyper::header::SEC_WEBSOCKET_PROTOCOL {
+            // The token's subprotocol stays here (upstream removes it once authenticated).
+            let kept: Vec<&str> = v
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.starts_with(BEARER_PROTOCOL_PREFIX))
+                .collect();
+            if !kept.is_empty() {
+                head.push_str(&format!("{k}: {}\r\n", kept.join(", ")));
+            }
+            continue;
         }
+        head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");
     if let Err(e) = backend.write_all(head.as_bytes()).await {
@@ -683,6 +694,7 @@ mod tests {
         let bearer = |t: &str| Credentials {
             client_cert: None,
             authorization: Some(format!("Bearer {t}")),
+            websocket_protocols: vec![],
         };
         let u = authorize_request(&auth, &bearer("t-alice"), "GET", "/stats/summary")
             .await
@@ -712,6 +724,7 @@ mod tests {
                 ..Default::default()
             }),
             authorization: None,
+            websocket_protocols: vec![],
         };
         assert!(
             authorize_request(&auth, &cert, "POST", "/exec/ns/p/c")

@@ -3,9 +3,11 @@
 //! certificate's CN as the user, its O as groups; the TLS layer verified it against
 //! `--client-ca-file`) and the bearer-token authenticator (a [`TokenAuthenticator`], the
 //! TokenReview webhook behind a cache), every authenticated user getting
-//! `system:authenticated`; then, when `--anonymous-auth`, `system:anonymous` — but only when no
-//! authenticator failed (upstream `unionauth.NewFailOnError`): a token the review rejects is a
-//! 401, not anonymous.
+//! `system:authenticated`; the same tokens are also taken from a WebSocket request's
+//! `base64url.bearer.authorization.k8s.io.<token>` subprotocol (upstream
+//! `websocket.NewProtocolAuthenticator`, for browsers that cannot set headers); then, when
+//! `--anonymous-auth`, `system:anonymous` — but only when no authenticator failed (upstream
+//! `unionauth.NewFailOnError`): a token the review rejects is a 401, not anonymous.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +18,9 @@ use sha2::Digest;
 use super::cache::{DEFAULT_CAPACITY, ExpiringCache};
 use super::{ALL_AUTHENTICATED, ALL_UNAUTHENTICATED, ANONYMOUS, AuthError, UserInfo};
 
+/// The WebSocket subprotocol prefix carrying a bearer token (upstream `bearerProtocolPrefix`).
+pub const BEARER_PROTOCOL_PREFIX: &str = "base64url.bearer.authorization.k8s.io.";
+
 /// What a request presents.
 #[derive(Debug, Clone, Default)]
 pub struct Credentials {
@@ -23,17 +28,68 @@ pub struct Credentials {
     pub client_cert: Option<UserInfo>,
     /// The `Authorization` header.
     pub authorization: Option<String>,
+    /// The `Sec-WebSocket-Protocol` values of a WebSocket upgrade request (empty otherwise).
+    pub websocket_protocols: Vec<String>,
 }
 
 impl Credentials {
     /// The credentials of a request: its connection's certificate user and its headers.
     pub fn new(client_cert: Option<UserInfo>, headers: &hyper::HeaderMap) -> Credentials {
+        let upgrade_websocket = headers
+            .get(hyper::header::UPGRADE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+        let websocket_protocols = if upgrade_websocket {
+            headers
+                .get_all(hyper::header::SEC_WEBSOCKET_PROTOCOL)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .map(str::to_string)
+                .collect()
+        } else {
+            vec![]
+        };
         Credentials {
             client_cert,
             authorization: headers
                 .get(hyper::header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_string),
+            websocket_protocols,
+        }
+    }
+
+    /// The bearer token of a WebSocket subprotocol (upstream `ProtocolAuthenticator`): none
+    /// without one; an error for two, a bad encoding, or a token that is the only protocol
+    /// (one must be left to answer with).
+    pub fn websocket_token(&self) -> Result<Option<String>, String> {
+        use base64::Engine as _;
+        let mut token = None;
+        let mut others = 0;
+        for p in self
+            .websocket_protocols
+            .iter()
+            .flat_map(|h| h.split(','))
+            .map(str::trim)
+        {
+            let Some(encoded) = p.strip_prefix(BEARER_PROTOCOL_PREFIX) else {
+                others += 1;
+                continue;
+            };
+            if token.is_some() {
+                return Err("multiple base64.bearer.authorization tokens specified".into());
+            }
+            let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+                .decode(encoded)
+                .map_err(|_| "invalid base64.bearer.authorization token encoding".to_string())?;
+            let t = String::from_utf8(raw)
+                .map_err(|_| "invalid base64.bearer.authorization token".to_string())?;
+            token = Some(t);
+        }
+        match token {
+            Some(t) if !t.is_empty() && others == 0 => Err("missing additional subprotocol".into()),
+            Some(t) if !t.is_empty() => Ok(Some(t)),
+            _ => Ok(None),
         }
     }
 
@@ -116,13 +172,34 @@ impl Authenticator for DelegatingAuthenticator {
         {
             return Ok(Some(with_authenticated_group(u.clone())));
         }
-        if let (Some(auth), Some(token)) = (&self.token, creds.bearer_token()) {
-            return match auth.authenticate_token(token).await? {
-                Some(u) => Ok(Some(with_authenticated_group(u))),
-                None => Err(AuthError::InvalidToken),
-            };
+        // Upstream's union: the first authenticator that knows the user wins; when none does,
+        // any error is the answer (a 401, even with anonymous allowed).
+        let mut error = None;
+        if let Some(auth) = &self.token {
+            let header = creds.bearer_token().map(|t| Ok(Some(t.to_string())));
+            for token in [header, Some(creds.websocket_token())]
+                .into_iter()
+                .flatten()
+            {
+                let token = match token {
+                    Ok(Some(t)) => t,
+                    Ok(None) => continue,
+                    Err(reason) => {
+                        error = Some(AuthError::WebSocketToken(reason));
+                        continue;
+                    }
+                };
+                match auth.authenticate_token(&token).await {
+                    Ok(Some(u)) => return Ok(Some(with_authenticated_group(u))),
+                    Ok(None) => error = Some(AuthError::InvalidToken),
+                    Err(e) => error = Some(e),
+                }
+            }
         }
-        Ok(self.anonymous.then(UserInfo::anonymous))
+        match error {
+            Some(e) => Err(e),
+            None => Ok(self.anonymous.then(UserInfo::anonymous)),
+        }
     }
 }
 
@@ -211,7 +288,82 @@ pub(crate) mod tests {
         Credentials {
             client_cert: cert,
             authorization: auth.map(str::to_string),
+            websocket_protocols: vec![],
         }
+    }
+
+    fn ws(protocols: &str) -> Credentials {
+        let mut h = hyper::HeaderMap::new();
+        h.insert(hyper::header::UPGRADE, "websocket".parse().unwrap());
+        h.insert(
+            hyper::header::SEC_WEBSOCKET_PROTOCOL,
+            protocols.parse().unwrap(),
+        );
+        Credentials::new(None, &h)
+    }
+
+    #[test]
+    fn websocket_tokens_are_parsed_like_upstream() {
+        // "good" in base64url without padding: Z29vZA
+        let p = BEARER_PROTOCOL_PREFIX;
+        assert_eq!(
+            ws(&format!("v4.channel.k8s.io, {p}Z29vZA")).websocket_token(),
+            Ok(Some("good".into()))
+        );
+        assert_eq!(ws("v4.channel.k8s.io").websocket_token(), Ok(None));
+        assert_eq!(
+            ws(&format!("{p}Z29vZA")).websocket_token(),
+            Err("missing additional subprotocol".into())
+        );
+        assert_eq!(
+            ws(&format!("x, {p}Z29vZA, {p}Z29vZA")).websocket_token(),
+            Err("multiple base64.bearer.authorization tokens specified".into())
+        );
+        assert_eq!(
+            ws(&format!("x, {p}***")).websocket_token(),
+            Err("invalid base64.bearer.authorization token encoding".into())
+        );
+        // Not a WebSocket upgrade: the header is not looked at.
+        let mut h = hyper::HeaderMap::new();
+        h.insert(
+            hyper::header::SEC_WEBSOCKET_PROTOCOL,
+            format!("x, {p}Z29vZA").parse().unwrap(),
+        );
+        assert_eq!(Credentials::new(None, &h).websocket_token(), Ok(None));
+    }
+
+    #[tokio::test]
+    async fn a_websocket_token_authenticates_and_a_bad_one_is_an_error() {
+        let tokens = Arc::new(FakeTokens {
+            users: vec![("good".into(), user("alice", &[]))],
+            ..Default::default()
+        });
+        let a = DelegatingAuthenticator {
+            x509: false,
+            token: Some(tokens),
+            anonymous: true,
+        };
+        let p = BEARER_PROTOCOL_PREFIX;
+        let u = a
+            .authenticate(&ws(&format!("v4.channel.k8s.io, {p}Z29vZA")))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(u.name, "alice");
+        // "bad": YmFk
+        assert!(matches!(
+            a.authenticate(&ws(&format!("v4.channel.k8s.io, {p}YmFk")))
+                .await,
+            Err(AuthError::InvalidToken)
+        ));
+        assert!(matches!(
+            a.authenticate(&ws(&format!("{p}Z29vZA"))).await,
+            Err(AuthError::WebSocketToken(_))
+        ));
+        // A bad header token, a good protocol token: the union takes the good one.
+        let mut c = ws(&format!("v4.channel.k8s.io, {p}Z29vZA"));
+        c.authorization = Some("Bearer bad".into());
+        assert_eq!(a.authenticate(&c).await.unwrap().unwrap().name, "alice");
     }
 
     #[test]

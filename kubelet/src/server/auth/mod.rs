@@ -119,6 +119,9 @@ pub enum AuthError {
     /// A bearer token the TokenReview did not accept (upstream `invalidToken`).
     #[error("invalid bearer token")]
     InvalidToken,
+    /// A malformed WebSocket bearer-token subprotocol.
+    #[error("{0}")]
+    WebSocketToken(String),
     /// The review could not be made or answered an error.
     #[error("{review}: {reason}")]
     Webhook {

@@ -122,7 +122,19 @@ async fn main() -> ExitCode {
             }
         },
     };
-    match run(flags, config, api_client).await {
+    // Upstream `BuildAuth`: a webhook without an API server stops the kubelet (whether the
+    // secure port is on or not, as upstream's).
+    let auth = match kubelet::server::auth::build(
+        &config.auth,
+        config.tls.client_ca_file.is_some(),
+        config.tls.anonymous_auth,
+        api_client.clone(),
+        &config.node_name,
+    ) {
+        Ok(a) => a,
+        Err(e) => return fail(1, e),
+    };
+    match run(flags, config, api_client, auth).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(1, format_args!("{e:#}")),
     }
@@ -132,6 +144,7 @@ async fn run(
     flags: kubelet::flags::KubeletFlags,
     mut config: kubelet::kubeletconfig::KubeletConfig,
     api_client: Option<kube::Client>,
+    auth: kubelet::server::auth::Auth,
 ) -> anyhow::Result<()> {
     kubelet::logging::init(&config.logging_format, config.verbosity);
     tracing::info!(node = %config.node_name, root_dir = %config.root_dir.display(), version = kubelet::version::KUBERNETES_VERSION, "starting kubelet");
@@ -265,12 +278,11 @@ async fn run(
             "localhost".to_string(),
             "127.0.0.1".to_string(),
         ];
-        let anonymous = tls.anonymous_auth;
         match kubelet::server::secure::server_config(&tls, &hosts) {
             Ok(tls_config) => match kubelet::server::secure::serve(
                 &secure_addr,
                 tls_config,
-                anonymous,
+                auth,
                 kl.shared(),
                 root_dir,
                 cancel.clone(),

@@ -8,7 +8,7 @@
 //! selectors in `request`, responses in `reply`, the shared state in `state` and the TLS
 //! fixture's certificates in `pki`; this module owns the listener, the connections and their
 //! authentication, plus the test hooks (compact the history, drop every open watch, count
-//! requests).
+//! requests, the token→user map and allow rules of the review APIs in `reviews`).
 //!
 //! [`ApiServer::start_tls`] serves HTTPS instead, with a CA of its own, and authenticates every
 //! request like the real API server's x509 and token authenticators: a client certificate of
@@ -19,6 +19,7 @@ pub mod patch;
 mod pki;
 mod reply;
 mod request;
+pub mod reviews;
 mod routes;
 mod state;
 pub mod store;
@@ -38,6 +39,7 @@ pub use pki::TlsMaterial;
 use pki::make_pki;
 use reply::unauthorized;
 pub use request::resource_info;
+pub use reviews::{AllowRule, ReviewUser};
 use routes::handle;
 pub use state::Seen;
 use state::Shared;
@@ -129,6 +131,7 @@ impl ApiServer {
             store: Store::new(),
             watches: Mutex::new(CancellationToken::new()),
             seen: Mutex::new(Vec::new()),
+            reviews: Mutex::new(Default::default()),
         });
         let stop = CancellationToken::new();
         let (s, st) = (shared.clone(), stop.clone());
@@ -225,5 +228,37 @@ impl ApiServer {
     /// Every request so far.
     pub fn requests(&self) -> Vec<Seen> {
         self.shared.seen.lock().clone()
+    }
+
+    /// Makes `token` a bearer token of `user` (with `groups`) for TokenReviews.
+    pub fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
+        self.shared.reviews.lock().tokens.insert(
+            token.to_string(),
+            ReviewUser {
+                name: user.to_string(),
+                uid: format!("uid-{user}"),
+                groups: groups.iter().map(|g| g.to_string()).collect(),
+            },
+        );
+    }
+
+    /// Lets `subject` (a user or group) `verb` on `nodes/<subresource>` in SubjectAccessReviews
+    /// (`*` for any verb or subresource).
+    pub fn allow(&self, subject: &str, verb: &str, subresource: &str) {
+        self.shared.reviews.lock().rules.push(AllowRule {
+            subject: subject.to_string(),
+            verb: verb.to_string(),
+            subresource: subresource.to_string(),
+        });
+    }
+
+    /// The `spec` of every TokenReview received so far.
+    pub fn token_reviews(&self) -> Vec<serde_json::Value> {
+        self.shared.reviews.lock().token_reviews.clone()
+    }
+
+    /// The `spec` of every SubjectAccessReview received so far.
+    pub fn access_reviews(&self) -> Vec<serde_json::Value> {
+        self.shared.reviews.lock().access_reviews.clone()
     }
 }

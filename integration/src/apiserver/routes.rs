@@ -1,8 +1,9 @@
 //! One request, routed by method, path and subresource to the store: list (or watch), create
 //! (with generateName and pod defaulting), get, update, the three patch formats (retried on a
 //! concurrent write unless the patch pins a resourceVersion), delete with preconditions and
-//! grace, a service account's TokenRequest, a pod's `ephemeralcontainers` subresource, and
-//! `/version`. Every request is recorded first.
+//! grace, a service account's TokenRequest, TokenReviews and SubjectAccessReviews
+//! ([`super::reviews`]), a pod's `ephemeralcontainers` subresource, and `/version`. Every
+//! request is recorded first.
 
 use std::sync::Arc;
 
@@ -43,6 +44,24 @@ pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
             &json!({"major": "1", "minor": "34", "gitVersion": "v1.34.0-fixture",
                     "platform": "linux/amd64"}),
         );
+    }
+    if method == Method::POST
+        && (path == "/apis/authentication.k8s.io/v1/tokenreviews"
+            || path == "/apis/authorization.k8s.io/v1/subjectaccessreviews")
+    {
+        let obj: Value = match serde_json::from_slice(&body) {
+            Ok(o) => o,
+            Err(e) => {
+                return status_error(400, "BadRequest", &format!("invalid JSON body: {e}"));
+            }
+        };
+        let mut reviews = shared.reviews.lock();
+        let answer = if path.ends_with("tokenreviews") {
+            reviews.token_review(&obj)
+        } else {
+            reviews.access_review(&obj)
+        };
+        return full(StatusCode::CREATED, &answer);
     }
     let Some(t) = parse_path(&path) else {
         return status_error(

@@ -1,10 +1,11 @@
 //! The state every connection of one fixture shares: the object store, the token whose
-//! cancellation drops every open watch, and the requests seen so far (`Seen`, for tests that
-//! count what a client sends).
+//! cancellation drops every open watch, the requests seen so far (`Seen`, for tests that
+//! count what a client sends) and the review rules.
 
 use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use super::reviews::Reviews;
 use super::store::Store;
 
 /// One request as the fixture saw it (for counting what a client sends).
@@ -20,4 +21,6 @@ pub(super) struct Shared {
     /// Cancelled to drop every open watch; replaced by a fresh token each time.
     pub(super) watches: Mutex<CancellationToken>,
     pub(super) seen: Mutex<Vec<Seen>>,
+    /// The TokenReview and SubjectAccessReview rules, and the reviews received.
+    pub(super) reviews: Mutex<Reviews>,
 }

@@ -12,7 +12,9 @@
 //!   kubeadm-flags.env and KUBELET_EXTRA_ARGS, starts it. Before `kubeadm init` wrote
 //!   `kubelet.conf` it exits with one line naming `--kubeconfig` (upstream exits too: it cannot
 //!   load the bootstrap kubeconfig; systemd restarts it until kubeadm has written the files);
-//!   without the two kubeconfig flags it runs standalone.
+//!   without the two kubeconfig flags kubeadm's webhooks (token authentication, Webhook
+//!   authorization) have no API server and it exits with one line (as upstream's); with them
+//!   turned off by flags it runs standalone.
 //! - `logging.format: json` gives one JSON object a line.
 //! - `kubelet --version` prints `Kubernetes v1.26.1`.
 //! - A config file with a misspelled field stops the kubelet with the field and its line.
@@ -148,7 +150,11 @@ async fn kubeadm_config_runs_static_pods_with_healthz_and_cluster_dns() {
         .arg("--port")
         .arg("0")
         .arg("--eviction-hard")
-        .arg("memory.available<100Mi");
+        .arg("memory.available<100Mi")
+        // Standalone: the file's token webhook and Webhook authorization need an API server
+        // (upstream exits without one too).
+        .arg("--authentication-token-webhook=false")
+        .arg("--authorization-mode=AlwaysAllow");
     if healthz_port != 10248 {
         cmd.arg("--healthz-port").arg(healthz_port.to_string());
     }
@@ -179,9 +185,7 @@ async fn kubeadm_config_runs_static_pods_with_healthz_and_cluster_dns() {
                 .collect();
             assert_eq!(warnings.len(), 1, "{text}");
             assert!(
-                warnings[0].ends_with(
-                    "rotateCertificates, authentication.webhook, authorization, volumeStatsAggPeriod"
-                ),
+                warnings[0].ends_with("rotateCertificates, volumeStatsAggPeriod"),
                 "{}",
                 warnings[0]
             );
@@ -483,10 +487,29 @@ async fn kubeadm_dropin_starts_the_kubelet_with_kubeadm_flags_and_extra_args() {
         )) && stderr.contains("TLS bootstrapping from --bootstrap-kubeconfig"),
         "{stderr}"
     );
-    let args: Vec<String> = args
+    let mut args: Vec<String> = args
         .into_iter()
         .filter(|a| !a.starts_with("--bootstrap-kubeconfig=") && !a.starts_with("--kubeconfig="))
         .collect();
+    // Without an API server kubeadm's webhooks (token authentication, Webhook authorization)
+    // cannot work: one line, as upstream's "no client provided, cannot use webhook
+    // authentication".
+    let out = tokio::process::Command::new(kubelet_binary())
+        .args(&args)
+        .env("NO_COLOR", "1")
+        .output()
+        .await
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.starts_with("kubelet: no client provided, cannot use webhook authentication"),
+        "{stderr}"
+    );
+    // Standalone with the webhooks off.
+    args.push("--authentication-token-webhook=false".into());
+    args.push("--authorization-mode=AlwaysAllow".into());
     let log = std::fs::File::create(&k.log).expect("log");
     let mut cmd = tokio::process::Command::new(kubelet_binary());
     cmd.args(&args)
@@ -523,7 +546,7 @@ async fn logging_format_json_writes_one_object_a_line() {
     std::fs::write(
         &config,
         format!(
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nenableServer: false\nhealthzPort: 0\nreadOnlyPort: {}\nlogging:\n  format: json\n  verbosity: 2\n",
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nenableServer: false\nhealthzPort: 0\nreadOnlyPort: {}\nauthentication:\n  webhook:\n    enabled: false\nauthorization:\n  mode: AlwaysAllow\nlogging:\n  format: json\n  verbosity: 2\n",
             k.port
         ),
     )

@@ -187,7 +187,7 @@ fn config_file(dir: &Path) -> PathBuf {
     let path = dir.join("config.yaml");
     std::fs::write(
         &path,
-        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nshutdownGracePeriod: 20s\nshutdownGracePeriodCriticalPods: 10s\n",
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nauthentication:\n  webhook:\n    enabled: false\nauthorization:\n  mode: AlwaysAllow\nshutdownGracePeriod: 20s\nshutdownGracePeriodCriticalPods: 10s\n",
     )
     .expect("config file");
     path

@@ -205,3 +205,40 @@ fn an_unusable_kubeconfig_exits_instead_of_running_standalone() {
         refused(d, &["--kubeconfig", k], 1, &format!("{flag}: {reason}"));
     }
 }
+
+#[test]
+fn a_webhook_without_an_api_server_exits_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    refused(
+        d,
+        &["--authentication-token-webhook"],
+        1,
+        "kubelet: no client provided, cannot use webhook authentication (it needs the API server: give --kubeconfig, or turn it off with --authentication-token-webhook=false)",
+    );
+    refused(
+        d,
+        &["--authorization-mode", "Webhook"],
+        1,
+        "kubelet: no client provided, cannot use webhook authorization (it needs the API server: give --kubeconfig, or turn it off with --authorization-mode=AlwaysAllow)",
+    );
+    refused(
+        d,
+        &["--authorization-mode", "RBAC"],
+        1,
+        "kubelet: invalid value for --authorization-mode: unknown authorization mode RBAC",
+    );
+    // A config file's defaults are upstream's v1beta1 ones: both webhooks on.
+    let config = d.join("config.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n",
+    )
+    .expect("write");
+    refused(
+        d,
+        &["--config", config.to_str().expect("utf8")],
+        1,
+        "kubelet: no client provided, cannot use webhook authentication …",
+    );
+}

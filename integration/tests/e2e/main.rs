@@ -55,5 +55,6 @@ mod kubelet_startup_errors;
 mod kubelet_subpath;
 mod kubelet_three_nodes;
 mod kubelet_volumes;
+mod kubelet_webhook_auth;
 mod socket_activation;
 mod streaming;

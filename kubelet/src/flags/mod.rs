@@ -316,6 +316,85 @@ mod tests {
     }
 
     #[test]
+    fn webhook_auth_defaults_differ_with_and_without_a_config_file() {
+        use crate::server::auth::AuthorizationMode;
+        let secs = Duration::from_secs;
+        // Flags alone: upstream's legacy defaults.
+        let c = load_with(&["--root-dir", "/srv/k"]);
+        assert!(!c.auth.token_webhook);
+        assert_eq!(c.auth.mode, AuthorizationMode::AlwaysAllow);
+        assert_eq!(
+            (
+                c.auth.token_cache_ttl,
+                c.auth.authorized_ttl,
+                c.auth.unauthorized_ttl
+            ),
+            (secs(120), secs(300), secs(30))
+        );
+        let c = load_with(&[
+            "--authentication-token-webhook",
+            "--authentication-token-webhook-cache-ttl=10s",
+            "--authorization-mode=Webhook",
+            "--authorization-webhook-cache-authorized-ttl=1m",
+            "--authorization-webhook-cache-unauthorized-ttl=0s",
+        ]);
+        assert!(c.auth.token_webhook);
+        assert_eq!(c.auth.mode, AuthorizationMode::Webhook);
+        assert_eq!(
+            (
+                c.auth.token_cache_ttl,
+                c.auth.authorized_ttl,
+                c.auth.unauthorized_ttl
+            ),
+            (secs(10), secs(60), Duration::ZERO)
+        );
+        let e = load(["kubelet", "--authorization-mode", "RBAC"]).unwrap_err();
+        assert!(
+            e.to_string().contains("unknown authorization mode RBAC"),
+            "{e}"
+        );
+        // A file: the v1beta1 defaults (webhooks on); its zero TTLs mean the defaults.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, "kind: KubeletConfiguration\n").expect("write");
+        let file = path.to_str().expect("utf8");
+        let c = load_with(&["--config", file]);
+        assert!(c.auth.token_webhook);
+        assert_eq!(c.auth.mode, AuthorizationMode::Webhook);
+        std::fs::write(
+            &path,
+            "authentication:\n  webhook:\n    enabled: false\n    cacheTTL: 0s\n\
+             authorization:\n  mode: AlwaysAllow\n  webhook:\n    cacheAuthorizedTTL: 1m\n\
+             \x20   cacheUnauthorizedTTL: 0s\n",
+        )
+        .expect("write");
+        let c = load_with(&["--config", file]);
+        assert!(!c.auth.token_webhook);
+        assert_eq!(c.auth.mode, AuthorizationMode::AlwaysAllow);
+        assert_eq!(
+            (
+                c.auth.token_cache_ttl,
+                c.auth.authorized_ttl,
+                c.auth.unauthorized_ttl
+            ),
+            (secs(120), secs(60), secs(30))
+        );
+        // Explicit flags win over the file.
+        let c = load_with(&[
+            "--config",
+            file,
+            "--authentication-token-webhook=true",
+            "--authorization-mode",
+            "Webhook",
+            "--authorization-webhook-cache-authorized-ttl",
+            "2m",
+        ]);
+        assert!(c.auth.token_webhook);
+        assert_eq!(c.auth.mode, AuthorizationMode::Webhook);
+        assert_eq!(c.auth.authorized_ttl, secs(120));
+    }
+
+    #[test]
     fn eviction_tls_and_cgroup_settings_from_flags_and_config() {
         use crate::eviction::{Signal, Value};
         // Defaults: upstream's hard thresholds, the secure port with a cert dir under root.
@@ -460,7 +539,22 @@ mod tests {
         );
         assert_eq!(c.logging_format, "text");
         assert_eq!(c.verbosity, 0);
-        assert_eq!(c.ignored_fields.len(), 4);
+        assert_eq!(c.ignored_fields.len(), 2);
+        // kubeadm's webhooks, with its 0s TTLs meaning upstream's defaults.
+        assert!(c.auth.token_webhook);
+        assert_eq!(c.auth.mode, crate::server::auth::AuthorizationMode::Webhook);
+        assert_eq!(
+            (
+                c.auth.token_cache_ttl,
+                c.auth.authorized_ttl,
+                c.auth.unauthorized_ttl
+            ),
+            (
+                Duration::from_secs(120),
+                Duration::from_secs(300),
+                Duration::from_secs(30)
+            )
+        );
         // Flags win over the file.
         let c = load_with(&[
             "--config",

@@ -146,6 +146,21 @@ pub struct KubeletFlags {
     /// Serve unauthenticated requests to the secure port as `system:anonymous`.
     #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
     pub anonymous_auth: bool,
+    /// Bearer tokens on the secure port are checked with a TokenReview on the API server.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub authentication_token_webhook: bool,
+    /// How long TokenReview answers are kept.
+    #[arg(long, default_value = "2m", value_parser = parse_duration_arg)]
+    pub authentication_token_webhook_cache_ttl: Duration,
+    /// Authorization of the secure port: AlwaysAllow or Webhook (SubjectAccessReview).
+    #[arg(long, default_value = "AlwaysAllow")]
+    pub authorization_mode: String,
+    /// How long allowed SubjectAccessReview answers are kept.
+    #[arg(long, default_value = "5m", value_parser = parse_duration_arg)]
+    pub authorization_webhook_cache_authorized_ttl: Duration,
+    /// How long denied SubjectAccessReview answers are kept.
+    #[arg(long, default_value = "30s", value_parser = parse_duration_arg)]
+    pub authorization_webhook_cache_unauthorized_ttl: Duration,
     /// Maximum size of a container log file before rotation (a quantity, e.g. `10Mi`).
     #[arg(long, default_value = "10Mi")]
     pub container_log_max_size: String,

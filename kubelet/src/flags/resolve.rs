@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use clap::ArgMatches;
 use clap::parser::ValueSource;
@@ -63,6 +64,7 @@ pub fn resolve(
         f.node_status_report_frequency = f.node_status_update_frequency;
     }
     let eviction = eviction_config(flags, matches, &f)?;
+    let auth = auth_config(flags, matches, &f, with_file)?;
     let reservation = |flag: &'static str, value: &str, file: &Option<BTreeMap<String, String>>| {
         let map = if explicit(matches, &flag.replace('-', "_")) {
             crate::cliflag::map_string_string(value, '=')
@@ -376,6 +378,7 @@ pub fn resolve(
                     .unwrap_or(flags.anonymous_auth)
             },
         },
+        auth,
         cgroups: {
             let driver = val!(
                 "cgroup_driver",
@@ -497,6 +500,66 @@ fn pick_path(explicit: bool, flag: &Option<PathBuf>, file: &Option<PathBuf>) -> 
     } else {
         file.clone().or_else(|| flag.clone())
     }
+}
+
+/// The secure port's webhooks: an explicit flag wins; else the file's field, else, with a file,
+/// upstream's v1beta1 defaults (token webhook on, `Webhook` mode), without one the flags'
+/// (legacy) defaults (off, `AlwaysAllow`). A zero TTL in the file means the default (upstream
+/// defaulting), a zero flag no caching.
+fn auth_config(
+    flags: &KubeletFlags,
+    matches: &ArgMatches,
+    f: &KubeletConfiguration,
+    with_file: bool,
+) -> Result<crate::server::auth::AuthConfig, ConfigError> {
+    let file_authn = f.authentication.as_ref().and_then(|a| a.webhook.as_ref());
+    let file_authz = f.authorization.as_ref();
+    let nonzero = |d: Option<Duration>| d.filter(|d| !d.is_zero());
+    let dur = |id: &str, flag: Duration, file: Option<Duration>| {
+        if explicit(matches, id) {
+            flag
+        } else {
+            nonzero(file).unwrap_or(flag)
+        }
+    };
+    let token_webhook = if explicit(matches, "authentication_token_webhook") {
+        flags.authentication_token_webhook
+    } else {
+        file_authn
+            .and_then(|w| w.enabled)
+            .unwrap_or(with_file || flags.authentication_token_webhook)
+    };
+    let mode = if explicit(matches, "authorization_mode") || !with_file {
+        flags.authorization_mode.clone()
+    } else {
+        file_authz
+            .and_then(|a| a.mode.clone())
+            .unwrap_or_else(|| "Webhook".to_string())
+    };
+    let mode = mode.parse().map_err(|reason| ConfigError::Flag {
+        flag: "authorization-mode",
+        reason,
+    })?;
+    let authz_webhook = file_authz.and_then(|a| a.webhook.as_ref());
+    Ok(crate::server::auth::AuthConfig {
+        token_webhook,
+        token_cache_ttl: dur(
+            "authentication_token_webhook_cache_ttl",
+            flags.authentication_token_webhook_cache_ttl,
+            file_authn.and_then(|w| w.cache_ttl),
+        ),
+        mode,
+        authorized_ttl: dur(
+            "authorization_webhook_cache_authorized_ttl",
+            flags.authorization_webhook_cache_authorized_ttl,
+            authz_webhook.and_then(|w| w.cache_authorized_ttl),
+        ),
+        unauthorized_ttl: dur(
+            "authorization_webhook_cache_unauthorized_ttl",
+            flags.authorization_webhook_cache_unauthorized_ttl,
+            authz_webhook.and_then(|w| w.cache_unauthorized_ttl),
+        ),
+    })
 }
 
 /// The eviction settings: a flag given on the command line replaces the config file's map.

@@ -182,16 +182,11 @@ mod tests {
         include_str!("../../../integration/tests/fixtures/kubeadm/config-1.26.yaml");
 
     #[test]
-    fn kubeadm_1_26_config_decodes_with_four_ignored_fields() {
+    fn kubeadm_1_26_config_decodes_with_two_ignored_fields() {
         let c = KubeletConfiguration::parse(KUBEADM, Path::new("config.yaml")).expect("kubeadm");
         assert_eq!(
             c.ignored_fields(),
-            vec![
-                "rotateCertificates",
-                "authentication.webhook",
-                "authorization",
-                "volumeStatsAggPeriod"
-            ]
+            vec!["rotateCertificates", "volumeStatsAggPeriod"]
         );
         assert_eq!(c.cluster_dns, Some(vec!["10.96.0.10".to_string()]));
         assert_eq!(c.healthz_port, Some(10248));

@@ -32,19 +32,6 @@ impl KubeletConfiguration {
         note("rotateCertificates", is_true(&self.rotate_certificates));
         note("serverTLSBootstrap", is_true(&self.server_tls_bootstrap));
         note(
-            "authentication.webhook",
-            self.authentication
-                .as_ref()
-                .and_then(|a| a.webhook.as_ref())
-                .is_some_and(|w| w.enabled != Some(false)),
-        );
-        note(
-            "authorization",
-            self.authorization
-                .as_ref()
-                .is_some_and(|a| a.mode.as_deref() != Some("AlwaysAllow")),
-        );
-        note(
             "registryPullQPS",
             self.registry_pull_qps.is_some_and(|q| q != 0),
         );

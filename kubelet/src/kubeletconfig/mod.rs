@@ -171,6 +171,8 @@ pub struct KubeletConfig {
     pub port: i32,
     /// Its TLS and authentication.
     pub tls: crate::server::secure::TlsConfig,
+    /// Its token webhook and authorization mode.
+    pub auth: crate::server::auth::AuthConfig,
     /// Pod cgroups.
     pub cgroups: crate::cm::CgroupConfig,
     /// Pod DNS: `clusterDNS`, `clusterDomain`, `resolvConf`.

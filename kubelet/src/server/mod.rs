@@ -10,6 +10,7 @@
 //! `limitBytes`, `previous`, `follow`; follow streams). Built on hyper 1; one task per
 //! connection; stops when the token is cancelled.
 
+pub mod auth;
 pub mod healthz;
 pub mod secure;
 

@@ -1,9 +1,10 @@
 //! The kubelet's authenticated HTTPS server on `--port` (upstream `pkg/kubelet/server`
-//! `ListenAndServeKubeletServer` with x509 authentication and AlwaysAllow authorization):
-//! TLS with the serving certificate from `--tls-cert-file`/`--tls-private-key-file`, or a
-//! self-signed one made once in `--cert-dir`; clients authenticate with a certificate signed by
-//! `--client-ca-file`; without one a request is anonymous and refused (401) unless
-//! `--anonymous-auth`. Besides the read-only endpoints (`/pods`, `/healthz`, `/metrics`) it
+//! `ListenAndServeKubeletServer` with its auth filter): TLS with the serving certificate from
+//! `--tls-cert-file`/`--tls-private-key-file`, or a self-signed one made once in `--cert-dir`;
+//! every request is authenticated and authorized by [`crate::server::auth`] — a client
+//! certificate signed by `--client-ca-file`, a bearer token (TokenReview webhook), or
+//! anonymous when `--anonymous-auth`, else 401; then `AlwaysAllow` or a SubjectAccessReview on
+//! `nodes/<subresource>` of this node, 403 when not allowed. Besides the read-only endpoints (`/pods`, `/healthz`, `/metrics`) it
 //! serves the debugging ones the read-only server refuses: `/containerLogs/...` (only here,
 //! as upstream), `/runningpods/`, and `/exec`, `/attach` and `/portForward`, which ask the
 //! runtime for a streaming URL (CRI Exec / Attach / PortForward) and proxy the client's
@@ -32,6 +33,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::host::KubeletShared;
 use crate::logs::query_pairs;
+use crate::server::auth::authn::{BEARER_PROTOCOL_PREFIX, user_from_certificate};
+use crate::server::auth::{Auth, Credentials, Decision, UserInfo, request_attributes};
 use crate::server::{Body, json, text};
 use crate::stats::Scope;
 
@@ -304,9 +307,20 @@ async fn proxy_upgrade(req: Request<Incoming>, url: &str) -> Response<Body> {
         if k == hyper::header::HOST || k == hyper::header::AUTHORIZATION {
             continue;
         }
-        if let Ok(v) = v.to_str() {
-            head.push_str(&format!("{k}: {v}\r\n"));
+        let Ok(v) = v.to_str() else { continue };
+        if k == hyper::header::SEC_WEBSOCKET_PROTOCOL {
+            // The token's subprotocol stays here (upstream removes it once authenticated).
+            let kept: Vec<&str> = v
+                .split(',')
+                .map(str::trim)
+                .filter(|p| !p.starts_with(BEARER_PROTOCOL_PREFIX))
+                .collect();
+            if !kept.is_empty() {
+                head.push_str(&format!("{k}: {}\r\n", kept.join(", ")));
+            }
+            continue;
         }
+        head.push_str(&format!("{k}: {v}\r\n"));
     }
     head.push_str("\r\n");
     if let Err(e) = backend.write_all(head.as_bytes()).await {
@@ -492,11 +506,57 @@ async fn route(
     }
 }
 
-/// Binds `addr` and serves until `cancel`: TLS, then authentication, then the routes.
+/// A plain-text response with exactly `body` (upstream `WriteErrorString`).
+fn plain(status: StatusCode, body: String) -> Response<Body> {
+    crate::server::response(status, "text/plain", body).map(|b| b.boxed())
+}
+
+/// Upstream `InstallAuthFilter`: authenticate the request (401 `Unauthorized` when nobody or on
+/// an error), then authorize its attributes (403 `Forbidden (user=…, verb=…, resource=…,
+/// subresource=…)` unless allowed, 500 `Authorization error (…)` when the authorizer failed).
+/// The user on success.
+pub async fn authorize_request(
+    auth: &Auth,
+    creds: &Credentials,
+    method: &str,
+    path: &str,
+) -> Result<UserInfo, Response<Body>> {
+    let unauthorized = || plain(StatusCode::UNAUTHORIZED, "Unauthorized".to_string());
+    let user = match auth.authenticator.authenticate(creds).await {
+        Ok(Some(u)) => u,
+        Ok(None) => return Err(unauthorized()),
+        Err(e) => {
+            tracing::error!(error = %e, "Unable to authenticate the request due to an error");
+            return Err(unauthorized());
+        }
+    };
+    let a = request_attributes(&user, method, path, &auth.node_name);
+    let what = format!(
+        "user={}, verb={}, resource={}, subresource={}",
+        a.user.name, a.verb, a.resource, a.subresource
+    );
+    match auth.authorizer.authorize(&a).await {
+        Ok(Decision::Allow) => Ok(user),
+        Ok(_) => {
+            tracing::debug!(user = %a.user.name, verb = %a.verb, resource = %a.resource, subresource = %a.subresource, "Forbidden");
+            Err(plain(StatusCode::FORBIDDEN, format!("Forbidden ({what})")))
+        }
+        Err(e) => {
+            tracing::error!(error = %e, user = %a.user.name, verb = %a.verb, resource = %a.resource, subresource = %a.subresource, "Authorization error");
+            Err(plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("Authorization error ({what})"),
+            ))
+        }
+    }
+}
+
+/// Binds `addr` and serves until `cancel`: TLS, then authentication and authorization
+/// ([`authorize_request`]), then the routes.
 pub async fn serve(
     addr: &str,
     tls: rustls::ServerConfig,
-    anonymous_auth: bool,
+    auth: Auth,
     shared: Arc<KubeletShared>,
     root_dir: PathBuf,
     cancel: CancellationToken,
@@ -513,6 +573,7 @@ pub async fn serve(
     })?;
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(tls));
     let root_dir = Arc::new(root_dir);
+    let auth = Arc::new(auth);
     let fut = async move {
         loop {
             let (stream, _) = tokio::select! {
@@ -525,7 +586,12 @@ pub async fn serve(
                     }
                 },
             };
-            let (acceptor, shared, root_dir) = (acceptor.clone(), shared.clone(), root_dir.clone());
+            let (acceptor, shared, root_dir, auth) = (
+                acceptor.clone(),
+                shared.clone(),
+                root_dir.clone(),
+                auth.clone(),
+            );
             tokio::spawn(async move {
                 let tls = match acceptor.accept(stream).await {
                     Ok(t) => t,
@@ -534,20 +600,22 @@ pub async fn serve(
                         return;
                     }
                 };
-                let user = tls
+                // The TLS layer verified the chain against --client-ca-file.
+                let cert_user = tls
                     .get_ref()
                     .1
                     .peer_certificates()
                     .and_then(|c| c.first())
-                    .map(|_| "x509".to_string());
+                    .and_then(|c| user_from_certificate(c.as_ref()));
                 let svc = service_fn(move |req: Request<Incoming>| {
-                    let (shared, root_dir, user) = (shared.clone(), root_dir.clone(), user.clone());
+                    let (shared, root_dir, auth) = (shared.clone(), root_dir.clone(), auth.clone());
+                    let creds = Credentials::new(cert_user.clone(), req.headers());
                     async move {
-                        if user.is_none() && !anonymous_auth {
-                            return Ok::<_, Infallible>(text(
-                                StatusCode::UNAUTHORIZED,
-                                "Unauthorized\n",
-                            ));
+                        let path = req.uri().path().to_string();
+                        if let Err(r) =
+                            authorize_request(&auth, &creds, req.method().as_str(), &path).await
+                        {
+                            return Ok::<_, Infallible>(r);
                         }
                         Ok(route(shared, root_dir, req).await)
                     }
@@ -590,6 +658,96 @@ mod tests {
         let again = serving_cert(&c, &["node-a".into()]).unwrap().0;
         assert_eq!(again, chain, "kept, not regenerated");
         assert!(server_config(&c, &["node-a".into()]).is_ok());
+    }
+
+    async fn body(r: Response<Body>) -> (u16, String) {
+        let code = r.status().as_u16();
+        let b = r.into_body().collect().await.expect("body").to_bytes();
+        (code, String::from_utf8_lossy(&b).into_owned())
+    }
+
+    #[tokio::test]
+    async fn the_filter_answers_401_403_and_500_with_upstream_texts() {
+        use crate::server::auth::authn::tests::{FakeTokens, user};
+        use crate::server::auth::authz::tests::FakeSar;
+        use crate::server::auth::{DelegatingAuthenticator, UserInfo};
+        let tokens = Arc::new(FakeTokens {
+            users: vec![("t-alice".into(), user("alice", &[]))],
+            ..Default::default()
+        });
+        let sar = Arc::new(FakeSar {
+            allow: vec![
+                ("alice", "get", "stats"),
+                ("kubelet-client", "create", "proxy"),
+            ],
+            ..Default::default()
+        });
+        let auth = Auth {
+            authenticator: Arc::new(DelegatingAuthenticator {
+                x509: true,
+                token: Some(tokens),
+                anonymous: false,
+            }),
+            authorizer: sar.clone(),
+            node_name: "node-a".into(),
+        };
+        let bearer = |t: &str| Credentials {
+            client_cert: None,
+            authorization: Some(format!("Bearer {t}")),
+            websocket_protocols: vec![],
+        };
+        let u = authorize_request(&auth, &bearer("t-alice"), "GET", "/stats/summary")
+            .await
+            .expect("allowed");
+        assert_eq!(u.name, "alice");
+        let r = authorize_request(&auth, &bearer("t-alice"), "GET", "/pods")
+            .await
+            .expect_err("forbidden");
+        assert_eq!(
+            body(r).await,
+            (
+                403,
+                "Forbidden (user=alice, verb=get, resource=nodes, subresource=proxy)".into()
+            )
+        );
+        let r = authorize_request(&auth, &bearer("t-nobody"), "GET", "/pods")
+            .await
+            .expect_err("unknown token");
+        assert_eq!(body(r).await, (401, "Unauthorized".into()));
+        let r = authorize_request(&auth, &Credentials::default(), "GET", "/pods")
+            .await
+            .expect_err("nobody");
+        assert_eq!(body(r).await, (401, "Unauthorized".into()));
+        let cert = Credentials {
+            client_cert: Some(UserInfo {
+                name: "kubelet-client".into(),
+                ..Default::default()
+            }),
+            authorization: None,
+            websocket_protocols: vec![],
+        };
+        assert!(
+            authorize_request(&auth, &cert, "POST", "/exec/ns/p/c")
+                .await
+                .is_ok()
+        );
+        let failing = Auth {
+            authorizer: Arc::new(FakeSar {
+                fail: true,
+                ..Default::default()
+            }),
+            ..auth
+        };
+        let r = authorize_request(&failing, &cert, "GET", "/metrics")
+            .await
+            .expect_err("error");
+        assert_eq!(
+            body(r).await,
+            (
+                500,
+                "Authorization error (user=kubelet-client, verb=get, resource=nodes, subresource=metrics)".into()
+            )
+        );
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! kill the process, the pull stall timeout), and, in tests, `fake` in memory.
 
 mod client;
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fake;
 
 use std::collections::HashMap;

@@ -64,10 +64,10 @@ pub fn cri_to_docker(data: &[u8]) -> Outcome {
 /// True when CRI `labels`/`annotations` can round-trip through Docker labels: no key collides
 /// with the shim's internal labels or the annotation prefix.
 fn round_trippable(labels: &HashMap<String, String>, sandbox: bool) -> bool {
-    labels.keys().all(|k| {
-        !k.starts_with(labels::ANNOTATION_PREFIX)
-            && !labels::INTERNAL_LABEL_KEYS.contains(&k.as_str())
-            && !(sandbox && k == labels::KUBERNETES_CONTAINER_NAME_LABEL)
+    !labels.keys().any(|k| {
+        k.starts_with(labels::ANNOTATION_PREFIX)
+            || labels::INTERNAL_LABEL_KEYS.contains(&k.as_str())
+            || (sandbox && k == labels::KUBERNETES_CONTAINER_NAME_LABEL)
     })
 }
 

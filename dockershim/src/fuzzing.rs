@@ -471,6 +471,24 @@ mod tests {
         }
     }
 
+    /// How far the inputs of a directory get (a fuzzer's generated corpus, to judge its
+    /// depth): `FUZZ_REPLAY_DIR=<dir> cargo test -p dockershim --lib replay_dir -- --ignored
+    /// --nocapture`.
+    #[test]
+    #[ignore = "reads FUZZ_REPLAY_DIR"]
+    fn replay_dir() {
+        let Some(dir) = std::env::var_os("FUZZ_REPLAY_DIR") else {
+            return;
+        };
+        let mut counts: HashMap<(bool, bool), usize> = HashMap::new();
+        for entry in std::fs::read_dir(&dir).expect("FUZZ_REPLAY_DIR") {
+            let data = std::fs::read(entry.expect("entry").path()).expect("input");
+            let o = cri_to_docker(&data);
+            *counts.entry((o.sandbox, o.container)).or_default() += 1;
+        }
+        println!("(sandbox run, container created) -> inputs: {counts:?}");
+    }
+
     /// The seeds as written are what the fuzz target sees: they decode back unchanged.
     #[test]
     fn seeds_round_trip() {

@@ -33,11 +33,11 @@ for t in "${targets[@]}"; do
   mkdir -p "$work/$t" "fuzz/artifacts/$t"
   args=(-max_total_time="$seconds" -rss_limit_mb=1024 -timeout=10 -print_final_stats=1)
   case "$t" in
-    manifest_decode) args+=(-max_len=65536 -dict=fuzz/dicts/manifest_decode.dict) ;;
+    manifest_decode) args+=(-max_len=65536 -dict="$PWD/fuzz/dicts/manifest_decode.dict") ;;
     cri_to_docker) args+=(-max_len=8192) ;;
   esac
   echo "fuzz: $t for ${seconds}s" >&2
   # The first directory receives new inputs; the checked-in seeds are only read.
-  fuzz run "$t" "$work/$t" "fuzz/corpus/$t" -- "${args[@]}"
+  fuzz run "$t" "$work/$t" "$PWD/fuzz/corpus/$t" -- "${args[@]}"
 done
 echo "fuzz: no crash in ${targets[*]} ($(($(date +%s) - start))s in all)" >&2

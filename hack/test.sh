@@ -22,3 +22,6 @@ df -h . | sed 's/^/disk: /' >&2
 bash hack/check-layers.sh
 cargo build --workspace --all-targets
 cargo test --workspace --no-fail-fast "$@"
+# A bounded fuzzing run of the manifest decoder and the CRI -> Docker translation (the seeds
+# themselves are replayed by the unit tests above); docs/fuzzing.md.
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}" bash hack/fuzz.sh

@@ -15,6 +15,8 @@
 //! 4. `service` — the gRPC face.
 //! 5. `streaming` — exec / attach / port-forward sessions over SPDY and WebSocket; the shim
 //!    reaches it only through its `StreamingServer` trait.
+//! 6. `fuzzing` (tests and the `fuzzing` feature only) — the `cri_to_docker` fuzz harness on
+//!    the fake Engine.
 
 pub mod cache;
 pub mod cgroups;
@@ -29,6 +31,8 @@ pub mod docker;
 pub mod errors;
 pub mod events;
 pub mod filter;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod image;
 pub mod labels;
 pub mod logs;

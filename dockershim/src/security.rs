@@ -89,16 +89,44 @@ pub fn seccomp_opts(
     Ok(())
 }
 
+/// The largest localhost seccomp profile dockershim reads (Docker's default profile is about
+/// 20 KiB).
+pub const MAX_SECCOMP_PROFILE_BYTES: u64 = 1 << 20;
+
 /// The content of a localhost seccomp profile (upstream's messages for a relative path and for
-/// a file it cannot read).
+/// a file it cannot read). Only a regular file of at most [`MAX_SECCOMP_PROFILE_BYTES`] is
+/// read: upstream reads whatever the path names, so `/dev/zero` fills its memory and a FIFO
+/// blocks the RPC forever; here both are InvalidArgument.
 fn localhost_profile(path: &str) -> Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
     if !path.starts_with('/') {
         return Err(ShimError::invalid(format!(
             "seccomp profile path must be absolute, but got relative path {path:?}"
         )));
     }
-    std::fs::read_to_string(path)
-        .map_err(|e| ShimError::invalid(format!("cannot load seccomp profile {path:?}: {e}")))
+    let cannot =
+        |e: String| ShimError::invalid(format!("cannot load seccomp profile {path:?}: {e}"));
+    // Non-blocking, so that opening a FIFO does not wait for a writer.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| cannot(e.to_string()))?;
+    let meta = file.metadata().map_err(|e| cannot(e.to_string()))?;
+    if !meta.is_file() {
+        return Err(cannot("not a regular file".to_string()));
+    }
+    let mut content = String::new();
+    file.take(MAX_SECCOMP_PROFILE_BYTES + 1)
+        .read_to_string(&mut content)
+        .map_err(|e| cannot(e.to_string()))?;
+    if content.len() as u64 > MAX_SECCOMP_PROFILE_BYTES {
+        return Err(cannot(format!(
+            "over the limit of {MAX_SECCOMP_PROFILE_BYTES} bytes"
+        )));
+    }
+    Ok(content)
 }
 
 /// Is AppArmor enabled on this host?
@@ -345,6 +373,26 @@ mod tests {
         assert!(
             err(Some(&profile(Localhost, missing)), "", false)
                 .contains("cannot load seccomp profile")
+        );
+        // Only a regular file, and not a huge one: /dev/zero would fill memory, a FIFO block.
+        for special in ["/dev/zero", "/dev/null"] {
+            assert!(
+                err(Some(&profile(Localhost, special)), "", false).contains("not a regular file"),
+                "{special}"
+            );
+        }
+        let fifo = dir.path().join("fifo");
+        let c_fifo = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c_fifo.as_ptr(), 0o600) }, 0);
+        assert!(
+            err(Some(&profile(Localhost, fifo.to_str().unwrap())), "", false)
+                .contains("not a regular file")
+        );
+        let big = dir.path().join("big.json");
+        std::fs::write(&big, vec![b' '; MAX_SECCOMP_PROFILE_BYTES as usize + 1]).unwrap();
+        assert!(
+            err(Some(&profile(Localhost, big.to_str().unwrap())), "", false)
+                .contains("over the limit")
         );
         // Both security contexts refuse it.
         let mut hc = HostConfig::default();

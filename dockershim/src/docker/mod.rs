@@ -6,7 +6,7 @@
 //! tests, `fake` in memory.
 
 mod client;
-#[cfg(test)]
+#[cfg(any(test, feature = "fuzzing"))]
 pub mod fake;
 pub mod progress;
 

@@ -117,12 +117,18 @@ fn first_line(msg: &str) -> String {
     first.strip_prefix("error: ").unwrap_or(first).to_string()
 }
 
+/// JSON when it looks like JSON, else YAML. Upstream converts every manifest with YAML's
+/// `ToJSON` (JSON is YAML), so YAML flow style that starts like JSON (`{apiVersion: v1, …}`)
+/// is a valid manifest too: what serde_json refuses is parsed again as YAML, and when both
+/// refuse it, serde_json's error is the one reported.
 fn parse<T: for<'de> Deserialize<'de>>(data: &str) -> Result<T, DecodeError> {
+    let yaml = || serde_saphyr::from_str_with_options(data, yaml_options());
     if is_json(data) {
-        serde_json::from_str(data).map_err(|e| DecodeError::Syntax(first_line(&e.to_string())))
+        serde_json::from_str(data).or_else(|json_err| {
+            yaml().map_err(|_| DecodeError::Syntax(first_line(&json_err.to_string())))
+        })
     } else {
-        serde_saphyr::from_str_with_options(data, yaml_options())
-            .map_err(|e| DecodeError::Syntax(first_line(&e.to_string())))
+        yaml().map_err(|e| DecodeError::Syntax(first_line(&e.to_string())))
     }
 }
 
@@ -322,6 +328,13 @@ mod tests {
         assert!(matches!(
             decode_manifest(b"metadata: [\n", false),
             Err(DecodeError::Syntax(_))
+        ));
+        // YAML flow style starts like JSON and is a manifest too (upstream: YAML ToJSON).
+        let flow = "{apiVersion: v1, kind: Pod, metadata: {name: web}, spec: {containers: [{name: nginx, image: 'nginx:1.25', ports: [{containerPort: 80}]}]}}\n";
+        assert_eq!(decode_pod(flow), p);
+        assert!(matches!(
+            decode_manifest(b"{\"kind\": \"Pod\", ", false),
+            Err(DecodeError::Syntax(m)) if m.contains("EOF")
         ));
         let list = r#"{"apiVersion":"v1","kind":"PodList","items":[]}"#;
         assert!(matches!(

@@ -8,6 +8,8 @@ pub mod apiserver;
 pub mod common;
 pub mod defaults;
 pub mod file;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 pub mod http;
 pub mod podconfig;
 pub mod validation;

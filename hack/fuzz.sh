@@ -22,7 +22,11 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
   cargo install cargo-fuzz --locked --version '^0.13'
 fi
 
-fuzz() { cargo fuzz "$1" -s none --target-dir "$target_dir" "${@:2}"; }
+# The dev profile (instrumented, unoptimized) by default: it builds in a fraction of the
+# release build's time, which a 60 s run does not win back. FUZZ_RELEASE=1 for long runs.
+profile=(--dev)
+[ "${FUZZ_RELEASE:-0}" = 1 ] && profile=(--release)
+fuzz() { cargo fuzz "$1" -s none "${profile[@]}" --target-dir "$target_dir" "${@:2}"; }
 
 start=$(date +%s)
 fuzz build

@@ -241,6 +241,7 @@ async fn run(
     };
     let port = config.read_only_port;
     let addr = format!("{}:{}", config.address, port);
+    let read_only_root = config.root_dir.clone();
     let secure = (config.port > 0).then(|| {
         (
             format!("{}:{}", config.address, config.port),
@@ -265,9 +266,10 @@ async fn run(
         ));
     }
     if port > 0 {
-        let (local, serve) = kubelet::server::serve(&addr, kl.shared(), cancel.clone())
-            .await
-            .context("starting the read-only server")?;
+        let (local, serve) =
+            kubelet::server::serve(&addr, kl.shared(), read_only_root, cancel.clone())
+                .await
+                .context("starting the read-only server")?;
         tracing::info!(address = %local, "read-only server listening");
         tokio::spawn(serve);
     }

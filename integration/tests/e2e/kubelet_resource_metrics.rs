@@ -315,6 +315,16 @@ async fn kubelet_resource_metrics(kind: RuntimeKind) {
             })
             .await;
             let _ = get(with_cert, "/metrics/resource").await;
+            // The read-only port serves them too (upstream's default handlers), without
+            // authentication.
+            let ro = http_get(port, "/stats/summary").await.expect("read-only /stats/summary");
+            let v: serde_json::Value = serde_json::from_str(&ro).expect("summary json");
+            assert!(
+                v["pods"].as_array().is_some_and(|ps| ps.iter().any(|p| p["podRef"]["uid"] == uid.as_str())),
+                "the pod in the read-only summary: {ro}"
+            );
+            let ro = http_get(port, "/metrics/resource").await.expect("read-only /metrics/resource");
+            assert!(ro.contains("container_cpu_usage_seconds_total{"), "{ro}");
 
             // The pod's network (its sandbox's, through CRI ListPodSandboxStats) lies between
             // two readings of the pod's network namespace.

@@ -13,6 +13,7 @@
 pub mod auth;
 pub mod healthz;
 pub mod secure;
+mod stats;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -324,12 +325,14 @@ pub fn is_debug_path(path: &str) -> bool {
         .any(|p| path.starts_with(p) || path == p.trim_end_matches('/'))
 }
 
-/// Route one request of the read-only server: the debugging endpoints are disabled.
+/// Route one request of the read-only server: the debugging endpoints are disabled; the
+/// default handlers, stats included, are served.
 pub async fn route(
     shared: &KubeletShared,
+    root_dir: &std::path::Path,
     method: &Method,
     path: &str,
-    _query: &str,
+    query: &str,
 ) -> Response<Body> {
     if is_debug_path(path) {
         return text(
@@ -337,7 +340,12 @@ pub async fn route(
             "Debug endpoints are disabled.",
         );
     }
-    boxed(handle(shared, method, path))
+    let get = method == Method::GET || method == Method::HEAD;
+    match path.trim_end_matches('/') {
+        "/stats/summary" if get => stats::stats_summary(shared, root_dir, query).await,
+        "/metrics/resource" if get => stats::resource_metrics(shared, root_dir).await,
+        _ => boxed(handle(shared, method, path)),
+    }
 }
 
 /// Accepts plain HTTP/1 connections on `listener` until `cancel`, each request answered by
@@ -384,8 +392,10 @@ pub(crate) async fn serve_http1<H, F, B>(
 pub async fn serve(
     addr: &str,
     shared: Arc<KubeletShared>,
+    root_dir: std::path::PathBuf,
     cancel: CancellationToken,
 ) -> Result<(SocketAddr, impl Future<Output = ()> + use<>), ServerError> {
+    let root_dir = Arc::new(root_dir);
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|source| ServerError::Bind {
@@ -398,10 +408,11 @@ pub async fn serve(
     })?;
     let fut = serve_http1(listener, cancel, move |req: Request<Incoming>| {
         let shared = Arc::clone(&shared);
+        let root_dir = Arc::clone(&root_dir);
         async move {
             let path = req.uri().path().to_string();
             let query = req.uri().query().unwrap_or_default().to_string();
-            route(&shared, req.method(), &path, &query).await
+            route(&shared, &root_dir, req.method(), &path, &query).await
         }
     });
     Ok((local, fut))

@@ -36,7 +36,6 @@ use crate::logs::query_pairs;
 use crate::server::auth::authn::{BEARER_PROTOCOL_PREFIX, user_from_certificate};
 use crate::server::auth::{Auth, Credentials, Decision, UserInfo, request_attributes};
 use crate::server::{Body, json, text};
-use crate::stats::Scope;
 
 /// Settings of the secure server (flags of the same names).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -412,70 +411,6 @@ fn running_pods(shared: &KubeletShared) -> serde_json::Value {
     serde_json::json!({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": items})
 }
 
-/// The pods this kubelet runs (the test bed shares one runtime between kubelets: the summary
-/// covers only this one's pods, as upstream's covers its runtime's).
-fn known_pods(shared: &KubeletShared) -> Vec<k8s_openapi::api::core::v1::Pod> {
-    shared.pods.read().values().cloned().collect()
-}
-
-/// `/stats/summary` (upstream `handleSummary`): the node's and pods' usage
-/// ([`crate::stats`]); `?only_cpu_and_memory=true` gives only CPU and memory, with the last
-/// CPU rates.
-async fn stats_summary(shared: &KubeletShared, root_dir: &Path, query: &str) -> Response<Body> {
-    let only: Vec<String> = query_pairs(query)
-        .into_iter()
-        .filter(|(k, _)| k == "only_cpu_and_memory")
-        .map(|(_, v)| v)
-        .collect();
-    let scope = if only == ["true"] {
-        Scope::CpuAndMemory
-    } else {
-        Scope::Full
-    };
-    let summary = shared
-        .stats
-        .summary(
-            &shared.runtime,
-            &shared.node_name,
-            root_dir,
-            &known_pods(shared),
-            scope,
-        )
-        .await;
-    match summary {
-        Ok(s) => json(&serde_json::to_value(&s).unwrap_or_default()),
-        Err(e) => text(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("Internal Error: failed to get stats summary: {e}\n"),
-        ),
-    }
-}
-
-/// `/metrics/resource` (upstream's resource metrics collector): CPU and memory of the node,
-/// pods and containers in the Prometheus text format.
-async fn resource_metrics(shared: &KubeletShared, root_dir: &Path) -> Response<Body> {
-    let summary = shared
-        .stats
-        .summary(
-            &shared.runtime,
-            &shared.node_name,
-            root_dir,
-            &known_pods(shared),
-            Scope::CpuAndMemory,
-        )
-        .await;
-    if let Err(e) = &summary {
-        tracing::error!(error = %e, "Error getting summary for resourceMetric prometheus endpoint");
-    }
-    let body = crate::stats::resource_metrics::render(summary.as_ref().ok());
-    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
-    r.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        hyper::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
-    );
-    r
-}
-
 async fn route(
     shared: Arc<KubeletShared>,
     root_dir: Arc<PathBuf>,
@@ -500,8 +435,8 @@ async fn route(
     }
     match path.trim_end_matches('/') {
         "/runningpods" => json(&running_pods(&shared)),
-        "/stats/summary" => stats_summary(&shared, &root_dir, &query).await,
-        "/metrics/resource" => resource_metrics(&shared, &root_dir).await,
+        "/stats/summary" => super::stats::stats_summary(&shared, &root_dir, &query).await,
+        "/metrics/resource" => super::stats::resource_metrics(&shared, &root_dir).await,
         _ => crate::server::handle(&shared, req.method(), &path).map(|b| b.boxed()),
     }
 }

@@ -13,6 +13,27 @@ pub struct Seen {
     pub method: String,
     pub path: String,
     pub query: String,
+    /// The authenticated user (empty over plain HTTP).
+    pub user: String,
+    /// The serial number (hex) of the client certificate the connection presented.
+    pub client_serial: Option<String>,
+}
+
+/// Who a request authenticated as (the real API server's `user.Info`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub user: String,
+    pub groups: Vec<String>,
+    /// The client certificate's serial number (hex), if one authenticated the request.
+    pub client_serial: Option<String>,
+}
+
+/// The fixture acting as the controller-manager's CSR approver and signer: every
+/// `certificatesigningrequests` created is approved and signed with the fixture's CA for
+/// `lifetime`.
+pub(super) struct Signer {
+    pub(super) issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    pub(super) lifetime: Mutex<Option<std::time::Duration>>,
 }
 
 pub(super) struct Shared {
@@ -20,4 +41,5 @@ pub(super) struct Shared {
     /// Cancelled to drop every open watch; replaced by a fresh token each time.
     pub(super) watches: Mutex<CancellationToken>,
     pub(super) seen: Mutex<Vec<Seen>>,
+    pub(super) signer: Option<Signer>,
 }

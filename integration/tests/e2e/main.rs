@@ -51,6 +51,7 @@ mod kubelet_secure_port;
 mod kubelet_shutdown;
 mod kubelet_startup_errors;
 mod kubelet_subpath;
+mod kubelet_tls_bootstrap;
 mod kubelet_volumes;
 mod socket_activation;
 mod streaming;

@@ -182,12 +182,11 @@ mod tests {
         include_str!("../../../integration/tests/fixtures/kubeadm/config-1.26.yaml");
 
     #[test]
-    fn kubeadm_1_26_config_decodes_with_four_ignored_fields() {
+    fn kubeadm_1_26_config_decodes_with_three_ignored_fields() {
         let c = KubeletConfiguration::parse(KUBEADM, Path::new("config.yaml")).expect("kubeadm");
         assert_eq!(
             c.ignored_fields(),
             vec![
-                "rotateCertificates",
                 "authentication.webhook",
                 "authorization",
                 "volumeStatsAggPeriod"
@@ -258,7 +257,6 @@ mod tests {
         let ignored = c.ignored_fields();
         for f in [
             "tlsCipherSuites",
-            "serverTLSBootstrap",
             "memorySwap",
             "shutdownGracePeriodByPodPriority",
             "tracing",
@@ -267,6 +265,8 @@ mod tests {
             assert!(ignored.contains(&f), "{f}: {ignored:?}");
         }
         for f in [
+            "rotateCertificates",
+            "serverTLSBootstrap",
             "clusterDNS",
             "logging",
             "healthzPort",

@@ -279,6 +279,7 @@ pub async fn wait_for_certificate(
 mod tests {
     use super::*;
     use rcgen::PublicKeyData as _;
+    use x509_parser::prelude::FromDer as _;
 
     #[test]
     fn the_client_template_is_upstreams() {

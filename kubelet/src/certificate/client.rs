@@ -130,11 +130,15 @@ pub fn rotating_client(
             "kubeconfig: certificate rotation needs the cluster's certificate authority (certificate-authority or certificate-authority-data)".into(),
         ));
     }
-    let tls = rustls::ClientConfig::builder_with_provider(provider)
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| CertError::Invalid(e.to_string()))?
         .with_root_certificates(roots)
         .with_client_cert_resolver(holder.clone());
+    // A resumed session would carry the identity of the certificate it was made with: every
+    // connection makes a full handshake, presenting the current certificate (client-go keeps
+    // no session cache either).
+    tls.resumption = rustls::client::Resumption::disabled();
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     let https = hyper_rustls::HttpsConnectorBuilder::new()
@@ -270,5 +274,172 @@ impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for Closing<T> {
 impl<T: Connection> Connection for Closing<T> {
     fn connected(&self) -> Connected {
         self.inner.connected()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn signed(
+        issuer: &rcgen::Issuer<'static, rcgen::KeyPair>,
+        cn: &str,
+        sans: Vec<String>,
+        eku: rcgen::ExtendedKeyUsagePurpose,
+    ) -> (String, String) {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut p = rcgen::CertificateParams::new(sans).expect("params");
+        p.distinguished_name.push(rcgen::DnType::CommonName, cn);
+        p.extended_key_usages = vec![eku];
+        let cert = p.signed_by(&key, issuer).expect("sign");
+        (cert.pem(), key.serialize_pem())
+    }
+
+    /// A TLS server requiring a client certificate of `ca`, answering every request with the
+    /// common name of the connection's client certificate; counts connections.
+    async fn whoami_server(
+        ca_der: Vec<u8>,
+        server: (String, String),
+        connections: Arc<AtomicUsize>,
+    ) -> u16 {
+        use rustls::pki_types::pem::PemObject;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(rustls::pki_types::CertificateDer::from(ca_der))
+            .expect("root");
+        let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .expect("verifier");
+        let chain = vec![
+            rustls::pki_types::CertificateDer::from_pem_slice(server.0.as_bytes()).expect("cert"),
+        ];
+        let key =
+            rustls::pki_types::PrivateKeyDer::from_pem_slice(server.1.as_bytes()).expect("key");
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, key)
+            .expect("server config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let acceptor = acceptor.clone();
+                let connections = connections.clone();
+                tokio::spawn(async move {
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    connections.fetch_add(1, Ordering::SeqCst);
+                    let cn = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(|c| {
+                            x509_parser::parse_x509_certificate(c.as_ref())
+                                .ok()
+                                .and_then(|(_, x)| {
+                                    x.subject()
+                                        .iter_common_name()
+                                        .next()
+                                        .and_then(|a| a.as_str().ok().map(str::to_string))
+                                })
+                        })
+                        .unwrap_or_default();
+                    let svc = hyper::service::service_fn(move |_req| {
+                        let cn = cn.clone();
+                        async move {
+                            Ok::<_, std::convert::Infallible>(hyper::Response::new(
+                                http_body_util::Full::new(bytes::Bytes::from(cn)),
+                            ))
+                        }
+                    });
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(tls), svc)
+                        .await;
+                });
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn the_client_presents_the_current_certificate_and_redials_after_a_rotation() {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = ca_params.self_signed(&ca_key).expect("ca");
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let server = signed(
+            &issuer,
+            "server",
+            vec!["127.0.0.1".into()],
+            rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+        );
+        let (a_cert, a_key) = signed(
+            &issuer,
+            "system:node:a",
+            vec![],
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        );
+        let (b_cert, b_key) = signed(
+            &issuer,
+            "system:node:b",
+            vec![],
+            rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+        );
+        let connections = Arc::new(AtomicUsize::new(0));
+        let port = whoami_server(ca.der().to_vec(), server, connections.clone()).await;
+        let mut config =
+            kube::Config::new(format!("https://127.0.0.1:{port}").parse().expect("uri"));
+        config.root_cert = Some(vec![ca.der().to_vec()]);
+        let holder = CertHolder::new(
+            "test",
+            Some(KeyPair::from_pem(&a_cert, &a_key).expect("pair a")),
+        );
+        let client = rotating_client(&config, holder.clone()).expect("client");
+        let whoami = || async {
+            client
+                .request_text(http::Request::get("/whoami").body(Vec::new()).expect("req"))
+                .await
+                .expect("request")
+        };
+        assert_eq!(whoami().await, "system:node:a");
+        assert_eq!(whoami().await, "system:node:a");
+        assert_eq!(
+            connections.load(Ordering::SeqCst),
+            1,
+            "the connection is reused"
+        );
+        holder.set(KeyPair::from_pem(&b_cert, &b_key).expect("pair b"));
+        // Let the idle pooled connection see its token cancelled and close.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(whoami().await, "system:node:b");
+        assert_eq!(
+            connections.load(Ordering::SeqCst),
+            2,
+            "a new connection after the rotation"
+        );
+    }
+
+    #[test]
+    fn rotation_needs_the_clusters_ca() {
+        let config = kube::Config::new("https://127.0.0.1:1".parse().expect("uri"));
+        let holder = CertHolder::new("test", None);
+        assert!(matches!(
+            rotating_client(&config, holder),
+            Err(CertError::Invalid(m)) if m.contains("certificate authority")
+        ));
     }
 }

@@ -408,10 +408,12 @@ async fn kubectl(judge: &Path, args: &[&str]) -> Result<String, String> {
     }
 }
 
-/// Against the real control plane (`KUBE_APISERVER_JUDGE`, started by its up.sh): TLS
-/// bootstrap with its bootstrap token, approval and signing by the real controller-manager,
-/// Node Ready, a pod scheduled by the real scheduler running, the serving CSR approved with
-/// kubectl and served, and `kubectl logs` through the API server to the secure port.
+/// Against the real control plane (`KUBE_APISERVER_JUDGE`, started by its up.sh with
+/// `JUDGE_K8S_EXTRA_APISERVER_ARGS=--kubelet-preferred-address-types=InternalIP`, as the test
+/// node's name does not resolve): TLS bootstrap with its bootstrap token, approval and signing
+/// by the real controller-manager, Node Ready, a pod scheduled by the real scheduler running,
+/// the serving CSR approved with kubectl and served, and `kubectl logs` through the API server
+/// to the secure port, which verifies the CSR-issued serving certificate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_tls_bootstrap_against_the_judge_control_plane() {
     let Some(judge) = std::env::var_os("KUBE_APISERVER_JUDGE").map(PathBuf::from) else {
@@ -449,6 +451,10 @@ async fn kubelet_tls_bootstrap_against_the_judge_control_plane() {
         .arg("--rotate-server-certificates")
         .arg("--client-ca-file")
         .arg(run.join("pki/ca.crt"))
+        // The secure port listens on loopback: the Node's InternalIP (and the serving
+        // certificate's IP SAN) is 127.0.0.1.
+        .arg("--node-ip")
+        .arg("127.0.0.1")
         .arg("--port")
         .arg(secure_port.to_string());
     let started = Instant::now();

@@ -83,10 +83,11 @@ pub async fn load_client_cert(
         info!(path = %kubeconfig.display(), "kubeconfig exists and is valid, skipping bootstrap");
         return Ok(Outcome::StillValid);
     }
+    // An unusable bootstrap kubeconfig is the one line the kubelet exits with.
+    let (bootstrap_kc, _) = load_kubeconfig(bootstrap).await?;
     info!(
         "using the bootstrap kubeconfig to generate a TLS client certificate, key and kubeconfig file"
     );
-    let (bootstrap_kc, _) = load_kubeconfig(bootstrap).await?;
     let client = client_from_file(bootstrap).await?;
     let store = FileStore::new(cert_dir, CLIENT_PREFIX);
     std::fs::create_dir_all(cert_dir).map_err(|e| CertError::File {

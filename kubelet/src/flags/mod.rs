@@ -454,7 +454,10 @@ mod tests {
         );
         assert_eq!(c.logging_format, "text");
         assert_eq!(c.verbosity, 0);
-        assert_eq!(c.ignored_fields.len(), 4);
+        assert_eq!(c.ignored_fields.len(), 3);
+        // kubeadm's file turns client certificate rotation on.
+        assert!(c.tls.rotate_certificates);
+        assert!(!c.tls.server_tls_bootstrap);
         // Flags win over the file.
         let c = load_with(&[
             "--config",
@@ -472,8 +475,12 @@ mod tests {
             "3",
             "--logging-format",
             "json",
+            "--rotate-certificates=false",
+            "--rotate-server-certificates",
         ]);
         assert_eq!(c.healthz_port, 0);
+        assert!(!c.tls.rotate_certificates);
+        assert!(c.tls.server_tls_bootstrap);
         assert_eq!(c.dns.cluster_dns.len(), 2);
         assert_eq!(c.dns.cluster_domain, "example.org");
         assert_eq!(c.dns.resolver_config, "");
@@ -486,6 +493,8 @@ mod tests {
         assert_eq!(c.dns.resolver_config, "/etc/resolv.conf");
         assert_eq!(c.read_only_port, 10255);
         assert!(c.ignored_fields.is_empty());
+        assert!(!c.tls.rotate_certificates && !c.tls.server_tls_bootstrap);
+        assert_eq!(c.tls.cert_dir, PathBuf::from("/var/lib/kubelet/pki"));
         // kubeadm's flags are accepted.
         let c = load_with(&[
             "--container-runtime=remote",

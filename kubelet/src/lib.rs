@@ -11,7 +11,8 @@
 //!    credentials), [`events`] (event recorder), [`metrics`].
 //! 2. **Ports** — [`cri`]: the `RuntimeService` and `ImageManagerService` traits every manager
 //!    holds, their gRPC implementation and an in-memory fake for unit tests; [`apiobjects`]
-//!    (configMaps, secrets, tokens a pod refers to), [`dns`], [`mirror`] (mirror pods),
+//!    (configMaps, secrets, tokens a pod refers to), [`certificate`] (TLS bootstrap and
+//!    certificate rotation), [`dns`], [`mirror`] (mirror pods),
 //!    [`nodestatus`] (the Node object and lease).
 //! 3. **Managers** — [`cm`] (pod cgroups), [`config`] (pod sources and their merge),
 //!    [`envvars`], [`logs`] (reading and rotating container logs), [`status`] (API pod status
@@ -28,6 +29,7 @@
 
 pub mod apimode;
 pub mod apiobjects;
+pub mod certificate;
 pub mod cliflag;
 pub mod cm;
 pub mod config;

@@ -76,6 +76,78 @@ async fn shutdown_signal() {
     }
 }
 
+/// `--rotate-certificates`: an API client whose certificate is the client certificate
+/// manager's (seeded from `--cert-dir` or the kubeconfig), and that manager; it renews with the
+/// current certificate, or with the bootstrap credentials once that has expired.
+async fn client_rotation(
+    kubeconfig: &std::path::Path,
+    bootstrap: Option<&std::path::Path>,
+    cert_dir: &std::path::Path,
+    node_name: &str,
+) -> Result<(kube::Client, kubelet::certificate::Manager), kubelet::certificate::CertError> {
+    use kubelet::certificate::{self as cert, CertHolder, FileStore};
+    let (_, config) = cert::client::load_kubeconfig(kubeconfig).await?;
+    let store = FileStore::new(cert_dir, cert::CLIENT_PREFIX);
+    let initial = cert::bootstrap::initial_client_pair(&store, kubeconfig).await?;
+    let holder = CertHolder::new(cert::CLIENT_PREFIX, initial);
+    let client = cert::client::rotating_client(&config, holder.clone())?;
+    let fallback = match bootstrap {
+        Some(b) => Some(cert::client::client_from_file(b).await?),
+        None => None,
+    };
+    let requester = std::sync::Arc::new(cert::manager::ApiRequester {
+        client: client.clone(),
+        fallback,
+        holder: holder.clone(),
+    });
+    let manager = cert::Manager::new(
+        cert::csr::CLIENT_SIGNER,
+        cert::csr::Template::client(node_name),
+        holder,
+        store,
+        requester,
+    );
+    Ok((client, manager))
+}
+
+/// `--rotate-server-certificates`: the serving certificate's holder (the secure server's
+/// resolver) and its manager, for the node's name and IP.
+fn serving_rotation(
+    client: kube::Client,
+    tls: &kubelet::server::secure::TlsConfig,
+    node_name: &str,
+    node_ip: &str,
+) -> (
+    std::sync::Arc<kubelet::certificate::CertHolder>,
+    kubelet::certificate::Manager,
+) {
+    use kubelet::certificate::{self as cert, CertHolder, FileStore};
+    let store = FileStore::new(&tls.cert_dir, cert::SERVER_PREFIX);
+    let initial = match store.current() {
+        Ok(p) => p,
+        Err(e) => {
+            tracing::warn!(error = %e, "the stored serving certificate is unusable");
+            None
+        }
+    };
+    let holder = CertHolder::new(cert::SERVER_PREFIX, initial);
+    let ips: Vec<std::net::IpAddr> = node_ip.parse().into_iter().collect();
+    let template = cert::csr::Template::serving(node_name, &[node_name.to_string()], &ips);
+    let requester = std::sync::Arc::new(cert::manager::ApiRequester {
+        client,
+        fallback: None,
+        holder: holder.clone(),
+    });
+    let manager = cert::Manager::new(
+        cert::csr::SERVING_SIGNER,
+        template,
+        holder.clone(),
+        store,
+        requester,
+    );
+    (holder, manager)
+}
+
 fn fail(status: u8, line: impl std::fmt::Display) -> ExitCode {
     eprintln!("kubelet: {line}");
     ExitCode::from(status)
@@ -103,24 +175,59 @@ async fn main() -> ExitCode {
         }
         Err(e) => return fail(1, e),
     };
+    kubelet::logging::init(&config.logging_format, config.verbosity);
     // Upstream builds its API client before it starts anything: an unusable kubeconfig stops
-    // it ("invalid kubeconfig"); so does a missing one it would have to bootstrap.
+    // it ("invalid kubeconfig"). With --bootstrap-kubeconfig, a missing or expired one is first
+    // made by TLS bootstrap (upstream `LoadClientCert`).
+    let mut client_manager = None;
     let api_client = match &config.api {
         None => None,
-        Some(api) => match kubelet::apimode::client_from_kubeconfig(&api.kubeconfig).await {
-            Ok(c) => Some(c),
-            Err(e) => {
-                return match &flags.bootstrap_kubeconfig {
-                    Some(boot) if !api.kubeconfig.exists() => fail(
-                        1,
-                        format_args!(
-                            "{e}; TLS bootstrapping from --bootstrap-kubeconfig {boot:?} is not implemented by this kubelet: write the kubeconfig (kubeadm does for the node it inits or joins)"
-                        ),
-                    ),
-                    _ => fail(1, e),
-                };
+        Some(api) => {
+            if let Some(boot) = &flags.bootstrap_kubeconfig
+                && let Err(e) = kubelet::certificate::bootstrap::load_client_cert(
+                    &api.kubeconfig,
+                    boot,
+                    &config.tls.cert_dir,
+                    &config.node_name,
+                    kubelet::certificate::csr::ISSUE_TIMEOUT,
+                )
+                .await
+            {
+                return fail(
+                    1,
+                    format_args!("failed to run Kubelet: TLS bootstrap from {boot:?}: {e}"),
+                );
             }
-        },
+            if config.tls.rotate_certificates {
+                match client_rotation(
+                    &api.kubeconfig,
+                    flags.bootstrap_kubeconfig.as_deref(),
+                    &config.tls.cert_dir,
+                    &config.node_name,
+                )
+                .await
+                {
+                    Ok((c, m)) => {
+                        client_manager = Some(m);
+                        Some(c)
+                    }
+                    Err(e) => {
+                        return fail(
+                            1,
+                            format_args!(
+                                "invalid value for --kubeconfig: {:?}: {e}",
+                                api.kubeconfig
+                            ),
+                        );
+                    }
+                }
+            } else {
+                match kubelet::apimode::client_from_kubeconfig(&api.kubeconfig).await {
+                    Ok(c) => Some(c),
+                    Err(e) => return fail(1, e),
+                }
+            }
+        }
     };
     // Upstream `BuildAuth`: a webhook without an API server stops the kubelet (whether the
     // secure port is on or not, as upstream's).
@@ -134,7 +241,7 @@ async fn main() -> ExitCode {
         Ok(a) => a,
         Err(e) => return fail(1, e),
     };
-    match run(flags, config, api_client, auth).await {
+    match run(flags, config, api_client, auth, client_manager).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(1, format_args!("{e:#}")),
     }
@@ -145,8 +252,8 @@ async fn run(
     mut config: kubelet::kubeletconfig::KubeletConfig,
     api_client: Option<kube::Client>,
     auth: kubelet::server::auth::Auth,
+    client_manager: Option<kubelet::certificate::Manager>,
 ) -> anyhow::Result<()> {
-    kubelet::logging::init(&config.logging_format, config.verbosity);
     tracing::info!(node = %config.node_name, root_dir = %config.root_dir.display(), version = kubelet::version::KUBERNETES_VERSION, "starting kubelet");
     if let Some(path) = &config.config_file
         && !config.ignored_fields.is_empty()
@@ -253,6 +360,22 @@ async fn run(
     let healthz = (config.healthz_port > 0).then(|| {
         kubelet::server::healthz::join_host_port(&config.healthz_bind_address, config.healthz_port)
     });
+    if let Some(m) = client_manager {
+        tokio::spawn(m.run(cancel.clone()));
+    }
+    // --rotate-server-certificates: the serving certificate from a kubelet-serving CSR.
+    let serving = match (&secure, &api_client) {
+        (Some((_, tls, node_name, _)), Some(client)) if tls.server_tls_bootstrap => {
+            Some(serving_rotation(client.clone(), tls, node_name, &node_ip))
+        }
+        (Some((_, tls, _, _)), None) if tls.server_tls_bootstrap => {
+            tracing::warn!(
+                "--rotate-server-certificates needs an API server (--kubeconfig): using the configured or self-signed serving certificate"
+            );
+            None
+        }
+        _ => None,
+    };
     let kl = Kubelet::new(config, runtime, metrics);
     let kl = match api_client {
         Some(c) => kl.with_api_client(c),
@@ -280,7 +403,14 @@ async fn run(
             "localhost".to_string(),
             "127.0.0.1".to_string(),
         ];
-        match kubelet::server::secure::server_config(&tls, &hosts) {
+        let tls_config = match serving {
+            Some((holder, manager)) => {
+                tokio::spawn(manager.run(cancel.clone()));
+                kubelet::server::secure::server_config_with_resolver(&tls, holder)
+            }
+            None => kubelet::server::secure::server_config(&tls, &hosts),
+        };
+        match tls_config {
             Ok(tls_config) => match kubelet::server::secure::serve(
                 &secure_addr,
                 tls_config,

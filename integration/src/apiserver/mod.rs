@@ -13,6 +13,11 @@
 //! [`ApiServer::start_tls`] serves HTTPS instead, with a CA of its own, and authenticates every
 //! request like the real API server's x509 and token authenticators: a client certificate of
 //! its CA or `Authorization: Bearer <token>`, otherwise 401. Not served: discovery.
+//! [`ApiServer::start_tls_with`] adds TLS bootstrap: a bootstrap token (`<id>.<secret>`,
+//! user `system:bootstrap:<id>`, group `system:bootstrappers`) and, acting as the
+//! controller-manager, approval and signing of every `certificatesigningrequests` created
+//! with a certificate lifetime of the test's choosing. Each request records its user and
+//! client-certificate serial ([`Seen`]).
 
 mod ephemeral;
 pub mod patch;
@@ -41,10 +46,19 @@ use reply::unauthorized;
 pub use request::resource_info;
 pub use reviews::{AllowRule, ReviewUser};
 use routes::handle;
-pub use state::Seen;
-use state::Shared;
+pub use state::{Identity, Seen};
+use state::{Shared, Signer};
 use store::Store;
 pub use watch::BOOKMARK_EVERY;
+
+/// TLS fixture options for TLS bootstrap tests.
+#[derive(Debug, Clone, Default)]
+pub struct TlsOptions {
+    /// A bootstrap token (`abcdef.0123456789abcdef`) accepted as `system:bootstrap:<id>`.
+    pub bootstrap_token: Option<String>,
+    /// Approve and sign every CSR, issuing certificates valid for this long.
+    pub csr_lifetime: Option<std::time::Duration>,
+}
 
 /// A running fixture API server.
 pub struct ApiServer {
@@ -52,36 +66,70 @@ pub struct ApiServer {
     shared: Arc<Shared>,
     stop: CancellationToken,
     tls: Option<TlsMaterial>,
+    bootstrap_token: Option<String>,
 }
 
-/// Serves one connection; `token` set means requests must be authenticated (a verified client
-/// certificate, `authenticated`, or that bearer token).
+/// The bearer tokens a TLS fixture accepts.
+#[derive(Clone)]
+struct Tokens {
+    fixture: String,
+    bootstrap: Option<String>,
+}
+
+impl Tokens {
+    fn identify(&self, bearer: &str) -> Option<Identity> {
+        if bearer == self.fixture {
+            return Some(Identity {
+                user: "system:node:fixture-node".into(),
+                groups: vec!["system:nodes".into(), "system:authenticated".into()],
+                client_serial: None,
+            });
+        }
+        let boot = self.bootstrap.as_deref()?;
+        if bearer != boot {
+            return None;
+        }
+        let id = boot.split('.').next().unwrap_or_default();
+        Some(Identity {
+            user: format!("system:bootstrap:{id}"),
+            groups: vec!["system:bootstrappers".into(), "system:authenticated".into()],
+            client_serial: None,
+        })
+    }
+}
+
+/// Serves one connection; `tokens` set means requests must be authenticated (a verified
+/// client certificate, `cert_identity`, or one of those bearer tokens).
 async fn serve_conn<I>(
     io: I,
     shared: Arc<Shared>,
     stop: CancellationToken,
-    authenticated: bool,
-    token: Option<String>,
+    cert_identity: Option<Identity>,
+    tokens: Option<Tokens>,
 ) where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let svc = hyper::service::service_fn(move |req: Request<Incoming>| {
         let s = shared.clone();
-        let token = token.clone();
+        let tokens = tokens.clone();
+        let cert_identity = cert_identity.clone();
         async move {
-            if let Some(t) = token
-                && !authenticated
-            {
-                let bearer = req
-                    .headers()
-                    .get(hyper::header::AUTHORIZATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.strip_prefix("Bearer "));
-                if bearer != Some(t.as_str()) {
-                    return Ok::<_, Infallible>(unauthorized());
+            let identity = match (cert_identity, tokens) {
+                (_, None) => Identity::default(),
+                (Some(id), Some(_)) => id,
+                (None, Some(t)) => {
+                    let bearer = req
+                        .headers()
+                        .get(hyper::header::AUTHORIZATION)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|v| v.strip_prefix("Bearer "));
+                    match bearer.and_then(|b| t.identify(b)) {
+                        Some(id) => id,
+                        None => return Ok::<_, Infallible>(unauthorized()),
+                    }
                 }
-            }
-            Ok::<_, Infallible>(handle(s, req).await)
+            };
+            Ok::<_, Infallible>(handle(s, req, identity).await)
         }
     });
     let io = hyper_util::rt::TokioIo::new(io);
@@ -101,15 +149,40 @@ impl Drop for ApiServer {
 impl ApiServer {
     /// Starts serving plain HTTP on 127.0.0.1 (a free port), without authentication.
     pub async fn start() -> std::io::Result<ApiServer> {
-        Self::serve(None).await
+        Self::serve(None, None, None).await
     }
 
     /// Starts serving HTTPS on 127.0.0.1 with its own CA; every request must present a client
     /// certificate of that CA or the bearer token (see [`ApiServer::tls`]).
     pub async fn start_tls() -> std::io::Result<ApiServer> {
-        let (material, config) =
+        Self::start_tls_with(TlsOptions::default()).await
+    }
+
+    /// [`ApiServer::start_tls`] with TLS bootstrap support (see [`TlsOptions`]).
+    pub async fn start_tls_with(opts: TlsOptions) -> std::io::Result<ApiServer> {
+        let (material, config, issuer) =
             make_pki("fixture-node").map_err(|e| std::io::Error::other(e.to_string()))?;
-        Self::serve(Some((material, config))).await
+        let signer = Signer {
+            issuer,
+            lifetime: Mutex::new(opts.csr_lifetime),
+        };
+        Self::serve(Some((material, config)), Some(signer), opts.bootstrap_token).await
+    }
+
+    /// Changes the lifetime of the certificates the fixture signs (None: it stops approving).
+    pub fn set_csr_lifetime(&self, lifetime: Option<std::time::Duration>) {
+        if let Some(s) = &self.shared.signer {
+            *s.lifetime.lock() = lifetime;
+        }
+    }
+
+    /// A kubeconfig with the bootstrap token (as `kubeadm join` writes
+    /// `bootstrap-kubelet.conf`); empty token when none was configured.
+    pub fn bootstrap_kubeconfig(&self) -> String {
+        self.kubeconfig_with(&format!(
+            "\n    token: {}",
+            self.bootstrap_token.clone().unwrap_or_default()
+        ))
     }
 
     /// The CA, client certificate and token of a TLS fixture.
@@ -119,6 +192,8 @@ impl ApiServer {
 
     async fn serve(
         tls: Option<(TlsMaterial, tokio_rustls::rustls::ServerConfig)>,
+        signer: Option<Signer>,
+        bootstrap_token: Option<String>,
     ) -> std::io::Result<ApiServer> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -126,12 +201,16 @@ impl ApiServer {
             Some((m, c)) => (Some(m), Some(tokio_rustls::TlsAcceptor::from(Arc::new(c)))),
             None => (None, None),
         };
-        let token = material.as_ref().map(|m| m.token.clone());
+        let token = material.as_ref().map(|m| Tokens {
+            fixture: m.token.clone(),
+            bootstrap: bootstrap_token.clone(),
+        });
         let shared = Arc::new(Shared {
             store: Store::new(),
             watches: Mutex::new(CancellationToken::new()),
             seen: Mutex::new(Vec::new()),
             reviews: Mutex::new(Default::default()),
+            signer,
         });
         let stop = CancellationToken::new();
         let (s, st) = (shared.clone(), stop.clone());
@@ -146,11 +225,25 @@ impl ApiServer {
                     (s.clone(), st.clone(), token.clone(), acceptor.clone());
                 tokio::spawn(async move {
                     match acceptor {
-                        None => serve_conn(tcp, s, st, false, None).await,
+                        None => serve_conn(tcp, s, st, None, None).await,
                         Some(a) => {
                             let Ok(tls) = a.accept(tcp).await else { return };
-                            let authenticated = tls.get_ref().1.peer_certificates().is_some();
-                            serve_conn(tls, s, st, authenticated, token).await;
+                            let cert_identity = tls
+                                .get_ref()
+                                .1
+                                .peer_certificates()
+                                .and_then(|c| c.first())
+                                .and_then(|c| pki::describe_cert(c.as_ref()))
+                                .map(|(cn, orgs, serial)| {
+                                    let mut groups = orgs;
+                                    groups.push("system:authenticated".into());
+                                    Identity {
+                                        user: cn,
+                                        groups,
+                                        client_serial: Some(serial),
+                                    }
+                                });
+                            serve_conn(tls, s, st, cert_identity, token).await;
                         }
                     }
                 });
@@ -161,6 +254,7 @@ impl ApiServer {
             shared,
             stop,
             tls: material,
+            bootstrap_token,
         })
     }
 

@@ -15,9 +15,15 @@ pub struct TlsMaterial {
 }
 
 /// A CA, a server certificate for 127.0.0.1 and a client certificate (for node `user`).
-pub(super) fn make_pki(
-    user: &str,
-) -> Result<(TlsMaterial, tokio_rustls::rustls::ServerConfig), Box<dyn std::error::Error>> {
+/// What [`make_pki`] makes: the clients' material, the server's TLS config and the CA as an
+/// issuer (to sign CSRs with).
+pub(super) type Pki = (
+    TlsMaterial,
+    tokio_rustls::rustls::ServerConfig,
+    rcgen::Issuer<'static, rcgen::KeyPair>,
+);
+
+pub(super) fn make_pki(user: &str) -> Result<Pki, Box<dyn std::error::Error>> {
     use tokio_rustls::rustls;
     use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let ca_key = rcgen::KeyPair::generate()?;
@@ -70,5 +76,58 @@ pub(super) fn make_pki(
             token,
         },
         config,
+        issuer,
     ))
+}
+
+/// Signs a PEM certificate request as the controller-manager's signers do: the request's
+/// subject and SANs, valid from now for `lifetime`, key usages digital signature and key
+/// encipherment, and the extended usages named by `usages` (`client auth`, `server auth`).
+pub(super) fn sign_csr(
+    issuer: &rcgen::Issuer<'static, rcgen::KeyPair>,
+    csr_pem: &str,
+    usages: &[String],
+    lifetime: std::time::Duration,
+) -> Result<String, String> {
+    let mut req = rcgen::CertificateSigningRequestParams::from_pem(csr_pem)
+        .map_err(|e| format!("invalid certificate request: {e}"))?;
+    let now = time::OffsetDateTime::now_utc();
+    req.params.not_before = now;
+    req.params.not_after =
+        now + time::Duration::try_from(lifetime).map_err(|e| format!("lifetime: {e}"))?;
+    let serial: [u8; 16] = rand::random();
+    req.params.serial_number = Some(rcgen::SerialNumber::from_slice(&serial));
+    req.params.key_usages = vec![
+        rcgen::KeyUsagePurpose::DigitalSignature,
+        rcgen::KeyUsagePurpose::KeyEncipherment,
+    ];
+    req.params.extended_key_usages = usages
+        .iter()
+        .filter_map(|u| match u.as_str() {
+            "client auth" => Some(rcgen::ExtendedKeyUsagePurpose::ClientAuth),
+            "server auth" => Some(rcgen::ExtendedKeyUsagePurpose::ServerAuth),
+            _ => None,
+        })
+        .collect();
+    req.signed_by(issuer)
+        .map(|c| c.pem())
+        .map_err(|e| format!("signing: {e}"))
+}
+
+/// The subject common name, organizations and serial number (hex) of a DER certificate.
+pub(super) fn describe_cert(der: &[u8]) -> Option<(String, Vec<String>, String)> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).ok()?;
+    let cn = cert
+        .subject()
+        .iter_common_name()
+        .filter_map(|a| a.as_str().ok())
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let orgs = cert
+        .subject()
+        .iter_organization()
+        .filter_map(|a| a.as_str().ok().map(str::to_string))
+        .collect();
+    Some((cn, orgs, cert.raw_serial_as_string().replace(':', "")))
 }

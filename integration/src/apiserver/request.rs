@@ -18,6 +18,9 @@ pub fn resource_info(resource: &str) -> Option<(&'static str, &'static str, bool
         "serviceaccounts" => ("ServiceAccount", "v1", true),
         "events" => ("Event", "v1", true),
         "leases" => ("Lease", "coordination.k8s.io/v1", true),
+        "certificatesigningrequests" => {
+            ("CertificateSigningRequest", "certificates.k8s.io/v1", false)
+        }
         _ => return None,
     })
 }

@@ -14,12 +14,16 @@ use serde_json::{Value, json};
 
 use super::reply::{Body, error, full, status_error};
 use super::request::{matches, parse_path, query_map, resource_info};
-use super::state::{Seen, Shared};
+use super::state::{Identity, Seen, Shared};
 use super::store::{Key, StoreError};
 use super::watch::watch_response;
 use super::{ephemeral, patch};
 
-pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Response<Body> {
+pub(super) async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    identity: Identity,
+) -> Response<Body> {
     let method = req.method().clone();
     let path = req.uri().path().to_string();
     let query = req.uri().query().unwrap_or("").to_string();
@@ -27,6 +31,8 @@ pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
         method: method.to_string(),
         path: path.clone(),
         query: query.clone(),
+        user: identity.user.clone(),
+        client_serial: identity.client_serial.clone(),
     });
     let content_type = req
         .headers()
@@ -132,8 +138,20 @@ pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
             if t.resource == "pods" {
                 patch::default_pod(&mut obj);
             }
+            if t.resource == "certificatesigningrequests" {
+                // The API server records who asked (spec.username, spec.groups).
+                if let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) {
+                    spec.insert("username".into(), json!(identity.user));
+                    spec.insert("groups".into(), json!(identity.groups));
+                }
+            }
             match store.create(key(&name), obj) {
-                Ok(o) => full(StatusCode::CREATED, &o),
+                Ok(o) => {
+                    if t.resource == "certificatesigningrequests" {
+                        approve_and_sign(&shared, &key(&name), &o);
+                    }
+                    full(StatusCode::CREATED, &o)
+                }
                 Err(e) => error(&e),
             }
         }
@@ -258,5 +276,55 @@ pub(super) async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Respo
             "MethodNotAllowed",
             &format!("{method} is not supported on {path}"),
         ),
+    }
+}
+
+/// The controller-manager's part, when the fixture plays it: approve the CSR and issue its
+/// certificate (a status update after the create, so watchers see it pending first).
+fn approve_and_sign(shared: &Shared, key: &super::store::Key, csr: &Value) {
+    let Some(signer) = &shared.signer else { return };
+    let Some(lifetime) = *signer.lifetime.lock() else {
+        return;
+    };
+    use base64::Engine as _;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let request = csr
+        .pointer("/spec/request")
+        .and_then(Value::as_str)
+        .and_then(|r| b64.decode(r).ok())
+        .and_then(|r| String::from_utf8(r).ok())
+        .unwrap_or_default();
+    let usages: Vec<String> = csr
+        .pointer("/spec/usages")
+        .and_then(Value::as_array)
+        .map(|u| {
+            u.iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let now = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let (conditions, certificate) =
+        match super::pki::sign_csr(&signer.issuer, &request, &usages, lifetime) {
+            Ok(pem) => (
+                json!([{"type": "Approved", "status": "True", "reason": "AutoApproved",
+                        "message": "Auto approving the fixture's CSR.",
+                        "lastUpdateTime": now, "lastTransitionTime": now}]),
+                Some(b64.encode(pem)),
+            ),
+            Err(msg) => (
+                json!([{"type": "Failed", "status": "True", "reason": "SignerValidationFailure",
+                        "message": msg, "lastUpdateTime": now, "lastTransitionTime": now}]),
+                None,
+            ),
+        };
+    let mut updated = csr.clone();
+    let mut status = json!({"conditions": conditions});
+    if let Some(c) = certificate {
+        status["certificate"] = json!(c);
+    }
+    updated["status"] = status;
+    if let Err(e) = shared.store.update(key, updated, true) {
+        tracing::warn!(error = %e, "fixture: signing the CSR");
     }
 }

@@ -14,6 +14,27 @@ pub struct Seen {
     pub method: String,
     pub path: String,
     pub query: String,
+    /// The authenticated user (empty over plain HTTP).
+    pub user: String,
+    /// The serial number (hex) of the client certificate the connection presented.
+    pub client_serial: Option<String>,
+}
+
+/// Who a request authenticated as (the real API server's `user.Info`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub user: String,
+    pub groups: Vec<String>,
+    /// The client certificate's serial number (hex), if one authenticated the request.
+    pub client_serial: Option<String>,
+}
+
+/// The fixture acting as the controller-manager's CSR approver and signer: every
+/// `certificatesigningrequests` created is approved and signed with the fixture's CA for
+/// `lifetime`.
+pub(super) struct Signer {
+    pub(super) issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
+    pub(super) lifetime: Mutex<Option<std::time::Duration>>,
 }
 
 pub(super) struct Shared {
@@ -23,4 +44,5 @@ pub(super) struct Shared {
     pub(super) seen: Mutex<Vec<Seen>>,
     /// The TokenReview and SubjectAccessReview rules, and the reviews received.
     pub(super) reviews: Mutex<Reviews>,
+    pub(super) signer: Option<Signer>,
 }

@@ -171,7 +171,8 @@ fn an_unusable_kubeconfig_exits_instead_of_running_standalone() {
         1,
         &format!("{flag}: cannot read it: No such file or directory (os error 2)"),
     );
-    // kubeadm's pair before `kubeadm init`: the same, and why bootstrapping does not help.
+    // kubeadm's pair before `kubeadm init`: TLS bootstrap is tried, and the bootstrap
+    // kubeconfig is missing too (upstream: "unable to load bootstrap kubeconfig").
     refused(
         d,
         &[
@@ -181,9 +182,7 @@ fn an_unusable_kubeconfig_exits_instead_of_running_standalone() {
             "/nonexistent/bootstrap.conf",
         ],
         1,
-        &format!(
-            "{flag}: cannot read it: No such file or directory (os error 2); TLS bootstrapping from --bootstrap-kubeconfig \"/nonexistent/bootstrap.conf\" is not implemented by this kubelet: write the kubeconfig (kubeadm does for the node it inits or joins)"
-        ),
+        "kubelet: failed to run Kubelet: TLS bootstrap from \"/nonexistent/bootstrap.conf\": /nonexistent/bootstrap.conf: …",
     );
     let ctx = "apiVersion: v1\nkind: Config\ncurrent-context: c\ncontexts:\n- name: c\n  context:\n    cluster: k\n    user: u\nusers:\n- name: u\n  user: {}\n";
     for (text, reason) in [

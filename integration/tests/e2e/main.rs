@@ -54,6 +54,7 @@ mod kubelet_sidecars;
 mod kubelet_startup_errors;
 mod kubelet_subpath;
 mod kubelet_three_nodes;
+mod kubelet_tls_bootstrap;
 mod kubelet_volumes;
 mod kubelet_webhook_auth;
 mod socket_activation;

@@ -539,7 +539,7 @@ mod tests {
         );
         assert_eq!(c.logging_format, "text");
         assert_eq!(c.verbosity, 0);
-        assert_eq!(c.ignored_fields.len(), 2);
+        assert_eq!(c.ignored_fields.len(), 1);
         // kubeadm's webhooks, with its 0s TTLs meaning upstream's defaults.
         assert!(c.auth.token_webhook);
         assert_eq!(c.auth.mode, crate::server::auth::AuthorizationMode::Webhook);
@@ -555,6 +555,9 @@ mod tests {
                 Duration::from_secs(30)
             )
         );
+        // kubeadm's file turns client certificate rotation on.
+        assert!(c.tls.rotate_certificates);
+        assert!(!c.tls.server_tls_bootstrap);
         // Flags win over the file.
         let c = load_with(&[
             "--config",
@@ -572,8 +575,12 @@ mod tests {
             "3",
             "--logging-format",
             "json",
+            "--rotate-certificates=false",
+            "--rotate-server-certificates",
         ]);
         assert_eq!(c.healthz_port, 0);
+        assert!(!c.tls.rotate_certificates);
+        assert!(c.tls.server_tls_bootstrap);
         assert_eq!(c.dns.cluster_dns.len(), 2);
         assert_eq!(c.dns.cluster_domain, "example.org");
         assert_eq!(c.dns.resolver_config, "");
@@ -586,6 +593,8 @@ mod tests {
         assert_eq!(c.dns.resolver_config, "/etc/resolv.conf");
         assert_eq!(c.read_only_port, 10255);
         assert!(c.ignored_fields.is_empty());
+        assert!(!c.tls.rotate_certificates && !c.tls.server_tls_bootstrap);
+        assert_eq!(c.tls.cert_dir, PathBuf::from("/var/lib/kubelet/pki"));
         // kubeadm's flags are accepted.
         let c = load_with(&[
             "--container-runtime=remote",

@@ -136,8 +136,9 @@ pub struct KubeletFlags {
     /// The serving key (PEM).
     #[arg(long)]
     pub tls_private_key_file: Option<PathBuf>,
-    /// Where a self-signed serving certificate is made when none is given
-    /// (default `<root-dir>/pki`).
+    /// Where the certificates of TLS bootstrap and rotation (`kubelet-client-*.pem`,
+    /// `kubelet-server-*.pem`) and a self-signed serving certificate made when none is given
+    /// live (default `<root-dir>/pki`, i.e. `/var/lib/kubelet/pki`).
     #[arg(long)]
     pub cert_dir: Option<PathBuf>,
     /// CA bundle that client certificates must be signed by (x509 authentication).
@@ -281,8 +282,19 @@ pub struct KubeletFlags {
     /// Taints of the Node at registration: `key=value:Effect` or `key:Effect`, comma-separated.
     #[arg(long, default_value = "")]
     pub register_with_taints: String,
-    /// kubeconfig for TLS bootstrapping, used when --kubeconfig does not exist (TLS
-    /// bootstrapping is not implemented: the kubelet then exits, saying so).
+    /// kubeconfig for TLS bootstrapping: when --kubeconfig does not exist (or its client
+    /// certificate is expired or unreadable), the kubelet requests a client certificate with
+    /// these credentials (a `kubernetes.io/kube-apiserver-client-kubelet` CSR), stores it in
+    /// --cert-dir as `kubelet-client-current.pem` and writes --kubeconfig pointing at it.
     #[arg(long)]
     pub bootstrap_kubeconfig: Option<PathBuf>,
+    /// Renew the client certificate through CSRs as it nears expiry (70–90 % of its
+    /// lifetime), swapping `kubelet-client-current.pem` and the API client's certificate.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub rotate_certificates: bool,
+    /// Request the serving certificate of --port through a `kubernetes.io/kubelet-serving`
+    /// CSR (kept as `kubelet-server-current.pem` in --cert-dir) and renew it like the client
+    /// certificate; the secure port completes no TLS handshake until one is issued.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub rotate_server_certificates: bool,
 }

@@ -356,6 +356,16 @@ pub fn resolve(
                 &flags.tls_private_key_file,
                 &f.tls_private_key_file,
             ),
+            rotate_certificates: val!(
+                "rotate_certificates",
+                flags.rotate_certificates,
+                f.rotate_certificates
+            ),
+            server_tls_bootstrap: val!(
+                "rotate_server_certificates",
+                flags.rotate_server_certificates,
+                f.server_tls_bootstrap
+            ),
             cert_dir: flags
                 .cert_dir
                 .clone()

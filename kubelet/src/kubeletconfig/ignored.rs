@@ -29,8 +29,6 @@ impl KubeletConfiguration {
                 .is_some_and(|v| !v.is_empty()),
         );
         note("tlsMinVersion", nonempty_str(&self.tls_min_version));
-        note("rotateCertificates", is_true(&self.rotate_certificates));
-        note("serverTLSBootstrap", is_true(&self.server_tls_bootstrap));
         note(
             "registryPullQPS",
             self.registry_pull_qps.is_some_and(|q| q != 0),

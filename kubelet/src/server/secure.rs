@@ -46,6 +46,11 @@ pub struct TlsConfig {
     pub cert_dir: PathBuf,
     pub client_ca_file: Option<PathBuf>,
     pub anonymous_auth: bool,
+    /// `--rotate-certificates` (`rotateCertificates`): renew the client certificate.
+    pub rotate_certificates: bool,
+    /// `--rotate-server-certificates` (`serverTLSBootstrap`): the serving certificate comes
+    /// from a `kubernetes.io/kubelet-serving` CSR.
+    pub server_tls_bootstrap: bool,
 }
 
 /// Errors setting the server up.
@@ -120,10 +125,33 @@ fn write_private(path: &Path, data: &[u8]) -> Result<(), TlsError> {
 }
 
 /// The rustls server configuration: client certificates verified against `--client-ca-file`
-/// when presented.
+/// when presented; the serving certificate from [`serving_cert`].
 pub fn server_config(c: &TlsConfig, hosts: &[String]) -> Result<rustls::ServerConfig, TlsError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let (chain, key) = serving_cert(c, hosts)?;
+    let mut config = builder(c)?
+        .with_single_cert(chain, key)
+        .map_err(|e| TlsError::Config(e.to_string()))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// The rustls server configuration with the serving certificate of `resolver`, asked at every
+/// handshake (`--rotate-server-certificates`: the certificate manager's current one).
+pub fn server_config_with_resolver(
+    c: &TlsConfig,
+    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+) -> Result<rustls::ServerConfig, TlsError> {
+    let mut config = builder(c)?.with_cert_resolver(resolver);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// TLS versions and client authentication of the secure server.
+fn builder(
+    c: &TlsConfig,
+) -> Result<rustls::ConfigBuilder<rustls::ServerConfig, rustls::server::WantsServerCert>, TlsError>
+{
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Config(e.to_string()))?;
@@ -149,11 +177,7 @@ pub fn server_config(c: &TlsConfig, hosts: &[String]) -> Result<rustls::ServerCo
         }
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder
-        .with_single_cert(chain, key)
-        .map_err(|e| TlsError::Config(e.to_string()))?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    Ok(config)
+    Ok(builder)
 }
 
 /// Is one of `names` set to a true value (Go's `strconv.ParseBool`, empty is true)?
@@ -581,6 +605,8 @@ mod tests {
             cert_dir: d.path().join("pki"),
             client_ca_file: None,
             anonymous_auth: false,
+            rotate_certificates: false,
+            server_tls_bootstrap: false,
         };
         let (chain, _) = serving_cert(&c, &["node-a".into(), "127.0.0.1".into()]).unwrap();
         assert_eq!(chain.len(), 1);

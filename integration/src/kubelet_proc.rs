@@ -135,6 +135,25 @@ pub struct KubeletProc {
     pub port: u16,
     /// Its static pod directory.
     pub manifests: PathBuf,
+    /// The CRI endpoint it uses (its embedded dockershim's socket when it runs one).
+    pub endpoint: String,
+}
+
+impl KubeletProc {
+    /// Waits (at most `timeout`) until its `/healthz` answers 200.
+    pub async fn wait_healthy(&mut self, timeout: std::time::Duration) -> Result<()> {
+        let start = std::time::Instant::now();
+        while http_get(self.port, "/healthz").await.is_none() {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                bail!("the kubelet exited early: {st}");
+            }
+            if start.elapsed() > timeout {
+                bail!("the kubelet is not healthy after {timeout:?}");
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
 }
 
 impl Drop for KubeletProc {
@@ -155,6 +174,32 @@ pub fn start_kubelet(
     node: &str,
     extra: &[String],
 ) -> Result<KubeletProc> {
+    let runtime = ["--container-runtime-endpoint".into(), endpoint.into()];
+    start_kubelet_with(tb, &runtime, endpoint, dir, node, extra)
+}
+
+/// [`start_kubelet`] with its embedded dockershim on the test bed's Docker and CNI network
+/// (the flags of [`Testbed::dockershim_args`], no runtime endpoint); its CRI socket is
+/// `dir/root/dockershim.sock`.
+pub fn start_kubelet_embedded(
+    tb: &Testbed,
+    dir: &Path,
+    node: &str,
+    extra: &[String],
+) -> Result<KubeletProc> {
+    let endpoint = format!("unix://{}/dockershim.sock", dir.join("root").display());
+    start_kubelet_with(tb, &tb.dockershim_args(), &endpoint, dir, node, extra)
+}
+
+/// [`start_kubelet`] with the runtime flags `runtime`, which make it use the CRI `endpoint`.
+pub fn start_kubelet_with(
+    tb: &Testbed,
+    runtime: &[std::ffi::OsString],
+    endpoint: &str,
+    dir: &Path,
+    node: &str,
+    extra: &[String],
+) -> Result<KubeletProc> {
     let bin = crate::runtimes::workspace_binary("kubelet")?;
     let manifests = dir.join("manifests");
     std::fs::create_dir_all(&manifests)?;
@@ -163,8 +208,7 @@ pub fn start_kubelet(
         .port();
     let log = std::fs::File::create(dir.join("kubelet.log"))?;
     let child = std::process::Command::new(bin)
-        .arg("--container-runtime-endpoint")
-        .arg(endpoint)
+        .args(runtime)
         .arg("--root-dir")
         .arg(dir.join("root"))
         .arg("--pod-manifest-path")
@@ -191,5 +235,6 @@ pub fn start_kubelet(
         child,
         port,
         manifests,
+        endpoint: endpoint.to_string(),
     })
 }

@@ -1,10 +1,20 @@
 //! `kubelet-bench`: how long the kubelet takes from manifests written to every pod Running in
-//! its `GET /pods`, for 1 and for N (default 30) pods, side by side in one run with the same
-//! sandboxes and containers created by direct CRI calls at the same parallelism (every pod at
-//! once, as the kubelet's pod workers do); plus, with N pods running, the kubelet's CPU per
-//! PLEG relist (process CPU over an idle window divided by the relists in it: an upper bound,
-//! since everything else the idle kubelet does is counted too) and its RSS. Runs against the
-//! test bed's containerd by default (so the kubelet's RSS excludes an embedded dockershim).
+//! its `GET /pods`, and from manifests removed to every sandbox gone from the runtime ("back to
+//! nothing"), for 1 and for N (default 30) pods, side by side in one run with the same
+//! sandboxes and containers created (and stopped and removed) by direct CRI calls at the same
+//! parallelism (every pod at once, as the kubelet's pod workers do); plus, with N pods running,
+//! the kubelet's CPU per PLEG relist (process CPU over an idle window divided by the relists in
+//! it: an upper bound, since everything else the idle kubelet does is counted too) and its RSS.
+//!
+//! `--runtime` picks the runtime: `containerd` (the test bed's, the default, so the kubelet's
+//! RSS excludes a dockershim), `embedded-dockershim` (the kubelet's in-process dockershim on
+//! the test bed's Docker and CNI network; the direct side then talks to a standalone
+//! `dockershim` process on the same Docker, so both sides run the same shim code, and the
+//! kubelet's CPU and RSS include its dockershim's), or any CRI endpoint. On the embedded
+//! dockershim it also measures the shims as processes of their own: a fresh standalone
+//! `dockershim` (and cri-dockerd when `CRI_DOCKERD` names its binary) with a kubelet on it,
+//! RSS at start and with N pods idle, CPU over the idle window (the kubelet's relists and
+//! stats calls and Docker's events included).
 //! Prints a markdown table and optionally JSON; asserts nothing about time.
 
 use std::path::{Path, PathBuf};
@@ -13,22 +23,25 @@ use std::time::Duration;
 use anyhow::{Result, anyhow, bail};
 use clap::Parser;
 use cri_proto::runtime::v1 as cri;
-use integration::fixtures::{busybox_container, cleanup_sandboxes, ensure_image, unique_name};
+use integration::fixtures::{busybox_container, ensure_image, unique_name};
 use integration::kubelet_proc::{
     KubeletProc, clear_static_pods, http_get, manifest, median, proc_cpu_seconds, rss_mib, running,
-    start_kubelet,
+    start_kubelet, start_kubelet_embedded,
 };
-use integration::runtimes::clients;
+use integration::runtimes::{ShimProcess, clients};
 use integration::testbed::Testbed;
 use tokio::time::Instant;
 
 #[derive(Debug, Parser)]
 #[command(
     name = "kubelet-bench",
-    about = "Kubelet pod start-up vs direct CRI, relist CPU, RSS"
+    about = "Kubelet pod start-up and teardown vs direct CRI, relist CPU, RSS"
 )]
 struct Args {
-    /// CRI endpoint (default: the test bed's containerd).
+    /// `containerd` (the test bed's), `embedded-dockershim`, or a CRI endpoint.
+    #[arg(long, default_value = "containerd")]
+    runtime: String,
+    /// CRI endpoint (overrides `--runtime`; kept for older command lines).
     #[arg(long)]
     runtime_endpoint: Option<String>,
     /// Pods in the large batch.
@@ -40,9 +53,20 @@ struct Args {
     /// Seconds of idle time over which relist CPU is measured.
     #[arg(long, default_value_t = 10)]
     idle_seconds: u64,
+    /// Seconds to let N freshly Running pods settle before the idle window.
+    #[arg(long, default_value_t = 5)]
+    settle_seconds: u64,
+    /// Skip the standalone shims' RSS/CPU (measured on the embedded dockershim only).
+    #[arg(long)]
+    no_shims: bool,
     /// Write the results as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
+}
+
+enum Runtime {
+    Endpoint(String),
+    Embedded,
 }
 
 fn relist_count(metrics: &str) -> Option<f64> {
@@ -73,16 +97,24 @@ async fn kubelet_batch(
         if running(k.port, &uids).await == n {
             break;
         }
-        if start.elapsed() > Duration::from_secs(300) {
-            bail!("kubelet: pods not Running after 300 s ({node})");
+        if start.elapsed() > Duration::from_secs(600) {
+            bail!("kubelet: pods not Running after 600 s ({node})");
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     Ok((start.elapsed().as_secs_f64(), uids))
 }
 
-/// The same pods by direct CRI calls, all at once; returns the seconds it took.
-async fn direct_batch(endpoint: &str, image: &str, n: usize, logs: &Path) -> Result<f64> {
+/// Removes the manifests and waits until no sandbox of them is left; returns the seconds.
+async fn kubelet_teardown(k: &KubeletProc) -> Result<f64> {
+    let start = Instant::now();
+    clear_static_pods(k, &k.endpoint, "kb-").await?;
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// The same pods by direct CRI calls, all at once, then StopPodSandbox + RemovePodSandbox for
+/// all at once; returns the seconds each phase took.
+async fn direct_batch(endpoint: &str, image: &str, n: usize, logs: &Path) -> Result<(f64, f64)> {
     let (rt, _) = clients(endpoint).await?;
     let start = Instant::now();
     let results = futures::future::join_all((0..n).map(|_| {
@@ -106,31 +138,140 @@ async fn direct_batch(endpoint: &str, image: &str, n: usize, logs: &Path) -> Res
                     config: Some(c),
                     sandbox_config: Some(config),
                 })
-                .await?
-                .into_inner()
-                .container_id;
-            rt.start_container(cri::StartContainerRequest { container_id: cid })
-                .await?;
-            Ok::<_, tonic::Status>(sid)
+                .await;
+            let started = match cid {
+                Ok(cid) => {
+                    rt.start_container(cri::StartContainerRequest {
+                        container_id: cid.into_inner().container_id,
+                    })
+                    .await
+                }
+                Err(e) => Err(e),
+            };
+            // The sandbox exists either way: it is torn down with the others.
+            Ok::<_, tonic::Status>((sid, started.err()))
         }
     }))
     .await;
-    let secs = start.elapsed().as_secs_f64();
+    let up = start.elapsed().as_secs_f64();
     let mut ids = Vec::new();
     let mut failed = 0;
     for r in results {
         match r {
-            Ok(id) => ids.push(id),
+            Ok((id, err)) => {
+                ids.push(id);
+                failed += usize::from(err.is_some());
+            }
             Err(_) => failed += 1,
         }
     }
-    let mut rt = rt;
-    // Stop with the same short grace the kubelet's pods have.
-    cleanup_sandboxes(&mut rt, &ids).await;
-    if failed > 0 {
-        bail!("{failed} direct pod start(s) failed");
+    let start = Instant::now();
+    let down = futures::future::join_all(ids.iter().map(|id| {
+        let mut rt = rt.clone();
+        async move {
+            rt.stop_pod_sandbox(cri::StopPodSandboxRequest {
+                pod_sandbox_id: id.clone(),
+            })
+            .await?;
+            rt.remove_pod_sandbox(cri::RemovePodSandboxRequest {
+                pod_sandbox_id: id.clone(),
+            })
+            .await?;
+            Ok::<_, tonic::Status>(())
+        }
+    }))
+    .await;
+    let down_s = start.elapsed().as_secs_f64();
+    let down_failed = down.iter().filter(|r| r.is_err()).count();
+    if failed > 0 || down_failed > 0 {
+        bail!("direct CRI: {failed} pod start(s) and {down_failed} teardown(s) failed");
     }
-    Ok(secs)
+    Ok((up, down_s))
+}
+
+/// Process CPU and relists of `k` (and CPU of `shim_pid`) over an idle window.
+async fn idle_window(
+    k: &KubeletProc,
+    shim_pid: Option<u32>,
+    n: usize,
+    args: &Args,
+) -> serde_json::Value {
+    tokio::time::sleep(Duration::from_secs(args.settle_seconds)).await;
+    let pid = k.child.id();
+    let relists = || async {
+        http_get(k.port, "/metrics")
+            .await
+            .and_then(|m| relist_count(&m))
+    };
+    let m0 = relists().await;
+    let c0 = proc_cpu_seconds(pid);
+    let s0 = shim_pid.and_then(proc_cpu_seconds);
+    tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
+    let m1 = relists().await;
+    let c1 = proc_cpu_seconds(pid);
+    let s1 = shim_pid.and_then(proc_cpu_seconds);
+    let mut v = serde_json::json!({"pods": n, "idle_seconds": args.idle_seconds});
+    if let (Some(m0), Some(m1), Some(c0), Some(c1)) = (m0, m1, c0, c1) {
+        let relists = (m1 - m0).max(1.0);
+        v["relists"] = relists.into();
+        v["cpu_seconds"] = (c1 - c0).into();
+        v["cpu_ms_per_relist_upper_bound"] = ((c1 - c0) * 1000.0 / relists).into();
+    }
+    v["rss_mib"] = rss_mib(pid).into();
+    if let (Some(p), Some(s0), Some(s1)) = (shim_pid, s0, s1) {
+        v["shim_cpu_seconds"] = (s1 - s0).into();
+        v["shim_rss_mib"] = rss_mib(p).into();
+    }
+    v
+}
+
+/// A fresh standalone shim (ours, or cri-dockerd) with a kubelet on it: RSS at start, `n`
+/// pods to Running, idle window, back to nothing.
+async fn shim_idle(
+    tb: &Testbed,
+    cri_dockerd: bool,
+    n: usize,
+    args: &Args,
+) -> Result<serde_json::Value> {
+    let name = if cri_dockerd {
+        "cri-dockerd"
+    } else {
+        "dockershim"
+    };
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("kubelet-bench-{name}-"))
+        .tempdir()?;
+    let shim = if cri_dockerd {
+        ShimProcess::start_cri_dockerd(tb, dir.path()).await?
+    } else {
+        ShimProcess::start(tb, dir.path()).await?
+    };
+    let (_, mut img) = clients(&shim.endpoint).await?;
+    ensure_image(&mut img, &tb.busybox_image).await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let rss_start = rss_mib(shim.pid());
+    let kdir = dir.path().join("kubelet");
+    std::fs::create_dir_all(&kdir)?;
+    let node = unique_name("bench-node");
+    let mut k = start_kubelet(tb, &shim.endpoint, &kdir, &node, &[])?;
+    k.wait_healthy(Duration::from_secs(60)).await?;
+    let (up, _) = kubelet_batch(&k, &tb.busybox_image, &node, n).await?;
+    let mut v = idle_window(&k, Some(shim.pid()), n, args).await;
+    let down = kubelet_teardown(&k).await?;
+    v["shim"] = name.into();
+    v["shim_rss_mib_start"] = rss_start.into();
+    v["kubelet_up_seconds"] = up.into();
+    v["kubelet_down_seconds"] = down.into();
+    drop(k);
+    Ok(v)
+}
+
+fn f(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok { "met" } else { "NOT met" }
 }
 
 #[tokio::main]
@@ -138,30 +279,50 @@ async fn main() -> Result<()> {
     let args = Args::parse();
     let tb = Testbed::get("kubelet-bench")
         .ok_or_else(|| anyhow!("needs the test bed (root, hack/testbed.sh up)"))?;
-    let endpoint = args
-        .runtime_endpoint
-        .clone()
-        .unwrap_or_else(|| tb.containerd_endpoint.clone());
-    let (_, mut img) = clients(&endpoint).await?;
-    ensure_image(&mut img, &tb.busybox_image).await?;
+    let runtime = match (args.runtime_endpoint.clone(), args.runtime.as_str()) {
+        (Some(e), _) => Runtime::Endpoint(e),
+        (None, "containerd") => Runtime::Endpoint(tb.containerd_endpoint.clone()),
+        (None, "embedded-dockershim") => Runtime::Embedded,
+        (None, e) if e.contains("://") => Runtime::Endpoint(e.to_string()),
+        (None, e) => {
+            bail!("--runtime {e}: expected containerd, embedded-dockershim or an endpoint")
+        }
+    };
     let tmp = tempfile::Builder::new()
         .prefix("kubelet-bench-")
         .tempdir()?;
     let node = unique_name("bench-node");
-    let k = start_kubelet(&tb, &endpoint, tmp.path(), &node, &[])?;
-    let start = Instant::now();
-    while http_get(k.port, "/healthz").await.is_none() {
-        if start.elapsed() > Duration::from_secs(60) {
-            bail!("kubelet not healthy after 60 s");
+    // The direct side's runtime: the same endpoint, or a standalone dockershim on the same Docker.
+    let direct_shim = match runtime {
+        Runtime::Embedded => {
+            let d = tmp.path().join("direct-shim");
+            std::fs::create_dir_all(&d)?;
+            Some(ShimProcess::start(&tb, &d).await?)
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        Runtime::Endpoint(_) => None,
+    };
+    let (mut k, label) = match &runtime {
+        Runtime::Endpoint(e) => (start_kubelet(&tb, e, tmp.path(), &node, &[])?, e.clone()),
+        Runtime::Embedded => (
+            start_kubelet_embedded(&tb, tmp.path(), &node, &[])?,
+            "embedded dockershim".to_string(),
+        ),
+    };
+    k.wait_healthy(Duration::from_secs(60)).await?;
+    let direct_endpoint = direct_shim
+        .as_ref()
+        .map(|s| s.endpoint.clone())
+        .unwrap_or_else(|| k.endpoint.clone());
+    let (_, mut img) = clients(&direct_endpoint).await?;
+    ensure_image(&mut img, &tb.busybox_image).await?;
     let logs = tmp.path().join("direct-logs");
     let mut rows = Vec::new();
     let mut idle = serde_json::json!({});
+    let repeat = args.repeat.max(1);
     for n in [1usize, args.pods] {
         let (mut kubelet_s, mut direct_s) = (Vec::new(), Vec::new());
-        for r in 0..args.repeat.max(1) {
+        let (mut kubelet_down, mut direct_down) = (Vec::new(), Vec::new());
+        for r in 0..repeat {
             // Alternate which goes first.
             let order = if r % 2 == 0 {
                 [true, false]
@@ -172,38 +333,21 @@ async fn main() -> Result<()> {
                 if kubelet_first {
                     let (s, _) = kubelet_batch(&k, &tb.busybox_image, &node, n).await?;
                     kubelet_s.push(s);
-                    let last = r + 1 == args.repeat.max(1);
-                    if n == args.pods && last && idle.get("rss_mib").is_none() {
+                    if n == args.pods && r + 1 == repeat && idle.get("rss_mib").is_none() {
                         // Idle with N pods running: CPU per relist and RSS.
-                        let pid = k.child.id();
-                        let m0 = http_get(k.port, "/metrics")
-                            .await
-                            .and_then(|m| relist_count(&m));
-                        let c0 = proc_cpu_seconds(pid);
-                        tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
-                        let m1 = http_get(k.port, "/metrics")
-                            .await
-                            .and_then(|m| relist_count(&m));
-                        let c1 = proc_cpu_seconds(pid);
-                        if let (Some(m0), Some(m1), Some(c0), Some(c1)) = (m0, m1, c0, c1) {
-                            let relists = (m1 - m0).max(1.0);
-                            idle = serde_json::json!({
-                                "pods": n,
-                                "idle_seconds": args.idle_seconds,
-                                "relists": relists,
-                                "cpu_seconds": c1 - c0,
-                                "cpu_ms_per_relist_upper_bound": (c1 - c0) * 1000.0 / relists,
-                                "rss_mib": rss_mib(pid),
-                            });
-                        }
+                        idle = idle_window(&k, None, n, &args).await;
                     }
-                    clear_static_pods(&k, &endpoint, "kb-").await?;
+                    kubelet_down.push(kubelet_teardown(&k).await?);
                 } else {
-                    direct_s.push(direct_batch(&endpoint, &tb.busybox_image, n, &logs).await?);
+                    let (up, down) =
+                        direct_batch(&direct_endpoint, &tb.busybox_image, n, &logs).await?;
+                    direct_s.push(up);
+                    direct_down.push(down);
                 }
             }
         }
         let (km, dm) = (median(kubelet_s.clone()), median(direct_s.clone()));
+        let (kdm, ddm) = (median(kubelet_down.clone()), median(direct_down.clone()));
         rows.push(serde_json::json!({
             "pods": n,
             "kubelet_seconds": kubelet_s,
@@ -211,50 +355,107 @@ async fn main() -> Result<()> {
             "kubelet_median": km,
             "direct_median": dm,
             "ratio": if dm > 0.0 { km / dm } else { 0.0 },
+            "kubelet_down_seconds": kubelet_down,
+            "direct_down_seconds": direct_down,
+            "kubelet_down_median": kdm,
+            "direct_down_median": ddm,
+            "down_ratio": if ddm > 0.0 { kdm / ddm } else { 0.0 },
         }));
     }
     let rss_idle_after = rss_mib(k.child.id());
-    println!("## kubelet benchmark ({endpoint})\n");
-    println!(
-        "| pods | kubelet: manifests → all Running in /pods (median s) | direct CRI, same parallelism (median s) | ratio | target |"
-    );
-    println!("|---:|---:|---:|---:|---|");
-    for r in &rows {
-        let ratio = r["ratio"].as_f64().unwrap_or(0.0);
-        println!(
-            "| {} | {:.2} | {:.2} | {:.2} | <= 1.25: {} |",
-            r["pods"],
-            r["kubelet_median"].as_f64().unwrap_or(0.0),
-            r["direct_median"].as_f64().unwrap_or(0.0),
-            ratio,
-            if ratio <= 1.25 { "met" } else { "NOT met" }
-        );
+    drop(k);
+    drop(direct_shim);
+    let mut shims = Vec::new();
+    if matches!(runtime, Runtime::Embedded) && !args.no_shims {
+        shims.push(shim_idle(&tb, false, args.pods, &args).await?);
+        if std::env::var_os("CRI_DOCKERD").is_some() {
+            shims.push(shim_idle(&tb, true, args.pods, &args).await?);
+        }
     }
-    println!();
-    if let Some(cpu) = idle["cpu_ms_per_relist_upper_bound"].as_f64() {
-        println!(
-            "With {} pods: {:.0} relists in {} s idle, kubelet CPU {:.3} s → at most {:.2} ms CPU per relist (target < 5 ms: {}); RSS {:.1} MiB (target < 30 MiB: {})",
-            idle["pods"],
-            idle["relists"].as_f64().unwrap_or(0.0),
-            idle["idle_seconds"],
-            idle["cpu_seconds"].as_f64().unwrap_or(0.0),
-            cpu,
-            if cpu < 5.0 { "met" } else { "NOT met" },
-            idle["rss_mib"].as_f64().unwrap_or(0.0),
-            if idle["rss_mib"].as_f64().unwrap_or(99.0) < 30.0 {
-                "met"
-            } else {
-                "NOT met"
-            },
-        );
-    }
+    print_report(&label, &rows, &idle, &shims);
     if let Some(p) = &args.json {
         std::fs::write(
             p,
             serde_json::to_string_pretty(&serde_json::json!({
-                "endpoint": endpoint, "batches": rows, "idle": idle, "rss_mib_at_end": rss_idle_after,
+                "runtime": label, "direct_endpoint": direct_endpoint, "batches": rows,
+                "idle": idle, "rss_mib_at_end": rss_idle_after, "shims": shims,
+                "load_average": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
             }))?,
         )?;
     }
     Ok(())
+}
+
+fn print_report(
+    label: &str,
+    rows: &[serde_json::Value],
+    idle: &serde_json::Value,
+    shims: &[serde_json::Value],
+) {
+    println!("## kubelet benchmark ({label})\n");
+    println!(
+        "| pods | kubelet: manifests → all Running in /pods (median s) | direct CRI, same parallelism (median s) | ratio (target <= 1.15) | kubelet: manifests removed → no sandbox (median s) | direct Stop+RemovePodSandbox (median s) | ratio |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    for r in rows {
+        let ratio = f(&r["ratio"]);
+        println!(
+            "| {} | {:.2} | {:.2} | {:.2} ({}) | {:.2} | {:.2} | {:.2} |",
+            r["pods"],
+            f(&r["kubelet_median"]),
+            f(&r["direct_median"]),
+            ratio,
+            met(ratio <= 1.15),
+            f(&r["kubelet_down_median"]),
+            f(&r["direct_down_median"]),
+            f(&r["down_ratio"]),
+        );
+    }
+    println!();
+    if let Some(cpu) = idle["cpu_ms_per_relist_upper_bound"].as_f64() {
+        let rss = f(&idle["rss_mib"]);
+        println!(
+            "With {} pods: {:.0} relists in {} s idle, kubelet CPU {:.3} s → at most {:.2} ms CPU per relist (target < 10 ms: {}); RSS {:.1} MiB (target < 28 MiB: {})",
+            idle["pods"],
+            f(&idle["relists"]),
+            idle["idle_seconds"],
+            f(&idle["cpu_seconds"]),
+            cpu,
+            met(cpu < 10.0),
+            rss,
+            met(rss < 28.0),
+        );
+    }
+    if shims.is_empty() {
+        return;
+    }
+    println!(
+        "\n| shim process (kubelet on its endpoint) | shim RSS at start (MiB) | shim RSS, N pods idle (MiB) | shim CPU over idle window (s) | kubelet RSS (MiB) | kubelet CPU per relist (ms, upper bound) | kubelet: N pods to Running (s) | back to nothing (s) |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for s in shims {
+        println!(
+            "| {} ({} pods, {} s idle) | {:.1} | {:.1} | {:.3} | {:.1} | {:.2} | {:.2} | {:.2} |",
+            s["shim"].as_str().unwrap_or("?"),
+            s["pods"],
+            s["idle_seconds"],
+            f(&s["shim_rss_mib_start"]),
+            f(&s["shim_rss_mib"]),
+            f(&s["shim_cpu_seconds"]),
+            f(&s["rss_mib"]),
+            f(&s["cpu_ms_per_relist_upper_bound"]),
+            f(&s["kubelet_up_seconds"]),
+            f(&s["kubelet_down_seconds"]),
+        );
+    }
+    if let [ours, theirs] = shims {
+        let r0 = f(&ours["shim_rss_mib_start"]) / f(&theirs["shim_rss_mib_start"]);
+        let r1 = f(&ours["shim_rss_mib"]) / f(&theirs["shim_rss_mib"]);
+        println!(
+            "\ndockershim RSS / cri-dockerd RSS: {r0:.2} at start, {r1:.2} with {} pods (target <= 0.5: {}, {})",
+            ours["pods"],
+            met(r0 <= 0.5),
+            met(r1 <= 0.5)
+        );
+    }
 }

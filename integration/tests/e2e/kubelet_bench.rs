@@ -1,0 +1,83 @@
+//! `kubelet-bench` runs end to end with tiny settings on the kubelet's embedded dockershim (3
+//! pods, one repetition, a standalone dockershim for the direct side and for the shim's own
+//! RSS/CPU) and writes every figure it promises in its JSON. Checks the report's structure,
+//! never the times.
+
+use integration::require_testbed;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_bench_embedded_dockershim_reports_every_figure() {
+    let _tb = require_testbed!("kubelet_bench_embedded_dockershim_reports_every_figure");
+    let bin = integration::runtimes::workspace_binary("kubelet-bench")
+        .unwrap_or_else(|e| panic!("{e} (hack/test.sh builds the workspace)"));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let json = dir.path().join("bench.json");
+    let out = tokio::process::Command::new(bin)
+        .args([
+            "--runtime",
+            "embedded-dockershim",
+            "--pods",
+            "3",
+            "--repeat",
+            "1",
+        ])
+        .args(["--idle-seconds", "2", "--settle-seconds", "0", "--json"])
+        .arg(&json)
+        // The cri-dockerd side is the same code path with another binary: left out here.
+        .env_remove("CRI_DOCKERD")
+        .output()
+        .await
+        .expect("run kubelet-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "kubelet-bench failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("| 3 |"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).expect("json written")).expect("json");
+    assert_eq!(v["runtime"], "embedded dockershim");
+    let batches = v["batches"].as_array().expect("batches");
+    assert_eq!(batches.len(), 2, "{v}");
+    for (b, n) in batches.iter().zip([1, 3]) {
+        assert_eq!(b["pods"], n, "{b}");
+        for key in [
+            "kubelet_seconds",
+            "direct_seconds",
+            "kubelet_down_seconds",
+            "direct_down_seconds",
+        ] {
+            let samples = b[key].as_array().expect(key);
+            assert_eq!(samples.len(), 1, "{key}: {b}");
+            assert!(samples[0].as_f64().is_some_and(|s| s > 0.0), "{key}: {b}");
+        }
+    }
+    let idle = &v["idle"];
+    assert_eq!(idle["pods"], 3, "{idle}");
+    for key in ["relists", "cpu_ms_per_relist_upper_bound", "rss_mib"] {
+        assert!(idle[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {idle}");
+    }
+    let shims = v["shims"].as_array().expect("shims");
+    assert_eq!(shims.len(), 1, "{v}");
+    assert_eq!(shims[0]["shim"], "dockershim");
+    for key in [
+        "shim_rss_mib_start",
+        "shim_rss_mib",
+        "rss_mib",
+        "kubelet_up_seconds",
+        "kubelet_down_seconds",
+    ] {
+        assert!(
+            shims[0][key].as_f64().is_some_and(|x| x > 0.0),
+            "{key}: {}",
+            shims[0]
+        );
+    }
+    assert!(
+        shims[0]["shim_cpu_seconds"].as_f64().is_some(),
+        "{}",
+        shims[0]
+    );
+}

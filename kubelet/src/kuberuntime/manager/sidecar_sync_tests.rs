@@ -5,21 +5,10 @@
 //! containers, in reverse order; an ephemeral container starts once, in its target's PID
 //! namespace. Runs on a paused clock.
 
-use std::sync::Arc;
-use std::time::Duration;
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
 
-use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
+use super::sync_tests::Bed;
 use super::*;
-use crate::cri::fake::FakeRuntime;
-
-struct Bed {
-    fake: Arc<FakeRuntime>,
-    manager: KubeGenericRuntimeManager,
-    backoff: Backoff,
-    _dirs: tempfile::TempDir,
-}
 
 fn container(name: &str) -> Container {
     Container {
@@ -37,65 +26,30 @@ fn sidecar(name: &str) -> Container {
     }
 }
 
+/// `sync_tests`' pod with upstream's default grace period (the stop order waits in it).
 fn pod(uid: &str, policy: &str, init: Vec<Container>, apps: Vec<Container>) -> Pod {
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(format!("pod-{uid}")),
-            namespace: Some("default".into()),
-            uid: Some(uid.into()),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            restart_policy: Some(policy.into()),
-            init_containers: (!init.is_empty()).then_some(init),
-            containers: apps,
-            termination_grace_period_seconds: Some(30),
-            ..Default::default()
-        }),
-        status: None,
+    let mut p = super::sync_tests::pod(uid, policy, init, apps);
+    if let Some(s) = p.spec.as_mut() {
+        s.termination_grace_period_seconds = Some(30);
     }
+    p
 }
 
+/// `sync_tests`' bed with the image every container here uses.
 async fn bed() -> Bed {
-    let dirs = tempfile::tempdir().expect("tempdir");
-    let (fake, manager) = KubeGenericRuntimeManager::fake(dirs.path()).await;
-    fake.add_image("busybox:1", 10);
-    Bed {
-        fake,
-        manager,
-        backoff: Backoff::new(Duration::from_secs(10), Duration::from_secs(300)),
-        _dirs: dirs,
-    }
+    let b = super::sync_tests::bed().await;
+    b.fake.add_image("busybox:1", 10);
+    b
 }
 
 impl Bed {
-    async fn status(&self, pod: &Pod) -> PodStatus {
-        let m = &pod.metadata;
-        self.manager
-            .get_pod_status(
-                m.uid.as_deref().unwrap_or_default(),
-                m.name.as_deref().unwrap_or_default(),
-                m.namespace.as_deref().unwrap_or_default(),
-            )
-            .await
-            .expect("pod status")
-    }
-
-    async fn sync(&mut self, pod: &Pod) -> SyncResult {
-        let status = self.status(pod).await;
-        let objects = ApiObjects::standalone("default");
-        self.manager
-            .sync_pod(pod, &status, &objects, &mut self.backoff)
-            .await
-    }
-
     async fn sync_ok(&mut self, pod: &Pod) {
         let r = self.sync(pod).await;
         assert!(r.is_ok(), "{:?}", r.errors);
     }
 
     /// Names of the running containers, sorted.
-    fn running(&self) -> Vec<String> {
+    fn running_sorted(&self) -> Vec<String> {
         let mut v: Vec<String> = self
             .fake
             .containers()
@@ -133,18 +87,26 @@ async fn a_sidecar_starts_before_the_next_init_container_and_keeps_running() {
         vec![container("app")],
     );
     b.sync_ok(&p).await;
-    assert_eq!(b.running(), names(&["proxy"]));
-    b.sync_ok(&p).await;
-    assert_eq!(b.running(), names(&["proxy", "setup"]), "setup after proxy");
+    assert_eq!(b.running_sorted(), names(&["proxy"]));
     b.sync_ok(&p).await;
     assert_eq!(
-        b.running(),
+        b.running_sorted(),
+        names(&["proxy", "setup"]),
+        "setup after proxy"
+    );
+    b.sync_ok(&p).await;
+    assert_eq!(
+        b.running_sorted(),
         names(&["proxy", "setup"]),
         "app waits for setup"
     );
     b.fake.exit_container(&b.newest("setup").id, 0);
     b.sync_ok(&p).await;
-    assert_eq!(b.running(), names(&["app", "proxy"]), "the sidecar stays");
+    assert_eq!(
+        b.running_sorted(),
+        names(&["app", "proxy"]),
+        "the sidecar stays"
+    );
     assert!(b.newest("proxy").created_at < b.newest("setup").created_at);
     assert!(b.newest("setup").finished_at < b.newest("app").created_at);
 }
@@ -160,10 +122,10 @@ async fn an_exited_sidecar_is_restarted_then_backed_off_even_under_never() {
     );
     b.sync_ok(&p).await;
     b.sync_ok(&p).await;
-    assert_eq!(b.running(), names(&["app", "proxy"]));
+    assert_eq!(b.running_sorted(), names(&["app", "proxy"]));
     b.fake.exit_container(&b.newest("proxy").id, 1);
     b.sync_ok(&p).await;
-    assert_eq!(b.running(), names(&["app", "proxy"]));
+    assert_eq!(b.running_sorted(), names(&["app", "proxy"]));
     assert_eq!(b.newest("proxy").metadata.map(|m| m.attempt), Some(1));
     b.fake.exit_container(&b.newest("proxy").id, 1);
     let r = b.sync(&p).await;
@@ -172,7 +134,7 @@ async fn an_exited_sidecar_is_restarted_then_backed_off_even_under_never() {
         (r.errors[0].target.as_str(), r.errors[0].reason.as_str()),
         ("proxy", reasons::CRASH_LOOP_BACK_OFF)
     );
-    assert_eq!(b.running(), names(&["app"]), "the app keeps running");
+    assert_eq!(b.running_sorted(), names(&["app"]), "the app keeps running");
 }
 
 #[tokio::test(start_paused = true)]
@@ -186,10 +148,10 @@ async fn a_completed_pod_has_its_sidecars_stopped() {
     );
     b.sync_ok(&p).await;
     b.sync_ok(&p).await;
-    assert_eq!(b.running(), names(&["job", "proxy"]));
+    assert_eq!(b.running_sorted(), names(&["job", "proxy"]));
     b.fake.exit_container(&b.newest("job").id, 0);
     b.sync_ok(&p).await;
-    assert!(b.running().is_empty(), "{:?}", b.running());
+    assert!(b.running_sorted().is_empty(), "{:?}", b.running_sorted());
     assert!(b.newest("job").finished_at < b.newest("proxy").finished_at);
     // Nothing starts again: the pod is done.
     b.fake.clear_calls();
@@ -215,13 +177,13 @@ async fn killing_a_pod_stops_sidecars_after_the_app_in_reverse_order() {
     for _ in 0..3 {
         b.sync_ok(&p).await;
     }
-    assert_eq!(b.running(), names(&["a", "b", "first", "second"]));
+    assert_eq!(b.running_sorted(), names(&["a", "b", "first", "second"]));
     let status = b.status(&p).await;
     b.manager
         .kill_pod_status(Some(&p), &status, 30)
         .await
         .expect("kill");
-    assert!(b.running().is_empty());
+    assert!(b.running_sorted().is_empty());
     let done = |n: &str| b.newest(n).finished_at;
     assert!(done("a") < done("second") && done("b") < done("second"));
     assert!(
@@ -245,7 +207,7 @@ async fn an_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
         }]);
     }
     b.sync_ok(&p).await;
-    assert_eq!(b.running(), names(&["app", "debugger"]));
+    assert_eq!(b.running_sorted(), names(&["app", "debugger"]));
     let ns = b
         .fake
         .container_namespaces(&b.newest("debugger").id)
@@ -257,7 +219,7 @@ async fn an_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
     b.fake.clear_calls();
     b.sync_ok(&p).await;
     assert!(!b.fake.calls().iter().any(|c| c == "create_container"));
-    assert_eq!(b.running(), names(&["app"]));
+    assert_eq!(b.running_sorted(), names(&["app"]));
     // A target the runtime does not know is a config error, not a start.
     if let Some(e) = p
         .spec

@@ -11,14 +11,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use super::*;
 use crate::cri::fake::FakeRuntime;
 
-struct Bed {
-    fake: Arc<FakeRuntime>,
-    manager: KubeGenericRuntimeManager,
-    backoff: Backoff,
+/// The manager on a fake runtime (shared with `sidecar_sync_tests`).
+pub(super) struct Bed {
+    pub(super) fake: Arc<FakeRuntime>,
+    pub(super) manager: KubeGenericRuntimeManager,
+    pub(super) backoff: Backoff,
     _dirs: tempfile::TempDir,
 }
 
-async fn bed() -> Bed {
+pub(super) async fn bed() -> Bed {
     let dirs = tempfile::tempdir().expect("tempdir");
     let (fake, manager) = KubeGenericRuntimeManager::fake(dirs.path()).await;
     Bed {
@@ -38,7 +39,7 @@ fn container(name: &str, image: &str) -> Container {
     }
 }
 
-fn pod(uid: &str, policy: &str, init: Vec<Container>, apps: Vec<Container>) -> Pod {
+pub(super) fn pod(uid: &str, policy: &str, init: Vec<Container>, apps: Vec<Container>) -> Pod {
     Pod {
         metadata: ObjectMeta {
             name: Some(format!("pod-{uid}")),
@@ -58,7 +59,7 @@ fn pod(uid: &str, policy: &str, init: Vec<Container>, apps: Vec<Container>) -> P
 }
 
 impl Bed {
-    async fn status(&self, pod: &Pod) -> PodStatus {
+    pub(super) async fn status(&self, pod: &Pod) -> PodStatus {
         let m = &pod.metadata;
         self.manager
             .get_pod_status(
@@ -70,7 +71,7 @@ impl Bed {
             .expect("pod status")
     }
 
-    async fn sync(&mut self, pod: &Pod) -> SyncResult {
+    pub(super) async fn sync(&mut self, pod: &Pod) -> SyncResult {
         let status = self.status(pod).await;
         let objects = ApiObjects::standalone("default");
         self.manager

@@ -5,19 +5,12 @@
 //! restarted whatever the pod's policy, sidecars alone do not keep a pod alive, and ephemeral
 //! containers start once.
 
+use super::tests::{c, cs};
 use super::*;
-use crate::container::{ContainerStatus, SandboxStatus};
+use crate::container::ContainerStatus;
 use ContainerState::*;
 use k8s_openapi::api::core::v1::{EphemeralContainer, PodSpec, Probe};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-fn c(name: &str) -> Container {
-    Container {
-        name: name.into(),
-        image: Some(format!("img-{name}")),
-        ..Default::default()
-    }
-}
 
 fn sidecar(name: &str) -> Container {
     Container {
@@ -45,43 +38,11 @@ fn pod(policy: &str) -> Pod {
     }
 }
 
-fn cs(pod: &Pod, name: &str, state: ContainerState, exit: i32) -> ContainerStatus {
-    let spec = pod
-        .spec
-        .iter()
-        .flat_map(|s| {
-            s.containers
-                .iter()
-                .chain(s.init_containers.iter().flatten())
-        })
-        .find(|c| c.name == name)
-        .cloned()
-        .unwrap_or_else(|| c(name));
-    ContainerStatus {
-        id: ContainerID::new("docker", format!("id-{name}")),
-        name: name.into(),
-        state,
-        exit_code: exit,
-        hash: hash_container(&spec),
-        ..Default::default()
-    }
-}
-
+/// `tests`' status with one ready sandbox (attempt 1) and the pod's IP.
 fn status(containers: Vec<ContainerStatus>) -> PodStatus {
     PodStatus {
-        id: "uid".into(),
-        name: "p".into(),
-        namespace: "default".into(),
         ips: vec!["10.0.0.2".into()],
-        sandbox_statuses: vec![SandboxStatus {
-            id: "sb1".into(),
-            state: SandboxState::Ready,
-            attempt: 1,
-            network_namespace_mode: NamespaceMode::Pod,
-            ips: vec!["10.0.0.2".into()],
-            created_at: None,
-        }],
-        container_statuses: containers,
+        ..super::tests::status(vec![super::tests::sandbox(1, true)], containers)
     }
 }
 

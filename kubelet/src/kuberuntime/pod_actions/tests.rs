@@ -8,7 +8,7 @@ use crate::container::{ContainerStatus, SandboxStatus};
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-fn c(name: &str) -> Container {
+pub(super) fn c(name: &str) -> Container {
     Container {
         name: name.into(),
         image: Some(format!("img-{name}")),
@@ -38,7 +38,7 @@ fn pod(policy: &str, init: &[&str], apps: &[&str]) -> Pod {
     }
 }
 
-fn sandbox(attempt: u32, ready: bool) -> SandboxStatus {
+pub(super) fn sandbox(attempt: u32, ready: bool) -> SandboxStatus {
     SandboxStatus {
         id: format!("sb{attempt}"),
         state: if ready {
@@ -54,7 +54,7 @@ fn sandbox(attempt: u32, ready: bool) -> SandboxStatus {
 }
 
 /// A status for container `name` of `pod` (hash matches its spec).
-fn cs(pod: &Pod, name: &str, state: ContainerState, exit: i32) -> ContainerStatus {
+pub(super) fn cs(pod: &Pod, name: &str, state: ContainerState, exit: i32) -> ContainerStatus {
     let spec = pod
         .spec
         .iter()
@@ -76,7 +76,7 @@ fn cs(pod: &Pod, name: &str, state: ContainerState, exit: i32) -> ContainerStatu
     }
 }
 
-fn status(sandboxes: Vec<SandboxStatus>, containers: Vec<ContainerStatus>) -> PodStatus {
+pub(super) fn status(sandboxes: Vec<SandboxStatus>, containers: Vec<ContainerStatus>) -> PodStatus {
     PodStatus {
         id: "uid".into(),
         name: "p".into(),

@@ -14,11 +14,11 @@ use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client, Config};
 use kubelet_support::{
-    cleanup_all, free_port, kubelet_command, runtime_containers, runtime_endpoint,
-    runtime_sandboxes, stop_kubelet, wait_for,
+    cleanup_all, delete_pod_and_wait, free_port, kubelet_command, runtime_containers,
+    runtime_endpoint, runtime_sandboxes, stop_kubelet, wait_for,
 };
 use parking_lot::Mutex;
 
@@ -175,16 +175,7 @@ async fn api_mode(kind: RuntimeKind) {
             );
 
             // Graceful deletion: terminated, then the kubelet deletes the object.
-            pods.delete(&name, &DeleteParams::default())
-                .await
-                .expect("delete");
-            wait_for("the pod object to be removed", &log, || async {
-                match pods.get_opt(&name).await {
-                    Ok(None) => Some(()),
-                    _ => None,
-                }
-            })
-            .await;
+            delete_pod_and_wait(&pods, &name, &log).await;
             wait_for("the runtime to drop the pod's containers", &log, || async {
                 let containers = runtime_containers(&endpoint, &pod_uid).await?;
                 containers.is_empty().then_some(())

@@ -78,13 +78,6 @@ fn pod_json(name: &str, node: &str, image: &str) -> Pod {
     .expect("pod")
 }
 
-fn is_ready(n: &Node) -> bool {
-    n.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
 fn renew_time(l: &Lease) -> Option<k8s_openapi::jiff::Timestamp> {
     l.spec.as_ref()?.renew_time.as_ref().map(|t| t.0)
 }
@@ -194,7 +187,7 @@ async fn three_kubelets_form_one_cluster() {
     let body = async {
         for (n, log) in names.iter().zip(&logs) {
             wait_for("every node Ready", log, || async {
-                is_ready(&node_api.get_opt(n).await.ok()??).then_some(())
+                node_ready(&node_api.get_opt(n).await.ok()??).then_some(())
             })
             .await;
         }

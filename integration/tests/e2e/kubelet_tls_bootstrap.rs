@@ -22,9 +22,12 @@ use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client, Config};
-use kubelet_support::{cleanup_all, free_port, kubelet_command, stop_kubelet, wait_for};
+use kubelet_support::{
+    cleanup_all, delete_pod_and_wait, free_port, kubelet_command, node_ready, stop_kubelet,
+    wait_for,
+};
 use parking_lot::Mutex;
 use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
@@ -98,13 +101,6 @@ async fn serving_cert(port: u16, ca_pem: &str, node: &str) -> Option<Certificate
         .await
         .ok()?;
     tls.get_ref().1.peer_certificates()?.first().cloned()
-}
-
-fn node_ready(n: &Node) -> bool {
-    n.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
 fn issued_pem(csr: &CertificateSigningRequest) -> Option<String> {
@@ -374,13 +370,7 @@ async fn kubelet_tls_bootstrap_and_rotation_against_the_fixture() {
             // The node stays Ready through the rotation.
             let n = nodes.get(&node).await.expect("node");
             assert!(node_ready(&n));
-            pods.delete(&name, &DeleteParams::default())
-                .await
-                .expect("delete");
-            wait_for("the pod object to be removed", &log, || async {
-                matches!(pods.get_opt(&name).await, Ok(None)).then_some(())
-            })
-            .await;
+            delete_pod_and_wait(&pods, &name, &log).await;
         }
     })
     .await;
@@ -595,13 +585,7 @@ async fn kubelet_tls_bootstrap_against_the_judge_control_plane() {
                 serving.not_after - serving.not_before,
                 pod_running_after.as_secs_f64(),
             );
-            pods.delete(&pod_name, &DeleteParams::default())
-                .await
-                .expect("delete");
-            wait_for("the pod object to be removed", &log, || async {
-                matches!(pods.get_opt(&pod_name).await, Ok(None)).then_some(())
-            })
-            .await;
+            delete_pod_and_wait(&pods, &pod_name, &log).await;
         }
     })
     .await;

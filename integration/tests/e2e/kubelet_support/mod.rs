@@ -484,3 +484,27 @@ spec:
         script = serde_json::to_string(script).expect("json string")
     )
 }
+
+/// Is the Node's `Ready` condition `True`?
+pub fn node_ready(n: &k8s_openapi::api::core::v1::Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Deletes pod `name` through the API (graceful) and waits until the kubelet has removed the
+/// object.
+pub async fn delete_pod_and_wait(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    name: &str,
+    log: &Path,
+) {
+    pods.delete(name, &kube::api::DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("the pod object to be removed", log, || async {
+        matches!(pods.get_opt(name).await, Ok(None)).then_some(())
+    })
+    .await;
+}

@@ -156,15 +156,8 @@ impl NodeAllocatable {
         let cpus = std::thread::available_parallelism()
             .map(|n| i64::try_from(n.get()).unwrap_or(1))
             .unwrap_or(1);
-        let memory = std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("MemTotal:"))
-                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
-            })
-            .map(|kb| kb * 1024)
-            .unwrap_or(0);
+        let memory = i64::try_from(crate::fsstats::mem_total(&crate::fsstats::read_meminfo()))
+            .unwrap_or(i64::MAX);
         let ephemeral_storage = crate::fsstats::fs_capacity(root_dir)
             .map(|(cap, _)| i64::try_from(cap).unwrap_or(i64::MAX))
             .unwrap_or(0);

@@ -3,7 +3,9 @@
 //! in-process on a private socket, or any CRI endpoint such as the test bed's containerd
 //! (`runtimes`), a Docker Engine of a test's own (`dockerd`) — builders for the CRI requests the tests send (`fixtures`), a client for CRI
 //! streaming URLs over SPDY and WebSocket (`streaming`), and the CRI
-//! conformance suite (`conformance`, binary `cri-conformance`).
+//! conformance suite (`conformance`, binary `cri-conformance`); the Kubernetes API fixture for
+//! API-server mode (`apiserver`), the kubelet as a child process (`kubelet_proc`) and the
+//! CRI benchmark `cri-bench` (`benchmark`).
 
 pub mod apiserver;
 pub mod benchmark;

@@ -8,7 +8,8 @@
 //!    keys), [`resource`] (exact quantities), [`qos`], [`fsstats`] (statvfs, directory usage,
 //!    `/proc/meminfo`), [`probe`] (running one probe, probe results), [`duration`] (Go
 //!    durations, from `node-common`), [`version`], [`logging`], [`credentials`] (node pull
-//!    credentials), [`events`] (event recorder), [`metrics`].
+//!    credentials), [`events`] (event recorder), [`metrics`], [`cliflag`] (map-valued flags),
+//!    [`predicate`] (admission by node selector, affinity and taints).
 //! 2. **Ports** — [`cri`]: the `RuntimeService` and `ImageManagerService` traits every manager
 //!    holds, their gRPC implementation and an in-memory fake for unit tests; [`apiobjects`]
 //!    (configMaps, secrets, tokens a pod refers to), [`certificate`] (TLS bootstrap and
@@ -17,7 +18,8 @@
 //! 3. **Managers** — [`cm`] (pod cgroups), [`config`] (pod sources and their merge),
 //!    [`envvars`], [`logs`] (reading and rotating container logs), [`status`] (API pod status
 //!    and its sync to the API server), [`volumemanager`], [`kuberuntime`] (`SyncPod` and
-//!    everything the kubelet asks the runtime, through [`cri`]).
+//!    everything the kubelet asks the runtime, through [`cri`]), [`nodeshutdown`] (graceful node
+//!    shutdown on logind's inhibitor lock).
 //! 4. **Node-level policy** — [`eviction`] (given image and container GC as traits), [`gc`]
 //!    (dead containers), [`images`] (image GC), [`pleg`] (generic and evented), [`prober`]
 //!    (probe workers), [`stats`] (the summary of node, pod and container usage).

@@ -2,7 +2,9 @@
 //! dockershim. The [`runtime::v1`] module holds the prost messages and tonic
 //! clients/servers generated at build time from `proto/api.proto`, which is
 //! wire-identical to upstream `k8s.io/cri-api`; [`transport`] carries the
-//! unix-socket serve/connect helpers and the 16 MiB message-size defaults.
+//! unix-socket serve/connect helpers and the 16 MiB message-size defaults; [`authority`] lets
+//! every served socket accept the `:authority` Go and grpcio clients send (the socket path);
+//! [`activation`] takes listeners from systemd (`fd://`) and sends `sd_notify`.
 
 pub mod activation;
 pub mod authority;

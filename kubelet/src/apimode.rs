@@ -44,7 +44,6 @@ pub enum ApiModeError {
 pub struct ApiModeConfig {
     pub kubeconfig: PathBuf,
     pub register_node: bool,
-    pub node_ip: String,
     pub node_labels: BTreeMap<String, String>,
     pub node_status_update_frequency: Duration,
     pub node_status_report_frequency: Duration,
@@ -131,7 +130,7 @@ pub fn spawn(
     let node_name = shared.node_name.clone();
     let inputs = NodeSpecInputs {
         node_name: node_name.clone(),
-        node_ip: cfg.node_ip.clone(),
+        node_ip: shared.runtime.node_ip().get(),
         hostname: node_name.clone(),
         max_pods: cfg.max_pods,
         labels: cfg.node_labels.clone(),
@@ -173,7 +172,7 @@ pub fn spawn(
 async fn node_loop(
     client: Client,
     cfg: ApiModeConfig,
-    inputs: NodeSpecInputs,
+    mut inputs: NodeSpecInputs,
     shared: Arc<KubeletShared>,
     root_dir: PathBuf,
     cancel: CancellationToken,
@@ -240,6 +239,10 @@ async fn node_loop(
                 if let Ok(list) = shared.runtime.image_names_and_sizes().await {
                     images = crate::nodestatus::top_images_max(list, cfg.node_status_max_images);
                 }
+                // Upstream's NodeAddress setter: the address is detected again at each update
+                // unless --node-ip gave it; whatever watches it (the serving certificate)
+                // sees a change.
+                inputs.node_ip = shared.runtime.node_ip().refresh();
                 let st = node_status(&inputs, &machine, &health, images.clone(), syncer.last_status());
                 if let Err(e) = syncer.sync(st).await {
                     warn!(error = %e, "updating node status failed");

@@ -329,7 +329,7 @@ impl Kubelet {
             status: self.shared.status.clone(),
             cache,
             metrics: Arc::clone(&self.shared.metrics),
-            host_ip: crate::nodestatus::node_ip(),
+            node_ip: runtime.node_ip().clone(),
             sync_frequency: self.config.sync_frequency,
             root_dir: self.config.root_dir.clone(),
             probes: probe_results,

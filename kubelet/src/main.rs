@@ -111,12 +111,15 @@ async fn client_rotation(
 }
 
 /// `--rotate-server-certificates`: the serving certificate's holder (the secure server's
-/// resolver) and its manager, for the node's name and IP.
+/// resolver) and its manager, for the node's name and IP; the template follows the node's IP
+/// (upstream's `getTemplate` from the last observed node addresses), so a changed address gets
+/// a new certificate.
 fn serving_rotation(
     client: kube::Client,
     tls: &kubelet::server::secure::TlsConfig,
     node_name: &str,
-    node_ip: &str,
+    node_ip: &kubelet::nodestatus::NodeIp,
+    cancel: CancellationToken,
 ) -> (
     std::sync::Arc<kubelet::certificate::CertHolder>,
     kubelet::certificate::Manager,
@@ -131,20 +134,44 @@ fn serving_rotation(
         }
     };
     let holder = CertHolder::new(cert::SERVER_PREFIX, initial);
-    let ips: Vec<std::net::IpAddr> = node_ip.parse().into_iter().collect();
-    let template = cert::csr::Template::serving(node_name, &[node_name.to_string()], &ips);
+    let template_of = {
+        let node_name = node_name.to_string();
+        move |ip: &str| {
+            let ips: Vec<std::net::IpAddr> = ip.parse().into_iter().collect();
+            cert::csr::Template::serving(&node_name, std::slice::from_ref(&node_name), &ips)
+        }
+    };
+    let mut ips = node_ip.subscribe();
+    let template = tokio::sync::watch::Sender::new(template_of(&ips.borrow_and_update()));
+    let templates = template.subscribe();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                changed = ips.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    let ip = ips.borrow_and_update().clone();
+                    template.send_replace(template_of(&ip));
+                }
+            }
+        }
+    });
     let requester = std::sync::Arc::new(cert::manager::ApiRequester {
         client,
         fallback: None,
         holder: holder.clone(),
     });
+    let initial = templates.borrow().clone();
     let manager = cert::Manager::new(
         cert::csr::SERVING_SIGNER,
-        template,
+        initial,
         holder.clone(),
         store,
         requester,
-    );
+    )
+    .following(templates);
     (holder, manager)
 }
 
@@ -280,12 +307,8 @@ async fn run(
         );
     }
     apply_process_settings(&config);
-    let node_ip = config
-        .api
-        .as_ref()
-        .map(|a| a.node_ip.clone())
-        .unwrap_or_else(kubelet::nodestatus::node_ip);
-    config.dns.node_ips = node_ip.parse().into_iter().collect();
+    let node_ip = kubelet::nodestatus::NodeIp::new(config.node_ip.clone());
+    config.dns.node_ips = node_ip.get().parse().into_iter().collect();
     if let Some(w) = config.dns.check_limits_for_resolv_conf() {
         tracing::warn!(reason = "CheckLimitsForResolvConf", "{w}");
     }
@@ -338,7 +361,8 @@ async fn run(
     }
     let runtime = runtime
         .with_container_manager(kubelet::cm::ContainerManager::new(cgroups))
-        .with_dns(config.dns.clone());
+        .with_dns(config.dns.clone())
+        .with_node_ip(node_ip.clone());
     let runtime = match &config.image_credential_file {
         Some(path) => runtime.with_credentials(
             kubelet::credentials::DockerKeyring::load(path)
@@ -365,9 +389,9 @@ async fn run(
     }
     // --rotate-server-certificates: the serving certificate from a kubelet-serving CSR.
     let serving = match (&secure, &api_client) {
-        (Some((_, tls, node_name, _)), Some(client)) if tls.server_tls_bootstrap => {
-            Some(serving_rotation(client.clone(), tls, node_name, &node_ip))
-        }
+        (Some((_, tls, node_name, _)), Some(client)) if tls.server_tls_bootstrap => Some(
+            serving_rotation(client.clone(), tls, node_name, &node_ip, cancel.clone()),
+        ),
         (Some((_, tls, _, _)), None) if tls.server_tls_bootstrap => {
             tracing::warn!(
                 "--rotate-server-certificates needs an API server (--kubeconfig): using the configured or self-signed serving certificate"
@@ -399,7 +423,7 @@ async fn run(
     if let Some((secure_addr, tls, node_name, root_dir)) = secure {
         let hosts = vec![
             node_name,
-            kubelet::nodestatus::node_ip(),
+            node_ip.get(),
             "localhost".to_string(),
             "127.0.0.1".to_string(),
         ];

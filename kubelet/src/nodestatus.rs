@@ -517,6 +517,95 @@ impl LeaseRenewer {
     }
 }
 
+/// The node's IP as every part of the kubelet sees it (upstream: the Node's `InternalIP`,
+/// which the pods' `hostIP`, the downward API's `status.hostIP`, host-network probes and the
+/// serving certificate's SANs follow): the first address of `--node-ip` when given, else
+/// detected, and detected again at every node status update (upstream's `NodeAddress`
+/// setter), so that a changed address reaches everything that watches it.
+#[derive(Debug, Clone)]
+pub struct NodeIp {
+    flag: Option<String>,
+    current: std::sync::Arc<tokio::sync::watch::Sender<String>>,
+}
+
+/// `--node-ip` (upstream 1.26 `ParseNodeIPArgument`): a comma-separated single IP or
+/// dual-stack pair, whose first address is the node's; an unparsable entry is ignored with a
+/// log line, as upstream. `None` when no address is given.
+pub fn parse_node_ip_flag(flag: Option<&str>) -> Result<Option<String>, NodeIpError> {
+    let mut ips: Vec<std::net::IpAddr> = Vec::new();
+    for part in flag.unwrap_or("").split(',').map(str::trim) {
+        if part.is_empty() {
+            continue;
+        }
+        match part.parse() {
+            Ok(ip) => ips.push(ip),
+            Err(_) => tracing::info!(ip = part, "Could not parse node IP. Ignoring"),
+        }
+    }
+    if ips.len() > 2 || (ips.len() == 2 && ips[0].is_ipv6() == ips[1].is_ipv6()) {
+        return Err(NodeIpError {
+            value: flag.unwrap_or_default().to_string(),
+        });
+    }
+    Ok(ips.first().map(|ip| ip.to_string()))
+}
+
+/// `--node-ip` that upstream 1.26 refuses (`ParseNodeIPArgument`).
+#[derive(Debug, thiserror::Error)]
+#[error("{value:?}: must contain either a single IP or a dual-stack pair of IPs")]
+pub struct NodeIpError {
+    value: String,
+}
+
+impl NodeIp {
+    /// `flag`, already parsed by [`parse_node_ip_flag`], or else the detected address.
+    pub fn new(flag: Option<String>) -> NodeIp {
+        let initial = flag.clone().unwrap_or_else(node_ip);
+        NodeIp {
+            flag,
+            current: std::sync::Arc::new(tokio::sync::watch::Sender::new(initial)),
+        }
+    }
+
+    /// A fixed address (tests).
+    pub fn fixed(ip: &str) -> NodeIp {
+        NodeIp {
+            flag: Some(ip.to_string()),
+            current: std::sync::Arc::new(tokio::sync::watch::Sender::new(ip.to_string())),
+        }
+    }
+
+    /// The current address.
+    pub fn get(&self) -> String {
+        self.current.borrow().clone()
+    }
+
+    /// Detects the address again when no `--node-ip` was given; returns the current one.
+    pub fn refresh(&self) -> String {
+        if self.flag.is_none() {
+            self.set(node_ip());
+        }
+        self.get()
+    }
+
+    /// Records `ip` as the current address; watchers see a change only when it differs.
+    pub fn set(&self, ip: String) {
+        self.current.send_if_modified(|cur| {
+            let changed = *cur != ip;
+            if changed {
+                tracing::info!(old = %cur, new = %ip, "the node's IP changed");
+                *cur = ip;
+            }
+            changed
+        });
+    }
+
+    /// Watches the address.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<String> {
+        self.current.subscribe()
+    }
+}
+
 /// The node's primary IP (the source address of the default route), or loopback.
 pub fn node_ip() -> String {
     std::net::UdpSocket::bind("0.0.0.0:0")

@@ -83,8 +83,8 @@ pub struct SyncContext {
     pub cache: PodCache,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// The node IP for statuses.
-    pub host_ip: String,
+    /// The node's IP: the pods' `hostIP`.
+    pub node_ip: crate::nodestatus::NodeIp,
     /// Periodic resync interval.
     pub sync_frequency: Duration,
     /// The kubelet's root directory (`<root>/pods/<uid>` are the pod data dirs).
@@ -101,7 +101,7 @@ impl std::fmt::Debug for SyncContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SyncContext")
             .field("root_dir", &self.root_dir)
-            .field("host_ip", &self.host_ip)
+            .field("node_ip", &self.node_ip.get())
             .field("api", &self.api.is_some())
             .finish_non_exhaustive()
     }
@@ -114,7 +114,7 @@ impl SyncContext {
         status: &crate::container::PodStatus,
         reasons: &WaitingReasons,
     ) {
-        let mut api = generate_api_pod_status(pod, status, reasons, &self.host_ip);
+        let mut api = generate_api_pod_status(pod, status, reasons, &self.node_ip.get());
         crate::prober::update_pod_status(pod, &mut api, &self.probes);
         let uid = pod.metadata.uid.as_deref().unwrap_or_default();
         if api.phase.as_deref() == Some("Running") {
@@ -400,7 +400,7 @@ pub async fn sync_terminating_pod(ctx: &SyncContext, work: &PodWork) {
 pub async fn set_evicted_status(ctx: &SyncContext, pod: &Pod, t: &Termination) {
     let (uid, name, ns) = meta(pod);
     let mut api = match ctx.runtime.get_pod_status(uid, name, ns).await {
-        Ok(s) => generate_api_pod_status(pod, &s, &WaitingReasons::default(), &ctx.host_ip),
+        Ok(s) => generate_api_pod_status(pod, &s, &WaitingReasons::default(), &ctx.node_ip.get()),
         Err(_) => ctx.status.get_pod_status(uid).unwrap_or_default(),
     };
     evicted_status(&mut api, &t.reason, &t.message);
@@ -502,7 +502,7 @@ mod tests {
             status: StatusManager::default(),
             cache: PodCache::default(),
             metrics: Arc::default(),
-            host_ip: "10.0.0.1".into(),
+            node_ip: crate::nodestatus::NodeIp::fixed("10.0.0.1"),
             sync_frequency: Duration::from_secs(60),
             root_dir: dir.path().join("kubelet"),
             probes: Default::default(),

@@ -119,8 +119,7 @@ impl ProbeWorker {
         let initial_delay = i64::from(probe.initial_delay_seconds.unwrap_or(0));
         let (mut current_id, mut successes, mut failures) = (String::new(), 0, 0);
         // Host-network pods are probed on the node's address (their podIP upstream).
-        let host_ip =
-            crate::container::is_host_network_pod(&self.pod).then(crate::nodestatus::node_ip);
+        let host_network = crate::container::is_host_network_pod(&self.pod);
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
@@ -171,9 +170,11 @@ impl ProbeWorker {
             {
                 continue;
             }
-            let pod_ip = host_ip
-                .clone()
-                .unwrap_or_else(|| status.ips.first().cloned().unwrap_or_default());
+            let pod_ip = if host_network {
+                self.runtime.node_ip().get()
+            } else {
+                status.ips.first().cloned().unwrap_or_default()
+            };
             let outcome =
                 run_probe(&self.runtime, &probe, &self.container, &current_id, &pod_ip).await;
             let result = match outcome {

@@ -470,10 +470,10 @@ async fn kubeadm_dropin_starts_the_kubelet_with_kubeadm_flags_and_extra_args() {
         );
     }
     let uid = format!("{}-static", k.node);
-    k.write_manifest(
-        "static.yaml",
-        &pod_manifest("static", &uid, &tb.busybox_image, "sleep 3600", ""),
-    );
+    // The pod sees --node-ip as its hostIP (status and downward API).
+    let manifest = pod_manifest("static", &uid, &tb.busybox_image, "sleep 3600", "")
+        + "    env:\n    - name: HOST_IP\n      valueFrom:\n        fieldRef:\n          fieldPath: status.hostIP\n";
+    k.write_manifest("static.yaml", &manifest);
     // Neither kubeconfig exists yet (kubeadm init writes them): one line and a non-zero exit.
     let out = tokio::process::Command::new(kubelet_binary())
         .args(&args)
@@ -521,6 +521,7 @@ async fn kubeadm_dropin_starts_the_kubelet_with_kubeadm_flags_and_extra_args() {
         .env("NO_COLOR", "1")
         .kill_on_drop(true);
     k.child = Some(cmd.spawn().expect("spawn kubelet"));
+    let endpoint = tb.containerd_endpoint.clone();
     let outcome = tokio::spawn({
         let (port, log, uid) = (k.port, k.log.clone(), uid.clone());
         async move {
@@ -532,6 +533,16 @@ async fn kubeadm_dropin_starts_the_kubelet_with_kubeadm_flags_and_extra_args() {
                 http_get_status(healthz, "/healthz").await,
                 Some((200, "ok".to_string()))
             );
+            let p = pod(port, &uid).await.expect("the static pod in /pods");
+            assert_eq!(
+                p["status"]["hostIP"].as_str(),
+                Some("10.1.2.3"),
+                "status.hostIP is --node-ip"
+            );
+            let (code, out, err) = exec_in_pod(&endpoint, &uid, &["sh", "-c", "echo $HOST_IP"])
+                .await
+                .expect("ExecSync");
+            assert_eq!((code, out.trim()), (0, "10.1.2.3"), "{err}");
         }
     })
     .await;

@@ -3,8 +3,11 @@
 //! (`nextRotationDeadline`, `jitteryDuration`), or now when there is no certificate or it no
 //! longer matches the template — then make a new key and CSR, wait for the certificate, write
 //! it to the store and hand it to the holder. A failed rotation is retried after 2, 4, 8, 16 s
-//! and then every 32 s (upstream's backoff, then `PollInfinite(32s)`). The clock, the jitter
-//! and the CSR round trip are injectable, so the loop runs under tokio's paused time in tests.
+//! and then every 32 s (upstream's backoff, then `PollInfinite(32s)`). A template can change
+//! while the manager runs (the serving certificate follows the node's addresses, upstream's
+//! dynamic `getTemplate`): a certificate that no longer satisfies the new template is replaced
+//! at once. The clock, the jitter and the CSR round trip are injectable, so the loop runs
+//! under tokio's paused time in tests.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -93,7 +96,8 @@ impl Requester for ApiRequester {
 /// The rotation of one certificate.
 pub struct Manager {
     pub name: String,
-    pub template: Template,
+    /// What the certificate must hold; changes are followed.
+    pub template: tokio::sync::watch::Receiver<Template>,
     pub holder: Arc<CertHolder>,
     pub store: FileStore,
     pub requester: Arc<dyn Requester>,
@@ -121,7 +125,7 @@ impl Manager {
     ) -> Manager {
         Manager {
             name: name.to_string(),
-            template,
+            template: tokio::sync::watch::Sender::new(template).subscribe(),
             holder,
             store,
             requester,
@@ -130,12 +134,18 @@ impl Manager {
         }
     }
 
+    /// Follow `template` from now on (its current value replaces the one given to `new`).
+    pub fn following(mut self, template: tokio::sync::watch::Receiver<Template>) -> Manager {
+        self.template = template;
+        self
+    }
+
     /// When to rotate: now without a certificate or with one that does not match the
     /// template, else NotBefore plus the jittered share of its lifetime.
     pub fn next_rotation_deadline(&self) -> SystemTime {
         let now = self.clock.now();
         match self.holder.current() {
-            Some(pair) if self.template.satisfied_by(&pair) => {
+            Some(pair) if self.template.borrow().satisfied_by(&pair) => {
                 let total = pair
                     .not_after
                     .duration_since(pair.not_before)
@@ -151,19 +161,23 @@ impl Manager {
     /// One rotation: a new key and CSR, the certificate, stored and installed.
     pub async fn rotate(&self) -> Result<KeyPair, CertError> {
         let key = csr::generate_key()?;
-        let csr_pem = csr::make_csr(&self.template, &key)?;
-        let issued = self.requester.request(&self.template, &csr_pem).await?;
+        let template = self.template.borrow().clone();
+        let csr_pem = csr::make_csr(&template, &key)?;
+        let issued = self.requester.request(&template, &csr_pem).await?;
         let pair = self.store.update(&issued.cert_pem, &key.serialize_pem())?;
         info!(manager = %self.name, csr = %issued.csr_name, serial = %pair.serial, not_after = %chrono::DateTime::<chrono::Utc>::from(pair.not_after), "certificate rotated");
         self.holder.set(pair.clone());
         Ok(pair)
     }
 
-    /// Rotates at every deadline until `cancel`.
-    pub async fn run(self, cancel: CancellationToken) {
+    /// Rotates at every deadline, and when the template changes to one the certificate does
+    /// not satisfy, until `cancel`.
+    pub async fn run(mut self, cancel: CancellationToken) {
         let span = info_span!("certificate_manager", manager = %self.name);
         async move {
             info!("certificate rotation is enabled");
+            // A template nobody can change any more (its sender is gone) is not watched.
+            let mut watching = true;
             loop {
                 let deadline = self.next_rotation_deadline();
                 if let Ok(wait) = deadline.duration_since(self.clock.now())
@@ -173,6 +187,17 @@ impl Manager {
                     tokio::select! {
                         _ = cancel.cancelled() => return,
                         _ = tokio::time::sleep(wait) => {}
+                        changed = self.template.changed(), if watching => {
+                            match changed {
+                                Ok(()) => info!(
+                                    dns = ?self.template.borrow().dns_names,
+                                    ips = ?self.template.borrow().ip_addresses,
+                                    "the certificate template changed"
+                                ),
+                                Err(_) => watching = false,
+                            }
+                            continue;
+                        }
                     }
                 }
                 let mut attempt = 0;
@@ -278,7 +303,7 @@ mod tests {
         let holder = CertHolder::new("test", None);
         let m = Manager {
             name: "test".into(),
-            template: Template::client("n1"),
+            template: tokio::sync::watch::Sender::new(Template::client("n1")).subscribe(),
             holder,
             store: FileStore::new(dir.path(), "kubelet-client"),
             requester: signer.clone(),
@@ -374,6 +399,44 @@ mod tests {
             Some("system:node:n1".to_string())
         );
         drop(dir);
+        cancel.cancel();
+        task.await.expect("join");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_changed_template_replaces_the_certificate_at_once_and_only_when_unsatisfied() {
+        let (_dir, clock, signer, m) = setup(0);
+        let ip = |s: &str| vec![s.parse::<std::net::IpAddr>().expect("ip")];
+        let serving =
+            |ips: Vec<std::net::IpAddr>| Template::serving("n1", &["n1".to_string()], &ips);
+        let tx = tokio::sync::watch::Sender::new(serving(ip("10.0.0.1")));
+        let m = m.following(tx.subscribe());
+        let holder = m.holder.clone();
+        let base = clock.now();
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(m.run(cancel.clone()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let first = holder.current().expect("issued");
+        assert_eq!(first.ip_addresses, vec!["10.0.0.1".to_string()]);
+        // The same addresses again: nothing to do.
+        tx.send_replace(serving(ip("10.0.0.1")));
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert_eq!(signer.calls.lock().len(), 1);
+        // The node's address changed: a new certificate at once, not at the 80 s deadline.
+        tx.send_replace(serving(ip("10.0.0.2")));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let calls = signer.calls.lock().clone();
+        assert_eq!(calls, vec![base, base + Duration::from_secs(11)]);
+        let second = holder.current().expect("renewed");
+        assert_eq!(second.ip_addresses, vec!["10.0.0.2".to_string()]);
+        assert_ne!(second.serial, first.serial);
+        // The next rotation is at the new certificate's deadline (80 % of 100 s).
+        tokio::time::sleep(Duration::from_secs(85)).await;
+        assert_eq!(signer.calls.lock().len(), 3);
+        // A template whose sender is gone stops being watched, the deadlines go on.
+        drop(tx);
+        tokio::time::sleep(Duration::from_secs(81)).await;
+        assert_eq!(signer.calls.lock().len(), 4);
         cancel.cancel();
         task.await.expect("join");
     }

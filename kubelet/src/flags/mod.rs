@@ -605,10 +605,29 @@ mod tests {
             "--bootstrap-kubeconfig=/etc/kubernetes/bootstrap-kubelet.conf",
             "--kubeconfig=/etc/kubernetes/kubelet.conf",
         ]);
+        assert_eq!(c.node_ip.as_deref(), Some("10.1.2.3"));
         let api = c.api.expect("api");
-        assert_eq!(api.node_ip, "10.1.2.3");
         assert_eq!(api.node_labels.get("a").map(String::as_str), Some("b"));
         assert!(load(["kubelet", "--cluster-dns", "nope"]).is_err());
+        // --node-ip as upstream 1.26 parses it: a dual-stack pair gives its first address, an
+        // unparsable entry is ignored, two of one family or three addresses are refused.
+        let ip = |v: &str| load(["kubelet", &format!("--node-ip={v}")]).map(|(_, c)| c.node_ip);
+        assert_eq!(
+            ip("10.0.0.7,fd00::7").ok().flatten().as_deref(),
+            Some("10.0.0.7")
+        );
+        assert_eq!(ip("nope").ok().flatten(), None);
+        assert_eq!(
+            ip("nope,10.0.0.8").ok().flatten().as_deref(),
+            Some("10.0.0.8")
+        );
+        for bad in ["10.0.0.1,10.0.0.2", "10.0.0.1,fd00::1,10.0.0.2"] {
+            let e = ip(bad).expect_err(bad).to_string();
+            assert!(
+                e.starts_with("invalid value for --node-ip:") && e.contains("dual-stack pair"),
+                "{e}"
+            );
+        }
         let c = load_with(&[
             "--kubeconfig=/kc",
             "--register-with-taints=dedicated=infra:NoSchedule,gpu:NoExecute",

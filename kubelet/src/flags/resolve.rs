@@ -145,6 +145,12 @@ pub fn resolve(
         .filter(|h| !h.is_empty())
         .unwrap_or_else(system_hostname);
     Ok(KubeletConfig {
+        node_ip: crate::nodestatus::parse_node_ip_flag(flags.node_ip.as_deref()).map_err(|e| {
+            ConfigError::Flag {
+                flag: "node-ip",
+                reason: e.to_string(),
+            }
+        })?,
         node_name,
         container_runtime_endpoint: pick(
             "container_runtime_endpoint",
@@ -236,10 +242,6 @@ pub fn resolve(
             Some(path) => Some(crate::apimode::ApiModeConfig {
                 kubeconfig: path.clone(),
                 register_node: val!("register_node", flags.register_node, f.register_node),
-                node_ip: flags
-                    .node_ip
-                    .clone()
-                    .unwrap_or_else(crate::nodestatus::node_ip),
                 node_labels: parse_node_labels(&flags.node_labels)?,
                 node_status_update_frequency: val!(
                     "node_status_update_frequency",

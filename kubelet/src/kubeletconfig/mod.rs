@@ -90,6 +90,8 @@ pub enum ConfigError {
 pub struct KubeletConfig {
     /// The node name: `--hostname-override` or the host name, lowercased.
     pub node_name: String,
+    /// `--node-ip`'s address (its first, when a dual-stack pair); `None`: detected.
+    pub node_ip: Option<String>,
     /// CRI runtime endpoint; `None` means "run the embedded dockershim".
     pub container_runtime_endpoint: Option<String>,
     /// CRI image endpoint; `None` means the runtime endpoint.

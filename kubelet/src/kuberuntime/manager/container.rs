@@ -36,7 +36,7 @@ impl KubeGenericRuntimeManager {
             restart_count,
             &image_ref,
             target.ips,
-            &crate::nodestatus::node_ip(),
+            &self.node_ip.get(),
             objects,
         )
         .map_err(|e| {

@@ -224,9 +224,22 @@ pub struct KubeGenericRuntimeManager {
     events: crate::events::EventRecorder,
     /// Pod DNS (cluster DNS, domain, resolver file).
     dns: Arc<crate::dns::DnsConfigurer>,
+    /// The node's IP (the containers' `status.hostIP`).
+    node_ip: crate::nodestatus::NodeIp,
 }
 
 impl KubeGenericRuntimeManager {
+    /// The node's IP, which pods see as their `hostIP` (default: detected once).
+    pub fn with_node_ip(mut self, node_ip: crate::nodestatus::NodeIp) -> Self {
+        self.node_ip = node_ip;
+        self
+    }
+
+    /// The node's IP.
+    pub fn node_ip(&self) -> &crate::nodestatus::NodeIp {
+        &self.node_ip
+    }
+
     /// Pull images with the node's credentials (upstream `keyring`).
     pub fn with_credentials(mut self, keyring: crate::credentials::DockerKeyring) -> Self {
         self.credentials = Arc::new(keyring);
@@ -376,6 +389,7 @@ impl KubeGenericRuntimeManager {
                 resolver_config: crate::dns::RESOLV_CONF_DEFAULT.into(),
                 ..Default::default()
             }),
+            node_ip: crate::nodestatus::NodeIp::new(None),
         };
         let v = m.runtime.version().await?;
         tracing::info!(runtime = %v.runtime_name, version = %v.runtime_version, api = %v.runtime_api_version, "connected to container runtime");

@@ -314,23 +314,38 @@ impl<D: DockerApi> Shim<D> {
             }
         }
 
-        if !host_net && let Some(net) = &self.network {
-            let running_pid = inspect
-                .as_ref()
-                .and_then(|c| c.state.as_ref())
-                .filter(|s| s.running == Some(true))
-                .and_then(|s| s.pid)
-                .unwrap_or(0);
+        // The network is torn down while the pause container stops, not before it: CNI's DEL
+        // must succeed when the namespace goes away (the bridge and loopback plugins return
+        // early on a missing netns, IPAM and portmap work by container id), and the two are
+        // independent work of CNI and Docker. A DEL that fails is reported, and the retry
+        // finds the sandbox stopped and runs DEL without a netns, which frees its address.
+        // The plugins get the namespace through a descriptor of ours, opened before the
+        // stop begins: it stays the pod's namespace while the pause process exits, where
+        // `/proc/<pid>/ns/net` could by then name another process's.
+        let running_pid = inspect
+            .as_ref()
+            .and_then(|c| c.state.as_ref())
+            .filter(|s| s.running == Some(true))
+            .and_then(|s| s.pid)
+            .filter(|pid| *pid > 0);
+        let netns =
+            running_pid.and_then(|pid| std::fs::File::open(format!("/proc/{pid}/ns/net")).ok());
+        let teardown = async {
+            let Some(net) = self.network.as_ref().filter(|_| !host_net) else {
+                return Ok(());
+            };
             let pod = PodNetwork {
                 name,
                 namespace,
                 uid,
                 sandbox_id: full_id.clone(),
-                netns: if running_pid > 0 {
-                    format!("/proc/{running_pid}/ns/net")
-                } else {
-                    String::new()
-                },
+                netns: netns
+                    .as_ref()
+                    .map(|f| {
+                        use std::os::fd::AsRawFd;
+                        format!("/proc/{}/fd/{}", std::process::id(), f.as_raw_fd())
+                    })
+                    .unwrap_or_default(),
                 port_mappings: checkpoint
                     .as_ref()
                     .and_then(|c| c.data.as_ref())
@@ -344,15 +359,22 @@ impl<D: DockerApi> Shim<D> {
             };
             net.teardown(&pod).await.map_err(|e| {
                 ShimError::Network(format!("failed to tear down pod {full_id} network: {e}"))
-            })?;
-        }
-        if inspect.is_some() {
-            match self.docker.stop_container(&full_id, 10).await {
-                Ok(()) => {}
-                Err(e) if e.is_not_found() => {}
-                Err(e) => return Err(e.into()),
+            })
+        };
+        let stop_pause = async {
+            if inspect.is_some() {
+                match self.docker.stop_container(&full_id, 10).await {
+                    Ok(()) => {}
+                    Err(e) if e.is_not_found() => {}
+                    Err(e) => return Err(ShimError::from(e)),
+                }
             }
-        }
+            Ok(())
+        };
+        let (teardown, stopped) = tokio::join!(teardown, stop_pause);
+        drop(netns);
+        teardown?;
+        stopped?;
         Ok(())
     }
 

@@ -240,6 +240,14 @@ impl FakeDocker {
         }
     }
 
+    /// Gives running container `id` the pid of a real process (its namespaces can be opened).
+    pub fn set_pid(&self, id: &str, pid: i64) {
+        let mut s = self.state();
+        if let Ok(i) = Self::find(&s, id) {
+            s.containers[i].pid = pid;
+        }
+    }
+
     /// What `logs` replays for container `id`.
     pub fn set_output(&self, id: &str, output: Vec<LogChunk>) {
         let mut s = self.state();

@@ -22,7 +22,7 @@ use crate::kubelet_support;
 
 use std::collections::{HashMap, HashSet};
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use integration::apiserver::{ApiServer, Seen};
@@ -33,7 +33,7 @@ use integration::runtimes::RuntimeKind;
 use integration::testbed::Testbed;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Node, NodeCondition, Pod};
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -233,15 +233,16 @@ async fn renew_time(leases: &Api<Lease>, name: &str) -> Option<Timestamp> {
     l.spec?.renew_time.map(|t| t.0)
 }
 
-/// The Node's condition of type `type_`.
-fn condition(n: &Node, type_: &str) -> Option<NodeCondition> {
-    n.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .cloned()
+/// Cordons node `name` (`spec.unschedulable`), as `kubectl drain` starts.
+async fn cordon(nodes: &Api<Node>, name: &str) {
+    nodes
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
 }
 
 /// A Running pod: where it runs and what runs it.
@@ -268,7 +269,11 @@ fn running(p: &Pod) -> Option<RunningPod> {
     if st.phase.as_deref() != Some("Running") || !ready {
         return None;
     }
-    let c = st.container_statuses.as_ref()?.first().filter(|c| c.ready)?;
+    let c = st
+        .container_statuses
+        .as_ref()?
+        .first()
+        .filter(|c| c.ready)?;
     Some(RunningPod {
         uid: p.metadata.uid.clone()?,
         node: p.spec.as_ref()?.node_name.clone()?,
@@ -309,7 +314,9 @@ async fn three_kubelets_form_one_cluster() {
     let mut cluster = Cluster::new(&tb, "n");
     let kubeconfig = cluster.dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
-    cluster.spawn_all(&tb, |_| vec!["--kubeconfig".into(), kubeconfig.clone().into()]);
+    cluster.spawn_all(&tb, |_| {
+        vec!["--kubeconfig".into(), kubeconfig.clone().into()]
+    });
     let client = client_from(&server.kubeconfig()).await;
     let node_api: Api<Node> = Api::all(client.clone());
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
@@ -348,14 +355,7 @@ async fn three_kubelets_form_one_cluster() {
         cluster.assert_on_their_runtimes(&tb, &first).await;
 
         // Drain node 0: cordon, delete its pods, recreate them on the other nodes.
-        node_api
-            .patch(
-                &names[0],
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
-            )
-            .await
-            .expect("cordon");
+        cordon(&node_api, &names[0]).await;
         let drained = placed.remove(&names[0]).unwrap_or_default();
         for p in &drained {
             pods.delete(p, &DeleteParams::default())
@@ -363,9 +363,7 @@ async fn three_kubelets_form_one_cluster() {
                 .expect("delete");
         }
         for p in &drained {
-            cluster
-                .wait_removed(&tb, 0, &pods, p, &first[p].uid)
-                .await;
+            cluster.wait_removed(&tb, 0, &pods, p, &first[p].uid).await;
         }
         for (i, _) in drained.iter().enumerate() {
             let node = &names[1 + i % 2];
@@ -389,8 +387,12 @@ async fn three_kubelets_form_one_cluster() {
 
         // SIGKILL node 2's kubelet: its lease and heartbeats stop, the others' go on.
         cluster.nodes[2].kill().await;
-        let dead_at = renew_time(&leases, &names[2]).await.expect("lease of node 2");
-        let alive_at = renew_time(&leases, &names[1]).await.expect("lease of node 1");
+        let dead_at = renew_time(&leases, &names[2])
+            .await
+            .expect("lease of node 2");
+        let alive_at = renew_time(&leases, &names[1])
+            .await
+            .expect("lease of node 1");
         tokio::time::sleep(Duration::from_secs(6)).await;
         assert_eq!(
             renew_time(&leases, &names[2]).await,
@@ -530,12 +532,20 @@ fn per_node(running: &HashMap<String, RunningPod>, nodes: &[String]) -> Vec<usiz
         .collect()
 }
 
-/// The Node has a taint with this key and effect.
-fn tainted(n: &Node, key: &str, effect: &str) -> bool {
-    n.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|t| t.iter().any(|t| t.key == key && t.effect == effect))
+/// Waits until node `name` has (`present`) or has not a taint `key:effect`, as the node
+/// lifecycle controller sets them.
+async fn wait_taint(nodes: &Api<Node>, name: &str, taint: (&str, &str), present: bool, log: &Path) {
+    let (key, effect) = taint;
+    let what = format!("{name} tainted {key}:{effect} = {present}");
+    wait_for(&what, log, || async {
+        let n = nodes.get_opt(name).await.ok()??;
+        let has = n
+            .spec
+            .and_then(|s| s.taints)
+            .is_some_and(|t| t.iter().any(|t| t.key == key && t.effect == effect));
+        (has == present).then_some(())
+    })
+    .await;
 }
 
 /// The same cluster against the real Kubernetes 1.26 control plane of `KUBE_APISERVER_JUDGE`
@@ -621,19 +631,9 @@ async fn three_kubelets_in_the_judge_cluster() {
         // Drain node 0: cordon (the controller-manager taints it unschedulable, so it is no
         // spread domain any more) and delete its pods; the ReplicaSet controller replaces
         // them and the scheduler puts them on nodes 1 and 2.
-        node_api
-            .patch(
-                &names[0],
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
-            )
-            .await
-            .expect("cordon");
-        wait_for("node 0 tainted unschedulable", &logs[0], || async {
-            let n = node_api.get_opt(&names[0]).await.ok()??;
-            tainted(&n, "node.kubernetes.io/unschedulable", "NoSchedule").then_some(())
-        })
-        .await;
+        cordon(&node_api, &names[0]).await;
+        let unschedulable = ("node.kubernetes.io/unschedulable", "NoSchedule");
+        wait_taint(&node_api, &names[0], unschedulable, true, &logs[0]).await;
         let clock = Instant::now();
         let drained: Vec<(&String, &RunningPod)> =
             first.iter().filter(|(_, r)| r.node == names[0]).collect();
@@ -674,7 +674,7 @@ async fn three_kubelets_in_the_judge_cluster() {
         let dead_at = renewed(2).await.expect("lease 2");
         let unknown = wait_for("node 2 Ready=Unknown", &logs[2], || async {
             let n = node_api.get_opt(&names[2]).await.ok()??;
-            condition(&n, "Ready").filter(|c| c.status == "Unknown")
+            node_condition(&n, "Ready").filter(|c| c.status == "Unknown")
         })
         .await;
         let unknown_in = clock.elapsed();
@@ -683,7 +683,11 @@ async fn three_kubelets_in_the_judge_cluster() {
             unknown.message.as_deref(),
             Some("Kubelet stopped posting node status.")
         );
-        assert_eq!(renewed(2).await, Some(dead_at), "a dead kubelet renews nothing");
+        assert_eq!(
+            renewed(2).await,
+            Some(dead_at),
+            "a dead kubelet renews nothing"
+        );
         for i in 0..2 {
             assert!(
                 renewed(i).await > Some(before[i]),
@@ -692,11 +696,8 @@ async fn three_kubelets_in_the_judge_cluster() {
             let n = node_api.get(&names[i]).await.expect("node");
             assert!(node_ready(&n), "node {i} stays Ready");
         }
-        wait_for("node 2 tainted unreachable", &logs[2], || async {
-            let n = node_api.get_opt(&names[2]).await.ok()??;
-            tainted(&n, "node.kubernetes.io/unreachable", "NoExecute").then_some(())
-        })
-        .await;
+        let unreachable = ("node.kubernetes.io/unreachable", "NoExecute");
+        wait_taint(&node_api, &names[2], unreachable, true, &logs[2]).await;
 
         // It comes back on the same root and cert dir: Ready, its pods kept as they were.
         cluster.nodes[2].spawn(&tb);
@@ -712,13 +713,12 @@ async fn three_kubelets_in_the_judge_cluster() {
         })
         .await;
         let pods_ready_in = clock.elapsed();
-        assert_eq!(third, second, "every pod kept its container and restart count");
+        assert_eq!(
+            third, second,
+            "every pod kept its container and restart count"
+        );
         cluster.assert_on_their_runtimes(&tb, &third).await;
-        wait_for("node 2's taints lifted", &logs[2], || async {
-            let n = node_api.get_opt(&names[2]).await.ok()??;
-            (!tainted(&n, "node.kubernetes.io/unreachable", "NoExecute")).then_some(())
-        })
-        .await;
+        wait_taint(&node_api, &names[2], unreachable, false, &logs[2]).await;
 
         println!(
             "JUDGE FIGURES (three nodes): all three joined (bootstrap CSR signed) and Ready {:.1}s after the start; 6 replicas spread 2/2/2 and Running {:.1}s after the Deployment; drain: replacements Running on nodes 1/2 (3/3) {:.1}s after the deletes; node 2 Ready=Unknown {:.1}s after SIGKILL; Ready again {:.1}s after the restart, its pods Ready {:.1}s after it (same containers, restarts unchanged)",

@@ -22,11 +22,11 @@ use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod};
-use kube::api::PostParams;
 use kube::Api;
+use kube::api::PostParams;
 use kubelet_support::{
-    cleanup_all, client_from, delete_pod_and_wait, free_port, judge_admin, judge_or_skip,
-    kubectl, kubelet_command, node_ready, stop_kubelet, wait_for,
+    cleanup_all, client_from, delete_pod_and_wait, free_port, judge_admin, judge_or_skip, kubectl,
+    kubelet_command, node_ready, stop_kubelet, wait_for,
 };
 use parking_lot::Mutex;
 use tokio_rustls::rustls;
@@ -381,8 +381,7 @@ async fn kubelet_tls_bootstrap_and_rotation_against_the_fixture() {
 /// to the secure port, which verifies the CSR-issued serving certificate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_tls_bootstrap_against_the_judge_control_plane() {
-    let Some(judge) = judge_or_skip("kubelet_tls_bootstrap_against_the_judge_control_plane")
-    else {
+    let Some(judge) = judge_or_skip("kubelet_tls_bootstrap_against_the_judge_control_plane") else {
         return;
     };
     let kind = RuntimeKind::Containerd;

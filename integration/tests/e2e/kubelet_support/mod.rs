@@ -485,12 +485,23 @@ spec:
     )
 }
 
+/// The Node's condition of type `type_`.
+pub fn node_condition(
+    n: &k8s_openapi::api::core::v1::Node,
+    type_: &str,
+) -> Option<k8s_openapi::api::core::v1::NodeCondition> {
+    n.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .cloned()
+}
+
 /// Is the Node's `Ready` condition `True`?
 pub fn node_ready(n: &k8s_openapi::api::core::v1::Node) -> bool {
-    n.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    node_condition(n, "Ready").is_some_and(|c| c.status == "True")
 }
 
 /// Deletes pod `name` through the API (graceful) and waits until the kubelet has removed the
@@ -533,7 +544,8 @@ pub fn judge_or_skip(test: &str) -> Option<PathBuf> {
 
 /// A client of the judge control plane as its admin (`<judge>/run/admin.kubeconfig`).
 pub async fn judge_admin(judge: &Path) -> kube::Client {
-    let text = std::fs::read_to_string(judge.join("run/admin.kubeconfig")).expect("admin kubeconfig");
+    let text =
+        std::fs::read_to_string(judge.join("run/admin.kubeconfig")).expect("admin kubeconfig");
     client_from(&text).await
 }
 

@@ -597,6 +597,12 @@ async fn three_kubelets_in_the_judge_cluster() {
         // Join: bootstrap CSRs signed by the controller-manager, Nodes Ready with a pod CIDR.
         cluster.wait_ready(&node_api).await;
         let joined = started.elapsed();
+        // Schedulable once the node lifecycle controller lifts the taint it registered with.
+        for (n, log) in names.iter().zip(&logs) {
+            let not_ready = ("node.kubernetes.io/not-ready", "NoSchedule");
+            wait_taint(&node_api, n, not_ready, false, log).await;
+        }
+        let schedulable = started.elapsed();
         for (i, n) in names.iter().enumerate() {
             let node = node_api.get(n).await.expect("node");
             let cidr = node.spec.as_ref().and_then(|s| s.pod_cidr.clone());
@@ -698,6 +704,28 @@ async fn three_kubelets_in_the_judge_cluster() {
         }
         let unreachable = ("node.kubernetes.io/unreachable", "NoExecute");
         wait_taint(&node_api, &names[2], unreachable, true, &logs[2]).await;
+        // The controller also marks the node's pods not Ready; the kubelet will undo that.
+        let on_node2: Vec<&String> = second
+            .iter()
+            .filter(|(_, r)| r.node == names[2])
+            .map(|(p, _)| p)
+            .collect();
+        assert_eq!(on_node2.len(), 3);
+        wait_for("node 2's pods marked not Ready", &logs[2], || async {
+            for p in &on_node2 {
+                let pod = pods.get_opt(p).await.ok()??;
+                let ready = pod
+                    .status?
+                    .conditions?
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True");
+                if ready {
+                    return None;
+                }
+            }
+            Some(())
+        })
+        .await;
 
         // It comes back on the same root and cert dir: Ready, its pods kept as they were.
         cluster.nodes[2].spawn(&tb);
@@ -707,7 +735,10 @@ async fn three_kubelets_in_the_judge_cluster() {
         })
         .await;
         let ready_again_in = clock.elapsed();
-        assert!(renewed(2).await > Some(dead_at), "node 2 renews its lease");
+        wait_for("node 2's lease renewed", &logs[2], || async {
+            (renewed(2).await? > dead_at).then_some(())
+        })
+        .await;
         let third = wait_for("node 2's pods Ready again", &logs[2], || async {
             spread(&pods, &selector, 6, &seen).await
         })
@@ -721,8 +752,9 @@ async fn three_kubelets_in_the_judge_cluster() {
         wait_taint(&node_api, &names[2], unreachable, false, &logs[2]).await;
 
         println!(
-            "JUDGE FIGURES (three nodes): all three joined (bootstrap CSR signed) and Ready {:.1}s after the start; 6 replicas spread 2/2/2 and Running {:.1}s after the Deployment; drain: replacements Running on nodes 1/2 (3/3) {:.1}s after the deletes; node 2 Ready=Unknown {:.1}s after SIGKILL; Ready again {:.1}s after the restart, its pods Ready {:.1}s after it (same containers, restarts unchanged)",
+            "JUDGE FIGURES (three nodes): all three joined (bootstrap CSR signed) and Ready {:.1}s after the start, untainted {:.1}s; 6 replicas spread 2/2/2 and Running {:.1}s after the Deployment; drain: replacements Running on nodes 1/2 (3/3) {:.1}s after the deletes; node 2 Ready=Unknown {:.1}s after SIGKILL; Ready again {:.1}s after the restart, its pods (marked not Ready by the controller) Ready again {:.1}s after the restart (same containers, restarts unchanged)",
             joined.as_secs_f64(),
+            schedulable.as_secs_f64(),
             spread_in.as_secs_f64(),
             drained_in.as_secs_f64(),
             unknown_in.as_secs_f64(),

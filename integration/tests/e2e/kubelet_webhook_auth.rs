@@ -473,13 +473,9 @@ async fn call_with_cert(port: u16, path: &str, identity: Identity) -> Option<(u1
 /// 127.0.0.1, its `--node-ip`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_webhook_auth_real_apiserver() {
-    let Some(judge) = std::env::var_os("KUBE_APISERVER_JUDGE") else {
-        eprintln!(
-            "SKIPPED kubelet_webhook_auth_real_apiserver: KUBE_APISERVER_JUDGE is not set (the directory of a running Kubernetes 1.26 control plane, e.g. /opt/judges/k8s)"
-        );
+    let Some(judge) = judge_or_skip("kubelet_webhook_auth_real_apiserver") else {
         return;
     };
-    let judge = std::path::PathBuf::from(judge);
     let tb = require_testbed!("kubelet_webhook_auth_real_apiserver");
     let _ = rustls::crypto::ring::default_provider().install_default();
     let run = judge.join("run");

@@ -72,16 +72,6 @@ fn phase_reason(p: &Pod) -> (String, String) {
     (st.phase.unwrap_or_default(), st.reason.unwrap_or_default())
 }
 
-fn node_condition(n: &Node, type_: &str) -> Option<String> {
-    n.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_)
-        .map(|c| c.status.clone())
-}
-
 async fn kubelet_eviction(kind: RuntimeKind) {
     let tb = require_testbed!(&format!("kubelet_eviction[{}]", kind.name()));
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -138,8 +128,8 @@ async fn kubelet_eviction(kind: RuntimeKind) {
         async move {
             wait_for("the node Ready without DiskPressure", &log, || async {
                 let n = nodes.get_opt(&node).await.ok()??;
-                (node_condition(&n, "Ready")? == "True"
-                    && node_condition(&n, "DiskPressure")? == "False")
+                (node_condition(&n, "Ready")?.status == "True"
+                    && node_condition(&n, "DiskPressure")?.status == "False")
                     .then_some(())
             })
             .await;
@@ -186,7 +176,7 @@ async fn kubelet_eviction(kind: RuntimeKind) {
             std::fs::write(root.join("filler"), vec![7u8; 40 << 20]).expect("fill the tmpfs");
             wait_for("DiskPressure on the node", &log, || async {
                 let n = nodes.get_opt(&node).await.ok()??;
-                (node_condition(&n, "DiskPressure")? == "True").then_some(())
+                (node_condition(&n, "DiskPressure")?.status == "True").then_some(())
             })
             .await;
             // One pod per round, in QoS order: when one is seen evicted, the next ones are
@@ -244,7 +234,7 @@ async fn kubelet_eviction(kind: RuntimeKind) {
             std::fs::remove_file(root.join("filler")).expect("free the tmpfs");
             wait_for("DiskPressure cleared", &log, || async {
                 let n = nodes.get_opt(&node).await.ok()??;
-                (node_condition(&n, "DiskPressure")? == "False").then_some(())
+                (node_condition(&n, "DiskPressure")?.status == "False").then_some(())
             })
             .await;
         }

@@ -389,19 +389,11 @@ async fn kubelet_webhook_auth_dockershim() {
 
 /// `kubectl --kubeconfig <admin> args...` of the judge: its stdout, or a panic with stderr.
 async fn kubectl(judge: &std::path::Path, args: &[&str]) -> String {
-    let out = tokio::process::Command::new(judge.join("bin/kubectl"))
-        .arg("--kubeconfig")
-        .arg(judge.join("run/admin.kubeconfig"))
-        .args(args)
-        .output()
+    kubelet_support::kubectl(judge, args)
         .await
-        .expect("run kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+        .unwrap_or_else(|e| panic!("kubectl {args:?}: {e}"))
+        .trim()
+        .to_string()
 }
 
 /// A kubeconfig for the judge's API server as `system:node:<node>` (group `system:nodes`), its
@@ -432,20 +424,6 @@ fn node_kubeconfig(run: &std::path::Path, node: &str) -> String {
         b64(&cert.pem()),
         b64(&key.serialize_pem())
     )
-}
-
-/// `kubectl` of the judge, its output when it succeeds.
-async fn kubectl_try(judge: &std::path::Path, args: &[&str]) -> Option<String> {
-    let out = tokio::process::Command::new(judge.join("bin/kubectl"))
-        .arg("--kubeconfig")
-        .arg(judge.join("run/admin.kubeconfig"))
-        .args(args)
-        .output()
-        .await
-        .ok()?;
-    out.status
-        .success()
-        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// A serving certificate for 127.0.0.1 signed by the judge's CA (the API server verifies the
@@ -495,13 +473,9 @@ async fn call_with_cert(port: u16, path: &str, identity: Identity) -> Option<(u1
 /// 127.0.0.1, its `--node-ip`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_webhook_auth_real_apiserver() {
-    let Some(judge) = std::env::var_os("KUBE_APISERVER_JUDGE") else {
-        eprintln!(
-            "SKIPPED kubelet_webhook_auth_real_apiserver: KUBE_APISERVER_JUDGE is not set (the directory of a running Kubernetes 1.26 control plane, e.g. /opt/judges/k8s)"
-        );
+    let Some(judge) = judge_or_skip("kubelet_webhook_auth_real_apiserver") else {
         return;
     };
-    let judge = std::path::PathBuf::from(judge);
     let tb = require_testbed!("kubelet_webhook_auth_real_apiserver");
     let _ = rustls::crypto::ring::default_provider().install_default();
     let run = judge.join("run");
@@ -648,8 +622,9 @@ async fn kubelet_webhook_auth_real_apiserver() {
             .await;
             *pod_uid.lock() = Some(uid);
             let logs = wait_for("kubectl logs through the API server", &log, || async {
-                kubectl_try(&judge, &["logs", &pod_name])
+                kubelet_support::kubectl(&judge, &["logs", &pod_name])
                     .await
+                    .ok()
                     .filter(|l| l.contains("hello-judge"))
             })
             .await;

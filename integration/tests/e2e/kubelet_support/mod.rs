@@ -485,12 +485,23 @@ spec:
     )
 }
 
+/// The Node's condition of type `type_`.
+pub fn node_condition(
+    n: &k8s_openapi::api::core::v1::Node,
+    type_: &str,
+) -> Option<k8s_openapi::api::core::v1::NodeCondition> {
+    n.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .cloned()
+}
+
 /// Is the Node's `Ready` condition `True`?
 pub fn node_ready(n: &k8s_openapi::api::core::v1::Node) -> bool {
-    n.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    node_condition(n, "Ready").is_some_and(|c| c.status == "True")
 }
 
 /// Deletes pod `name` through the API (graceful) and waits until the kubelet has removed the
@@ -507,4 +518,49 @@ pub async fn delete_pod_and_wait(
         matches!(pods.get_opt(name).await, Ok(None)).then_some(())
     })
     .await;
+}
+
+/// A kube client from kubeconfig text.
+pub async fn client_from(text: &str) -> kube::Client {
+    let kc = kube::config::Kubeconfig::from_yaml(text).expect("kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("client config");
+    kube::Client::try_from(config).expect("client")
+}
+
+/// The directory of the real control plane named by `KUBE_APISERVER_JUDGE` (a Kubernetes 1.26
+/// control plane, e.g. /opt/judges/k8s after its up.sh); when it is unset, None after a
+/// `SKIPPED <test>` line.
+pub fn judge_or_skip(test: &str) -> Option<PathBuf> {
+    let judge = std::env::var_os("KUBE_APISERVER_JUDGE").map(PathBuf::from);
+    if judge.is_none() {
+        eprintln!(
+            "SKIPPED {test}: KUBE_APISERVER_JUDGE is not set (a Kubernetes 1.26 control plane, e.g. /opt/judges/k8s after its up.sh)"
+        );
+    }
+    judge
+}
+
+/// A client of the judge control plane as its admin (`<judge>/run/admin.kubeconfig`).
+pub async fn judge_admin(judge: &Path) -> kube::Client {
+    let text =
+        std::fs::read_to_string(judge.join("run/admin.kubeconfig")).expect("admin kubeconfig");
+    client_from(&text).await
+}
+
+/// `kubectl --kubeconfig <judge>/run/admin.kubeconfig args…`: stdout, or the failure.
+pub async fn kubectl(judge: &Path, args: &[&str]) -> Result<String, String> {
+    let out = tokio::process::Command::new(judge.join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(judge.join("run/admin.kubeconfig"))
+        .args(args)
+        .output()
+        .await
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
 }

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+pub mod judge;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

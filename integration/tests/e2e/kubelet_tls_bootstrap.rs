@@ -22,8 +22,9 @@ use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Api;
 use kube::api::PostParams;
-use kube::{Api, Client, Config};
+use kubelet_support::judge::{client_from, judge_or_skip, kubectl};
 use kubelet_support::{
     cleanup_all, delete_pod_and_wait, free_port, kubelet_command, node_ready, stop_kubelet,
     wait_for,
@@ -68,15 +69,6 @@ fn cert_info_der(der: &[u8]) -> CertInfo {
 fn cert_info_pem(pem: &str) -> CertInfo {
     let der = CertificateDer::from_pem_slice(pem.as_bytes()).expect("PEM certificate");
     cert_info_der(der.as_ref())
-}
-
-/// A kube client from kubeconfig text.
-async fn client_from(text: &str) -> Client {
-    let kc = kube::config::Kubeconfig::from_yaml(text).expect("kubeconfig");
-    let config = Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("client config");
-    Client::try_from(config).expect("client")
 }
 
 /// The serving certificate the kubelet presents on `port` to a client that trusts only `ca`
@@ -382,22 +374,6 @@ async fn kubelet_tls_bootstrap_and_rotation_against_the_fixture() {
     }
 }
 
-/// `kubectl --kubeconfig <judge>/run/admin.kubeconfig args…`: stdout, or the failure.
-async fn kubectl(judge: &Path, args: &[&str]) -> Result<String, String> {
-    let out = tokio::process::Command::new(judge.join("bin/kubectl"))
-        .arg("--kubeconfig")
-        .arg(judge.join("run/admin.kubeconfig"))
-        .args(args)
-        .output()
-        .await
-        .map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-}
-
 /// Against the real control plane (`KUBE_APISERVER_JUDGE`, started by its up.sh with
 /// `JUDGE_K8S_EXTRA_APISERVER_ARGS=--kubelet-preferred-address-types=InternalIP`, as the test
 /// node's name does not resolve): TLS bootstrap with its bootstrap token, approval and signing
@@ -406,10 +382,7 @@ async fn kubectl(judge: &Path, args: &[&str]) -> Result<String, String> {
 /// to the secure port, which verifies the CSR-issued serving certificate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_tls_bootstrap_against_the_judge_control_plane() {
-    let Some(judge) = std::env::var_os("KUBE_APISERVER_JUDGE").map(PathBuf::from) else {
-        eprintln!(
-            "SKIPPED kubelet_tls_bootstrap_against_the_judge_control_plane: KUBE_APISERVER_JUDGE is not set (a Kubernetes 1.26 control plane, e.g. /opt/judges/k8s after its up.sh)"
-        );
+    let Some(judge) = judge_or_skip("kubelet_tls_bootstrap_against_the_judge_control_plane") else {
         return;
     };
     let kind = RuntimeKind::Containerd;

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Container, Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{DeleteParams, PostParams, Preconditions};
 use kube::{Api, Client};
@@ -115,6 +115,74 @@ pub fn mirror_of(static_pod: &Pod, node_name: &str, node_uid: Option<&str>) -> P
     pod
 }
 
+/// Container fields a plain init container may not have: an API server that does not know
+/// restartable init containers (Kubernetes before 1.28, or the `SidecarContainers` gate off
+/// there) drops `restartPolicy` and then refuses the others with "may not be set for init
+/// containers".
+const SIDECAR_ONLY_FIELDS: [&str; 5] = [
+    "restartPolicy",
+    "lifecycle",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+];
+
+fn is_sidecar(c: &Container) -> bool {
+    c.restart_policy.as_deref() == Some("Always")
+}
+
+/// `spec.initContainers[<i>].<field>…` -> (i, field).
+fn init_container_field(path: &str) -> Option<(usize, &str)> {
+    let rest = path.strip_prefix("spec.initContainers[")?;
+    let (i, rest) = rest.split_once("].")?;
+    let field = rest.split(['.', '[']).next()?;
+    Some((i.parse().ok()?, field))
+}
+
+/// Did the API server refuse `mirror` (422) only for fields of its sidecars that a plain init
+/// container may not have? A Kubernetes 1.26 API server says e.g.
+/// `spec.initContainers[0].readinessProbe: Forbidden: may not be set for init containers`.
+pub fn refuses_sidecar_fields(status: &kube::core::Status, mirror: &Pod) -> bool {
+    let causes = status
+        .details
+        .as_ref()
+        .map(|d| d.causes.as_slice())
+        .unwrap_or_default();
+    let inits = mirror
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or_default();
+    status.code == 422
+        && !causes.is_empty()
+        && causes.iter().all(|c| {
+            init_container_field(&c.field).is_some_and(|(i, f)| {
+                inits.get(i).is_some_and(is_sidecar) && SIDECAR_ONLY_FIELDS.contains(&f)
+            })
+        })
+}
+
+/// The mirror for an API server without restartable init containers: its sidecars lose the
+/// fields of [`SIDECAR_ONLY_FIELDS`], so the API shows them as plain init containers (their
+/// status still says running and restarted). The static pod itself runs as written. Whether
+/// anything was dropped.
+pub fn drop_sidecar_fields(mirror: &mut Pod) -> bool {
+    let inits = mirror
+        .spec
+        .as_mut()
+        .and_then(|s| s.init_containers.as_mut());
+    let mut dropped = false;
+    for c in inits.into_iter().flatten().filter(|c| is_sidecar(c)) {
+        c.restart_policy = None;
+        c.lifecycle = None;
+        c.liveness_probe = None;
+        c.readiness_probe = None;
+        c.startup_probe = None;
+        dropped = true;
+    }
+    dropped
+}
+
 /// What one round must do.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -166,6 +234,8 @@ pub async fn run(
     let nodes: Api<Node> = Api::all(client.clone());
     let mut node_uid: Option<String> = None;
     let mut recent: HashMap<String, Instant> = HashMap::new();
+    // Set once the API server refused a sidecar's fields (see [`refuses_sidecar_fields`]).
+    let mut without_sidecars = false;
     let mut tick = tokio::time::interval(MIRROR_SYNC_PERIOD);
     loop {
         tokio::select! {
@@ -215,10 +285,28 @@ pub async fn run(
             let Some(s) = statics.iter().find(|s| key(s) == k) else {
                 continue;
             };
-            let mirror = mirror_of(s, &node_name, node_uid.as_deref());
+            let mut mirror = mirror_of(s, &node_name, node_uid.as_deref());
+            if without_sidecars {
+                drop_sidecar_fields(&mut mirror);
+            }
             let ns = mirror.metadata.namespace.clone().unwrap_or_default();
             let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-            match api.create(&PostParams::default(), &mirror).await {
+            let mut result = api.create(&PostParams::default(), &mirror).await;
+            if let Err(kube::Error::Api(e)) = &result
+                && !without_sidecars
+                && refuses_sidecar_fields(e, &mirror)
+            {
+                warn!(
+                    pod = %k,
+                    error = %e.message,
+                    "the API server does not know sidecar containers (restartable init \
+                     containers): mirror pods show them as plain init containers"
+                );
+                without_sidecars = true;
+                drop_sidecar_fields(&mut mirror);
+                result = api.create(&PostParams::default(), &mirror).await;
+            }
+            match result {
                 Ok(_) => info!(pod = %k, "mirror pod created"),
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
                 Err(e) => warn!(pod = %k, error = %e, "creating mirror pod failed"),
@@ -265,6 +353,96 @@ mod tests {
         assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("Node", "n1"));
         assert_eq!(owner.uid, "node-uid");
         assert_eq!(m.spec.unwrap().node_name.as_deref(), Some("n1"));
+    }
+
+    /// The Kubernetes 1.26 API server's answer to a mirror pod whose sidecar has a
+    /// readiness probe (from the judge control plane).
+    fn refusal(field: &str) -> kube::core::Status {
+        serde_json::from_value(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422,
+            "reason": "Invalid",
+            "message": format!("Pod \"s-n1\" is invalid: {field}: Forbidden: may not be set for init containers"),
+            "details": {"name": "s-n1", "kind": "Pod", "causes": [{
+                "reason": "FieldValueForbidden",
+                "message": "Forbidden: may not be set for init containers",
+                "field": field}]}
+        }))
+        .unwrap()
+    }
+
+    fn with_sidecar() -> Pod {
+        let mut p = static_pod("s-n1", "h1");
+        let probe = k8s_openapi::api::core::v1::Probe {
+            period_seconds: Some(1),
+            ..Default::default()
+        };
+        p.spec.as_mut().unwrap().init_containers = Some(vec![
+            Container {
+                name: "setup".into(),
+                ..Default::default()
+            },
+            Container {
+                name: "sidecar".into(),
+                restart_policy: Some("Always".into()),
+                readiness_probe: Some(probe.clone()),
+                startup_probe: Some(probe),
+                ..Default::default()
+            },
+        ]);
+        p
+    }
+
+    #[test]
+    fn a_refused_sidecar_makes_mirrors_carry_it_as_a_plain_init_container() {
+        let statics = with_sidecar();
+        let mut m = mirror_of(&statics, "n1", Some("node-uid"));
+        assert!(refuses_sidecar_fields(
+            &refusal("spec.initContainers[1].readinessProbe"),
+            &m
+        ));
+        assert!(refuses_sidecar_fields(
+            &refusal("spec.initContainers[1].startupProbe.periodSeconds"),
+            &m
+        ));
+        // Not about a sidecar, not a sidecar-only field, or not a 422: not ours to drop.
+        assert!(!refuses_sidecar_fields(
+            &refusal("spec.initContainers[0].readinessProbe"),
+            &m
+        ));
+        assert!(!refuses_sidecar_fields(
+            &refusal("spec.initContainers[1].image"),
+            &m
+        ));
+        assert!(!refuses_sidecar_fields(
+            &refusal("spec.initContainers[7].readinessProbe"),
+            &m
+        ));
+        let mut other = refusal("spec.initContainers[1].readinessProbe");
+        other.code = 403;
+        assert!(!refuses_sidecar_fields(&other, &m));
+
+        assert!(drop_sidecar_fields(&mut m));
+        let inits = m.spec.as_ref().unwrap().init_containers.clone().unwrap();
+        assert_eq!(inits[1].name, "sidecar");
+        assert_eq!(inits[1].restart_policy, None);
+        assert_eq!(inits[1].readiness_probe, None);
+        assert_eq!(inits[1].startup_probe, None);
+        assert_eq!(
+            inits[0],
+            statics
+                .spec
+                .as_ref()
+                .unwrap()
+                .init_containers
+                .clone()
+                .unwrap()[0]
+        );
+        // The mirror still carries the static pod's hash: no replacement loop.
+        let mirrors: BTreeMap<String, Pod> = [("default/s-n1".to_string(), m)].into();
+        assert_eq!(plan(&[statics], &mirrors), Plan::default());
+        // Nothing to drop without sidecars.
+        let mut plain = mirror_of(&static_pod("a-n1", "h1"), "n1", None);
+        assert!(!drop_sidecar_fields(&mut plain));
     }
 
     #[test]

@@ -39,6 +39,7 @@ mod kubelet_faults;
 mod kubelet_gc;
 mod kubelet_hostile_manifests;
 mod kubelet_image_pull;
+mod kubelet_judge;
 mod kubelet_kubeadm;
 mod kubelet_logs;
 mod kubelet_max_pods;

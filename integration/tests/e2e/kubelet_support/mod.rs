@@ -5,6 +5,9 @@
 
 #![allow(dead_code)]
 
+pub mod judge;
+pub use judge::{admin_client as judge_admin, client_from, judge_or_skip, kubectl};
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -518,49 +521,4 @@ pub async fn delete_pod_and_wait(
         matches!(pods.get_opt(name).await, Ok(None)).then_some(())
     })
     .await;
-}
-
-/// A kube client from kubeconfig text.
-pub async fn client_from(text: &str) -> kube::Client {
-    let kc = kube::config::Kubeconfig::from_yaml(text).expect("kubeconfig");
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .expect("client config");
-    kube::Client::try_from(config).expect("client")
-}
-
-/// The directory of the real control plane named by `KUBE_APISERVER_JUDGE` (a Kubernetes 1.26
-/// control plane, e.g. /opt/judges/k8s after its up.sh); when it is unset, None after a
-/// `SKIPPED <test>` line.
-pub fn judge_or_skip(test: &str) -> Option<PathBuf> {
-    let judge = std::env::var_os("KUBE_APISERVER_JUDGE").map(PathBuf::from);
-    if judge.is_none() {
-        eprintln!(
-            "SKIPPED {test}: KUBE_APISERVER_JUDGE is not set (a Kubernetes 1.26 control plane, e.g. /opt/judges/k8s after its up.sh)"
-        );
-    }
-    judge
-}
-
-/// A client of the judge control plane as its admin (`<judge>/run/admin.kubeconfig`).
-pub async fn judge_admin(judge: &Path) -> kube::Client {
-    let text =
-        std::fs::read_to_string(judge.join("run/admin.kubeconfig")).expect("admin kubeconfig");
-    client_from(&text).await
-}
-
-/// `kubectl --kubeconfig <judge>/run/admin.kubeconfig args…`: stdout, or the failure.
-pub async fn kubectl(judge: &Path, args: &[&str]) -> Result<String, String> {
-    let out = tokio::process::Command::new(judge.join("bin/kubectl"))
-        .arg("--kubeconfig")
-        .arg(judge.join("run/admin.kubeconfig"))
-        .args(args)
-        .output()
-        .await
-        .map_err(|e| e.to_string())?;
-    if out.status.success() {
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    }
 }

@@ -1,0 +1,266 @@
+//! A test kubelet joined to the real Kubernetes 1.26 control plane of `KUBE_APISERVER_JUDGE`
+//! (see kubelet_tls_bootstrap.rs): TLS bootstrap with its `run/bootstrap.kubeconfig`, the
+//! serving certificate's CSR approved with the judge's kubectl, the secure port on 127.0.0.1
+//! (the Node's InternalIP; start the judge with
+//! `JUDGE_K8S_EXTRA_APISERVER_ARGS=--kubelet-preferred-address-types=InternalIP`), so that
+//! `kubectl logs`, `exec`, `attach` and `port-forward` reach it through the API server.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use integration::fixtures::unique_name;
+use integration::runtimes::RuntimeKind;
+use integration::testbed::Testbed;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::Node;
+use kube::{Api, Client, Config};
+use tokio::process::Child;
+
+use super::{cleanup_all, free_port, kubelet_command, node_ready, stop_kubelet, wait_for};
+
+/// The judge's directory from `KUBE_APISERVER_JUDGE`, or None after printing a loud
+/// `SKIPPED <test>` line.
+pub fn judge_or_skip(test: &str) -> Option<PathBuf> {
+    let judge = std::env::var_os("KUBE_APISERVER_JUDGE").map(PathBuf::from);
+    if judge.is_none() {
+        eprintln!(
+            "SKIPPED {test}: KUBE_APISERVER_JUDGE is not set (a Kubernetes 1.26 control plane, e.g. /opt/judges/k8s after its up.sh)"
+        );
+    }
+    judge
+}
+
+/// `kubectl --kubeconfig <judge>/run/admin.kubeconfig args…`: stdout, or the failure.
+pub async fn kubectl(judge: &Path, args: &[&str]) -> Result<String, String> {
+    let out = tokio::process::Command::new(judge.join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(judge.join("run/admin.kubeconfig"))
+        .args(args)
+        .kill_on_drop(true)
+        .output()
+        .await
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&out.stdout)
+        ))
+    }
+}
+
+/// `kubectl args…` as a child process with piped stdin and stdout (port-forward, attach);
+/// killed when dropped.
+pub fn kubectl_child(judge: &Path, args: &[&str]) -> Child {
+    tokio::process::Command::new(judge.join("bin/kubectl"))
+        .arg("--kubeconfig")
+        .arg(judge.join("run/admin.kubeconfig"))
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn kubectl")
+}
+
+/// A kube client from kubeconfig text.
+pub async fn client_from(text: &str) -> Client {
+    let kc = kube::config::Kubeconfig::from_yaml(text).expect("kubeconfig");
+    let config = Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("client config");
+    Client::try_from(config).expect("client")
+}
+
+/// A kube client with the judge's admin kubeconfig.
+pub async fn admin_client(judge: &Path) -> Client {
+    let text =
+        std::fs::read_to_string(judge.join("run/admin.kubeconfig")).expect("admin kubeconfig");
+    client_from(&text).await
+}
+
+/// One kubelet joined to the judge: its directories, node name and process.
+pub struct JudgeNode {
+    pub kind: RuntimeKind,
+    pub judge: PathBuf,
+    pub dir: tempfile::TempDir,
+    pub root: PathBuf,
+    pub manifests: PathBuf,
+    pub cert_dir: PathBuf,
+    pub log: PathBuf,
+    pub node: String,
+    pub read_only_port: u16,
+    pub secure_port: u16,
+    pub child: Option<Child>,
+}
+
+impl JudgeNode {
+    /// Starts a kubelet on `kind` that joins the judge with its bootstrap token (static pods
+    /// from [`Self::manifests`], checked every 2 s, plus `extra` flags), and returns once the
+    /// Node is Ready and its serving CSR is approved and served. Panics (with the kubelet's log
+    /// tail) on a timeout; call [`Self::shutdown`] whatever happens after this returns.
+    pub async fn join(
+        kind: RuntimeKind,
+        tb: &Testbed,
+        judge: &Path,
+        prefix: &str,
+        extra: &[&str],
+    ) -> Self {
+        let run = judge.join("run");
+        let dir = tempfile::Builder::new()
+            .prefix("kubelet-judge-")
+            .tempdir()
+            .expect("tempdir");
+        let root = dir.path().join("root");
+        let manifests = dir.path().join("manifests");
+        std::fs::create_dir_all(&manifests).expect("manifest dir");
+        let cert_dir = dir.path().join("pki");
+        let log = dir.path().join("kubelet.log");
+        let node = unique_name(prefix);
+        let read_only_port = free_port();
+        let secure_port = free_port();
+        let mut cmd = kubelet_command(
+            kind,
+            tb,
+            &root,
+            Some(&manifests),
+            read_only_port,
+            &node,
+            &log,
+        );
+        cmd.arg("--bootstrap-kubeconfig")
+            .arg(run.join("bootstrap.kubeconfig"))
+            .arg("--kubeconfig")
+            .arg(dir.path().join("kubelet.conf"))
+            .arg("--cert-dir")
+            .arg(&cert_dir)
+            .arg("--rotate-certificates")
+            .arg("--rotate-server-certificates")
+            .arg("--client-ca-file")
+            .arg(run.join("pki/ca.crt"))
+            .arg("--node-ip")
+            .arg("127.0.0.1")
+            .arg("--port")
+            .arg(secure_port.to_string())
+            .args(extra);
+        let child = cmd.spawn().expect("spawn kubelet");
+        let mut me = Self {
+            kind,
+            judge: judge.to_path_buf(),
+            dir,
+            root,
+            manifests,
+            cert_dir,
+            log,
+            node,
+            read_only_port,
+            secure_port,
+            child: Some(child),
+        };
+        let joined = tokio::spawn({
+            let (judge, node, log, cert_dir) = (
+                me.judge.clone(),
+                me.node.clone(),
+                me.log.clone(),
+                me.cert_dir.clone(),
+            );
+            async move {
+                let admin = admin_client(&judge).await;
+                let nodes: Api<Node> = Api::all(admin.clone());
+                let csrs: Api<CertificateSigningRequest> = Api::all(admin);
+                let user = format!("system:node:{node}");
+                wait_for("the node to be Ready", &log, || async {
+                    let n = nodes.get_opt(&node).await.ok()??;
+                    node_ready(&n).then_some(())
+                })
+                .await;
+                let csr = wait_for("the kubelet-serving CSR", &log, || async {
+                    let list = csrs.list(&Default::default()).await.ok()?.items;
+                    list.into_iter().find(|c| {
+                        c.spec.signer_name == "kubernetes.io/kubelet-serving"
+                            && c.spec.username.as_deref() == Some(user.as_str())
+                    })
+                })
+                .await;
+                let name = csr.metadata.name.clone().unwrap_or_default();
+                kubectl(&judge, &["certificate", "approve", &name])
+                    .await
+                    .expect("kubectl certificate approve");
+                wait_for("the serving certificate written", &log, || async {
+                    cert_dir
+                        .join("kubelet-server-current.pem")
+                        .exists()
+                        .then_some(())
+                })
+                .await;
+            }
+        })
+        .await;
+        if let Err(e) = joined {
+            me.shutdown(tb, &[]).await;
+            std::panic::resume_unwind(e.into_panic());
+        }
+        me
+    }
+
+    /// The CRI endpoint of the node's runtime: containerd's, or its embedded dockershim's.
+    pub fn endpoint(&self, tb: &Testbed) -> String {
+        super::runtime_endpoint(self.kind, tb, &self.root)
+    }
+
+    /// Removes every static pod manifest, stops the kubelet, removes `uids` from the runtime
+    /// and deletes the Node object.
+    pub async fn shutdown(&mut self, tb: &Testbed, uids: &[String]) {
+        if let Ok(rd) = std::fs::read_dir(&self.manifests) {
+            for e in rd.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        if let Some(mut c) = self.child.take() {
+            stop_kubelet(&mut c).await;
+        }
+        cleanup_all(self.kind, tb, uids).await;
+        let _ = kubectl(&self.judge, &["delete", "node", &self.node, "--wait=false"]).await;
+        // Memory-backed volumes a stopped kubelet left mounted under its root.
+        let root = self.root.display().to_string();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for m in mountinfo.lines().filter_map(|l| l.split(' ').nth(4)) {
+            if m.starts_with(&root)
+                && let Ok(c) = std::ffi::CString::new(m)
+            {
+                // SAFETY: umount2(2) with a valid NUL-terminated path under our temp dir.
+                unsafe {
+                    libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+                }
+            }
+        }
+    }
+}
+
+/// Reads `child`'s stdout until `want` shows up (or the stream ends, or `limit` passes):
+/// everything read so far.
+pub async fn read_until(
+    out: &mut (impl tokio::io::AsyncRead + Unpin),
+    want: &str,
+    limit: Duration,
+) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::new();
+    let _ = tokio::time::timeout(limit, async {
+        let mut chunk = [0u8; 4096];
+        loop {
+            match out.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+            if String::from_utf8_lossy(&buf).contains(want) {
+                break;
+            }
+        }
+    })
+    .await;
+    String::from_utf8_lossy(&buf).into_owned()
+}

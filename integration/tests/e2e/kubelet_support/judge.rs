@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client, Config};
 use tokio::process::Child;
 
-use super::{cleanup_all, free_port, kubelet_command, node_ready, stop_kubelet, wait_for};
+use super::{free_port, kubelet_command, node_ready, wait_for};
 
 /// The judge's directory from `KUBE_APISERVER_JUDGE`, or None after printing a loud
 /// `SKIPPED <test>` line.
@@ -214,29 +214,16 @@ impl JudgeNode {
     /// Removes every static pod manifest, stops the kubelet, removes `uids` from the runtime
     /// and deletes the Node object.
     pub async fn shutdown(&mut self, tb: &Testbed, uids: &[String]) {
-        if let Ok(rd) = std::fs::read_dir(&self.manifests) {
-            for e in rd.flatten() {
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-        if let Some(mut c) = self.child.take() {
-            stop_kubelet(&mut c).await;
-        }
-        cleanup_all(self.kind, tb, uids).await;
+        super::stop_node(
+            &self.manifests,
+            &mut self.child,
+            self.kind,
+            tb,
+            uids,
+            &self.root,
+        )
+        .await;
         let _ = kubectl(&self.judge, &["delete", "node", &self.node, "--wait=false"]).await;
-        // Memory-backed volumes a stopped kubelet left mounted under its root.
-        let root = self.root.display().to_string();
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        for m in mountinfo.lines().filter_map(|l| l.split(' ').nth(4)) {
-            if m.starts_with(&root)
-                && let Ok(c) = std::ffi::CString::new(m)
-            {
-                // SAFETY: umount2(2) with a valid NUL-terminated path under our temp dir.
-                unsafe {
-                    libc::umount2(c.as_ptr(), libc::MNT_DETACH);
-                }
-            }
-        }
     }
 }
 

@@ -79,7 +79,8 @@ impl PodCache {
 #[derive(Debug, Default)]
 pub struct PlegState {
     last_relist: RwLock<Option<Instant>>,
-    pods: RwLock<Vec<RuntimePod>>,
+    /// The pods of the last relist and when the runtime was asked for them.
+    pods: RwLock<(Vec<RuntimePod>, Option<Instant>)>,
 }
 
 impl PlegState {
@@ -99,6 +100,12 @@ impl PlegState {
 
     /// The pods of the last relist.
     pub fn runtime_pods(&self) -> Vec<RuntimePod> {
+        self.pods.read().0.clone()
+    }
+
+    /// The pods of the last relist and when the runtime was listed for them (`None` before
+    /// the first relist): a pod terminated after that time may still be in the list.
+    pub fn runtime_pods_listed(&self) -> (Vec<RuntimePod>, Option<Instant>) {
         self.pods.read().clone()
     }
 
@@ -278,7 +285,7 @@ impl GenericPleg {
             }
         }
         self.records = current;
-        *self.state.pods.write() = pods;
+        *self.state.pods.write() = (pods, Some(start));
         *self.state.last_relist.write() = Some(Instant::now());
         self.metrics.observe_relist(start.elapsed());
     }

@@ -85,8 +85,14 @@ pub fn rss_mib(pid: u32) -> Option<f64> {
 
 /// A one-container static pod manifest running `sleep 3600`.
 pub fn manifest(name: &str, uid: &str, image: &str) -> String {
+    manifest_with_command(name, uid, image, &["sleep", "3600"])
+}
+
+/// A one-container static pod manifest running `command`.
+pub fn manifest_with_command(name: &str, uid: &str, image: &str, command: &[&str]) -> String {
+    let command = serde_json::to_string(command).unwrap_or_default();
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  uid: {uid}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: [\"sleep\", \"3600\"]\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  uid: {uid}\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: {image}\n    imagePullPolicy: IfNotPresent\n    command: {command}\n"
     )
 }
 

@@ -346,6 +346,7 @@ impl Kubelet {
             pod_config,
             sources_ready_since: None,
             last_gc: Instant::now(),
+            finished: HashMap::new(),
             pod_config_has_api: self.config.api.is_some(),
             container_gc,
             container_gc_period: self.config.container_gc_period,
@@ -388,6 +389,9 @@ struct SyncLoop {
     pod_config: PodConfig,
     sources_ready_since: Option<Instant>,
     last_gc: Instant,
+    /// When the workers of recently terminated pods finished (their containers and sandboxes
+    /// removed), until a relist listed the runtime after that.
+    finished: HashMap<String, Instant>,
     /// Pods come from an API server too (terminated ones are handed to API-server mode).
     pod_config_has_api: bool,
     container_gc: crate::gc::ContainerGc,
@@ -652,6 +656,7 @@ impl SyncLoop {
 
     fn handle_worker_done(&mut self, d: WorkerDone) {
         if d.terminated {
+            self.finished.insert(d.uid.clone(), Instant::now());
             self.workers.forget(&d.uid);
             self.probes.remove_pod(&d.uid);
             self.work_queue.remove(&d.uid);
@@ -730,13 +735,13 @@ impl SyncLoop {
                 self.dispatch(pod, false, None);
             }
         }
-        for rp in self.shared.pleg.runtime_pods() {
-            if desired.contains(&rp.id)
+        let (runtime_pods, listed_at) = self.shared.pleg.runtime_pods_listed();
+        let orphans = orphaned_runtime_pods(runtime_pods, listed_at, &mut self.finished, |rp| {
+            desired.contains(&rp.id)
                 || self.workers.is_known(&rp.id)
                 || !owned_by_node(&rp.name, &self.shared.node_name)
-            {
-                continue;
-            }
+        });
+        for rp in orphans {
             tracing::info!(pod = %rp.name, pod_uid = %rp.id, running = rp.is_running(), "cleaning up a pod no source knows");
             let grace = rp.containers.iter().filter_map(|c| c.grace_period).max();
             let mut pod = Pod::default();
@@ -752,13 +757,38 @@ impl SyncLoop {
         if self.last_gc.elapsed() >= self.container_gc_period {
             self.last_gc = Instant::now();
             let gc = self.container_gc.clone();
+            // A pod whose worker is still terminating it is not a removed pod yet (upstream
+            // `ShouldPodContentBeRemoved` is false until the worker finished): its worker
+            // removes its containers and sandboxes itself, the GC must not race it.
+            let mut known = desired;
+            known.extend(self.workers.uids());
             tokio::spawn(async move {
-                if let Err(e) = gc.garbage_collect(&desired).await {
+                if let Err(e) = gc.garbage_collect(&known).await {
                     tracing::warn!(error = %e, "container garbage collection failed");
                 }
             });
         }
     }
+}
+
+/// The pods of a relist (listed at `listed_at`) that housekeeping must terminate: those not
+/// `known`, except pods whose worker finished terminating after the list was taken (`finished`):
+/// the list predates their removal, and terminating them again would redo their whole
+/// termination (upstream's `HandlePodCleanups` lists the runtime afresh for the same reason).
+/// Terminations that a list taken after them has caught up with are forgotten.
+fn orphaned_runtime_pods(
+    pods: Vec<crate::kuberuntime::RuntimePod>,
+    listed_at: Option<Instant>,
+    finished: &mut HashMap<String, Instant>,
+    known: impl Fn(&crate::kuberuntime::RuntimePod) -> bool,
+) -> Vec<crate::kuberuntime::RuntimePod> {
+    let Some(listed_at) = listed_at else {
+        return Vec::new();
+    };
+    finished.retain(|_, done| *done >= listed_at);
+    pods.into_iter()
+        .filter(|rp| !known(rp) && !finished.contains_key(&rp.id))
+        .collect()
 }
 
 /// Upstream `rejectPod`'s status: Failed with `reason` and "Pod " + `message`.
@@ -800,6 +830,46 @@ impl crate::eviction::ContainerGc for crate::gc::ContainerGc {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn runtime_pod(uid: &str) -> crate::kuberuntime::RuntimePod {
+        crate::kuberuntime::RuntimePod {
+            id: uid.into(),
+            name: format!("pod-{uid}"),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_relist_older_than_a_finished_termination_does_not_terminate_the_pod_again() {
+        let t0 = Instant::now();
+        let later = |s| t0 + Duration::from_secs(s);
+        // "a" finished terminating at t0+2, "b" at t0+5.
+        let mut finished =
+            HashMap::from([("a".to_string(), later(2)), ("b".to_string(), later(5))]);
+        let pods = || {
+            vec![
+                runtime_pod("a"),
+                runtime_pod("b"),
+                runtime_pod("c"),
+                runtime_pod("k"),
+            ]
+        };
+        let known = |rp: &crate::kuberuntime::RuntimePod| rp.id == "k";
+        // Listed at t0+1, before both finished: only the unknown "c" is an orphan.
+        let o = orphaned_runtime_pods(pods(), Some(later(1)), &mut finished, known);
+        assert_eq!(o.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["c"]);
+        assert_eq!(finished.len(), 2);
+        // Listed at t0+3: "a" is still on the runtime after its worker removed it, so it is
+        // cleaned up; "b" is still newer than the list.
+        let o = orphaned_runtime_pods(pods(), Some(later(3)), &mut finished, known);
+        assert_eq!(
+            o.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+            ["a", "c"]
+        );
+        assert_eq!(finished.keys().collect::<Vec<_>>(), ["b"]);
+        // No relist yet: nothing is known about the runtime.
+        assert!(orphaned_runtime_pods(pods(), None, &mut finished, known).is_empty());
+    }
 
     #[test]
     fn a_pod_beyond_max_pods_is_failed_out_of_pods() {

@@ -25,8 +25,8 @@ use clap::Parser;
 use cri_proto::runtime::v1 as cri;
 use integration::fixtures::{busybox_container, ensure_image, unique_name};
 use integration::kubelet_proc::{
-    KubeletProc, clear_static_pods, http_get, manifest, median, proc_cpu_seconds, rss_mib, running,
-    start_kubelet, start_kubelet_embedded,
+    KubeletProc, clear_static_pods, http_get, manifest_with_command, median, proc_cpu_seconds,
+    rss_mib, running, start_kubelet, start_kubelet_embedded,
 };
 use integration::runtimes::{ShimProcess, clients};
 use integration::testbed::Testbed;
@@ -62,6 +62,26 @@ struct Args {
     /// Write the results as JSON here too.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// The pods' container exits on SIGTERM (`sh -c 'trap "exit 0" TERM; sleep 3600 & wait'`)
+    /// instead of running `sleep 3600` as PID 1, which ignores SIGTERM, so that the kubelet's
+    /// teardown waits out its 2 s minimum grace period (upstream's
+    /// `minimumGracePeriodInSeconds`) in every pod: with it, "back to nothing" measures the
+    /// kubelet's own work. Both sides run the same command.
+    #[arg(long)]
+    trap_term: bool,
+    /// Keep the temporary directories (the kubelets' `kubelet.log`, the shims' logs) and print
+    /// where they are.
+    #[arg(long)]
+    keep_dir: bool,
+}
+
+/// The pods' command (see `--trap-term`).
+fn command(trap_term: bool) -> Vec<&'static str> {
+    if trap_term {
+        vec!["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+    } else {
+        vec!["sleep", "3600"]
+    }
 }
 
 enum Runtime {
@@ -82,6 +102,7 @@ async fn kubelet_batch(
     image: &str,
     node: &str,
     n: usize,
+    trap_term: bool,
 ) -> Result<(f64, Vec<String>)> {
     let batch = unique_name("kb");
     let uids: Vec<String> = (0..n).map(|i| format!("{batch}-{i}")).collect();
@@ -90,7 +111,7 @@ async fn kubelet_batch(
         let name = format!("{batch}-{i}");
         std::fs::write(
             k.manifests.join(format!("{name}.yaml")),
-            manifest(&name, uid, image),
+            manifest_with_command(&name, uid, image, &command(trap_term)),
         )?;
     }
     loop {
@@ -114,7 +135,13 @@ async fn kubelet_teardown(k: &KubeletProc) -> Result<f64> {
 
 /// The same pods by direct CRI calls, all at once, then StopPodSandbox + RemovePodSandbox for
 /// all at once; returns the seconds each phase took.
-async fn direct_batch(endpoint: &str, image: &str, n: usize, logs: &Path) -> Result<(f64, f64)> {
+async fn direct_batch(
+    endpoint: &str,
+    image: &str,
+    n: usize,
+    logs: &Path,
+    trap_term: bool,
+) -> Result<(f64, f64)> {
     let (rt, _) = clients(endpoint).await?;
     let start = Instant::now();
     let results = futures::future::join_all((0..n).map(|_| {
@@ -131,7 +158,7 @@ async fn direct_batch(endpoint: &str, image: &str, n: usize, logs: &Path) -> Res
                 .into_inner()
                 .pod_sandbox_id;
             let mut c = busybox_container("app", image, "sleep 3600");
-            c.command = vec!["sleep".into(), "3600".into()];
+            c.command = command(trap_term).into_iter().map(String::from).collect();
             let cid = rt
                 .create_container(cri::CreateContainerRequest {
                     pod_sandbox_id: sid.clone(),
@@ -240,7 +267,11 @@ async fn shim_idle(
     };
     let dir = tempfile::Builder::new()
         .prefix(&format!("kubelet-bench-{name}-"))
+        .disable_cleanup(args.keep_dir)
         .tempdir()?;
+    if args.keep_dir {
+        eprintln!("kubelet-bench: keeping {}", dir.path().display());
+    }
     let shim = if cri_dockerd {
         ShimProcess::start_cri_dockerd(tb, dir.path()).await?
     } else {
@@ -255,7 +286,7 @@ async fn shim_idle(
     let node = unique_name("bench-node");
     let mut k = start_kubelet(tb, &shim.endpoint, &kdir, &node, &[])?;
     k.wait_healthy(Duration::from_secs(60)).await?;
-    let (up, _) = kubelet_batch(&k, &tb.busybox_image, &node, n).await?;
+    let (up, _) = kubelet_batch(&k, &tb.busybox_image, &node, n, args.trap_term).await?;
     let mut v = idle_window(&k, Some(shim.pid()), n, args).await;
     let down = kubelet_teardown(&k).await?;
     v["shim"] = name.into();
@@ -290,7 +321,11 @@ async fn main() -> Result<()> {
     };
     let tmp = tempfile::Builder::new()
         .prefix("kubelet-bench-")
+        .disable_cleanup(args.keep_dir)
         .tempdir()?;
+    if args.keep_dir {
+        eprintln!("kubelet-bench: keeping {}", tmp.path().display());
+    }
     let node = unique_name("bench-node");
     // The direct side's runtime: the same endpoint, or a standalone dockershim on the same Docker.
     let direct_shim = match runtime {
@@ -331,7 +366,8 @@ async fn main() -> Result<()> {
             };
             for kubelet_first in order {
                 if kubelet_first {
-                    let (s, _) = kubelet_batch(&k, &tb.busybox_image, &node, n).await?;
+                    let (s, _) =
+                        kubelet_batch(&k, &tb.busybox_image, &node, n, args.trap_term).await?;
                     kubelet_s.push(s);
                     if n == args.pods && r + 1 == repeat && idle.get("rss_mib").is_none() {
                         // Idle with N pods running: CPU per relist and RSS.
@@ -339,8 +375,14 @@ async fn main() -> Result<()> {
                     }
                     kubelet_down.push(kubelet_teardown(&k).await?);
                 } else {
-                    let (up, down) =
-                        direct_batch(&direct_endpoint, &tb.busybox_image, n, &logs).await?;
+                    let (up, down) = direct_batch(
+                        &direct_endpoint,
+                        &tb.busybox_image,
+                        n,
+                        &logs,
+                        args.trap_term,
+                    )
+                    .await?;
                     direct_s.push(up);
                     direct_down.push(down);
                 }
@@ -378,6 +420,7 @@ async fn main() -> Result<()> {
             p,
             serde_json::to_string_pretty(&serde_json::json!({
                 "runtime": label, "direct_endpoint": direct_endpoint, "batches": rows,
+                "trap_term": args.trap_term,
                 "idle": idle, "rss_mib_at_end": rss_idle_after, "shims": shims,
                 "load_average": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim(),
             }))?,

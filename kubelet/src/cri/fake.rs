@@ -52,6 +52,11 @@ struct State {
     pulls: Vec<(String, Option<cri::AuthConfig>)>,
     next_id: u64,
     clock_ns: i64,
+    /// How long each `PodSandboxStatus` takes (a busy runtime), and how many were in flight
+    /// at once: now and at most.
+    sandbox_status_latency: std::time::Duration,
+    sandbox_status_in_flight: usize,
+    sandbox_status_max_in_flight: usize,
 }
 
 impl State {
@@ -137,6 +142,16 @@ impl FakeRuntime {
     /// Forgets the recorded calls.
     pub fn clear_calls(&self) {
         self.with(|s| s.calls.clear());
+    }
+
+    /// Every `PodSandboxStatus` takes `latency` from now on (on the tokio clock).
+    pub fn set_sandbox_status_latency(&self, latency: std::time::Duration) {
+        self.with(|s| s.sandbox_status_latency = latency);
+    }
+
+    /// The most `PodSandboxStatus` calls that were in flight at once.
+    pub fn sandbox_status_max_in_flight(&self) -> usize {
+        self.with(|s| s.sandbox_status_max_in_flight)
     }
 
     /// The next call of `op` fails with `status`.
@@ -379,6 +394,17 @@ impl RuntimeService for FakeRuntime {
 
     async fn pod_sandbox_status(&self, id: &str) -> Result<cri::PodSandboxStatus> {
         self.enter("podsandbox_status")?;
+        let latency = self.with(|s| {
+            s.sandbox_status_in_flight += 1;
+            s.sandbox_status_max_in_flight = s
+                .sandbox_status_max_in_flight
+                .max(s.sandbox_status_in_flight);
+            s.sandbox_status_latency
+        });
+        if !latency.is_zero() {
+            tokio::time::sleep(latency).await;
+        }
+        self.with(|s| s.sandbox_status_in_flight -= 1);
         self.with(|s| s.sandboxes.get(id).cloned())
             .ok_or_else(|| Self::not_found("podsandbox_status", &format!("sandbox {id}")))
     }

@@ -20,8 +20,14 @@ use crate::metrics::Metrics;
 
 /// Upstream `relistPeriod`.
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
-/// How long one pod's status read may take during a relist.
+/// How long one pod's status read may take during a relist (counted from the moment the read
+/// starts, not from the start of the relist).
 pub const STATUS_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How many changed pods' statuses one relist reads at once. Upstream reads them one after the
+/// other; reading all at once sent, while 110 pods were being created on one Docker, hundreds
+/// of status calls in one burst that queued behind the creations, timed out and were sent again
+/// by the next relist.
+pub const STATUS_READ_CONCURRENCY: usize = 4;
 /// Upstream `relistThreshold`.
 pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
 
@@ -79,7 +85,8 @@ impl PodCache {
 #[derive(Debug, Default)]
 pub struct PlegState {
     last_relist: RwLock<Option<Instant>>,
-    pods: RwLock<Vec<RuntimePod>>,
+    /// The pods of the last relist and when the runtime was asked for them.
+    pods: RwLock<(Vec<RuntimePod>, Option<Instant>)>,
 }
 
 impl PlegState {
@@ -99,6 +106,12 @@ impl PlegState {
 
     /// The pods of the last relist.
     pub fn runtime_pods(&self) -> Vec<RuntimePod> {
+        self.pods.read().0.clone()
+    }
+
+    /// The pods of the last relist and when the runtime was listed for them (`None` before
+    /// the first relist): a pod terminated after that time may still be in the list.
+    pub fn runtime_pods_listed(&self) -> (Vec<RuntimePod>, Option<Instant>) {
         self.pods.read().clone()
     }
 
@@ -227,24 +240,33 @@ impl GenericPleg {
                 events.extend(evs);
             }
         }
-        // The changed pods' statuses are read at once, each with its own deadline, so one slow
-        // runtime call does not hold up the others; a pod whose read failed keeps its old
+        // The changed pods' statuses are read [`STATUS_READ_CONCURRENCY`] at a time, each with
+        // its own deadline from when its read starts, so one slow runtime call does not hold up
+        // the others and a busy runtime is not flooded; a pod whose read failed keeps its old
         // record, its events are held back, and it is looked at again on the next relist,
         // which generates them anew (upstream "Ignoring events for pod" + `needsReinspection`).
-        let reads = changed.iter().filter_map(|uid| {
-            let p = current.get(uid)?;
-            let rt = self.runtime.clone();
-            Some(async move {
-                let r = tokio::time::timeout(
-                    STATUS_READ_TIMEOUT,
-                    rt.get_pod_status(&p.id, &p.name, &p.namespace),
-                )
-                .await;
-                (p, r)
+        let reads: Vec<_> = changed
+            .iter()
+            .filter_map(|uid| current.get(uid).cloned())
+            .map(|p| {
+                let rt = self.runtime.clone();
+                async move {
+                    let r = tokio::time::timeout(
+                        STATUS_READ_TIMEOUT,
+                        rt.get_pod_status(&p.id, &p.name, &p.namespace),
+                    )
+                    .await;
+                    (p, r)
+                }
             })
-        });
+            .collect();
         let mut reinspect = HashSet::new();
-        for (p, r) in futures::future::join_all(reads).await {
+        let results: Vec<_> = futures::StreamExt::collect(futures::StreamExt::buffer_unordered(
+            futures::stream::iter(reads),
+            STATUS_READ_CONCURRENCY,
+        ))
+        .await;
+        for (p, r) in results {
             match r {
                 Ok(Ok(s)) => self.cache.set(&p.id, s),
                 Ok(Err(e)) => {
@@ -278,7 +300,7 @@ impl GenericPleg {
             }
         }
         self.records = current;
-        *self.state.pods.write() = pods;
+        *self.state.pods.write() = (pods, Some(start));
         *self.state.last_relist.write() = Some(Instant::now());
         self.metrics.observe_relist(start.elapsed());
     }
@@ -528,6 +550,30 @@ mod tests {
                 b.cache.get("p1").is_none(),
                 "a removed pod leaves the cache"
             );
+        }
+
+        #[tokio::test(start_paused = true)]
+        async fn a_relist_reads_a_bounded_number_of_statuses_at_once_each_with_its_own_deadline() {
+            let mut b = bed().await;
+            let n = STATUS_READ_CONCURRENCY * 3;
+            for i in 0..n {
+                start_pod(&b, &format!("c{i}")).await;
+            }
+            // Each read takes 3 s: all at once, the last ones would still be read in time; one
+            // deadline for the whole relist would fail most of them.
+            b.fake.set_sandbox_status_latency(Duration::from_secs(3));
+            let started = tokio::time::Instant::now();
+            b.pleg.relist().await;
+            assert_eq!(
+                b.fake.sandbox_status_max_in_flight(),
+                STATUS_READ_CONCURRENCY
+            );
+            // Three rounds of 3 s: every read got its own 5 s, none timed out.
+            assert!(started.elapsed() >= Duration::from_secs(9));
+            for i in 0..n {
+                assert!(b.cache.get(&format!("c{i}")).is_some(), "c{i} was read");
+            }
+            assert_eq!(drain(&mut b).len(), 2 * n);
         }
 
         #[tokio::test(start_paused = true)]

@@ -401,22 +401,7 @@ async fn kubelet_tls_bootstrap_against_the_judge_control_plane() {
     let node = unique_name("judge");
     let secure_port = free_port();
     let mut cmd = kubelet_command(kind, &tb, &root, None, free_port(), &node, &log);
-    cmd.arg("--bootstrap-kubeconfig")
-        .arg(run.join("bootstrap.kubeconfig"))
-        .arg("--kubeconfig")
-        .arg(&kubeconfig)
-        .arg("--cert-dir")
-        .arg(&cert_dir)
-        .arg("--rotate-certificates")
-        .arg("--rotate-server-certificates")
-        .arg("--client-ca-file")
-        .arg(run.join("pki/ca.crt"))
-        // The secure port listens on loopback: the Node's InternalIP (and the serving
-        // certificate's IP SAN) is 127.0.0.1.
-        .arg("--node-ip")
-        .arg("127.0.0.1")
-        .arg("--port")
-        .arg(secure_port.to_string());
+    kubelet_support::judge::join_flags(&mut cmd, &judge, &kubeconfig, &cert_dir, secure_port);
     let started = Instant::now();
     let mut child = cmd.spawn().expect("spawn kubelet");
     let nodes: Api<Node> = Api::all(admin.clone());

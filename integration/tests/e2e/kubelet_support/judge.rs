@@ -82,6 +82,34 @@ pub async fn admin_client(judge: &Path) -> Client {
     client_from(&text).await
 }
 
+/// The flags that join a kubelet to the judge as `kubeadm join` would: its bootstrap token
+/// (`run/bootstrap.kubeconfig`), `kubeconfig` written by the TLS bootstrap, certificates in
+/// `cert_dir` with both rotations, the judge's CA for clients, and the secure port on
+/// 127.0.0.1, which is the Node's InternalIP (and the serving certificate's IP SAN).
+pub fn join_flags<'a>(
+    cmd: &'a mut tokio::process::Command,
+    judge: &Path,
+    kubeconfig: &Path,
+    cert_dir: &Path,
+    secure_port: u16,
+) -> &'a mut tokio::process::Command {
+    let run = judge.join("run");
+    cmd.arg("--bootstrap-kubeconfig")
+        .arg(run.join("bootstrap.kubeconfig"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--cert-dir")
+        .arg(cert_dir)
+        .arg("--rotate-certificates")
+        .arg("--rotate-server-certificates")
+        .arg("--client-ca-file")
+        .arg(run.join("pki/ca.crt"))
+        .arg("--node-ip")
+        .arg("127.0.0.1")
+        .arg("--port")
+        .arg(secure_port.to_string())
+}
+
 /// One kubelet joined to the judge: its directories, node name and process.
 pub struct JudgeNode {
     pub kind: RuntimeKind,
@@ -109,7 +137,6 @@ impl JudgeNode {
         prefix: &str,
         extra: &[&str],
     ) -> Self {
-        let run = judge.join("run");
         let dir = tempfile::Builder::new()
             .prefix("kubelet-judge-")
             .tempdir()
@@ -131,21 +158,14 @@ impl JudgeNode {
             &node,
             &log,
         );
-        cmd.arg("--bootstrap-kubeconfig")
-            .arg(run.join("bootstrap.kubeconfig"))
-            .arg("--kubeconfig")
-            .arg(dir.path().join("kubelet.conf"))
-            .arg("--cert-dir")
-            .arg(&cert_dir)
-            .arg("--rotate-certificates")
-            .arg("--rotate-server-certificates")
-            .arg("--client-ca-file")
-            .arg(run.join("pki/ca.crt"))
-            .arg("--node-ip")
-            .arg("127.0.0.1")
-            .arg("--port")
-            .arg(secure_port.to_string())
-            .args(extra);
+        join_flags(
+            &mut cmd,
+            judge,
+            &dir.path().join("kubelet.conf"),
+            &cert_dir,
+            secure_port,
+        )
+        .args(extra);
         let child = cmd.spawn().expect("spawn kubelet");
         let mut me = Self {
             kind,

@@ -93,10 +93,10 @@ where
     let mut node = JudgeNode::join(kind, &tb, &judge, prefix, extra).await;
     let info = Arc::new(JudgeNodeInfo {
         judge: judge.clone(),
-        node: node.node.clone(),
-        log: node.log.clone(),
-        root: node.root.clone(),
-        manifests: node.manifests.clone(),
+        node: node.kubelet.node.clone(),
+        log: node.kubelet.log.clone(),
+        root: node.kubelet.root.clone(),
+        manifests: node.kubelet.manifests.clone(),
         image: tb.busybox_image.clone(),
     });
     let uids: Arc<Mutex<Vec<String>>> = Arc::default();

@@ -401,7 +401,12 @@ async fn kubelet_tls_bootstrap_against_the_judge_control_plane() {
     let node = unique_name("judge");
     let secure_port = free_port();
     let mut cmd = kubelet_command(kind, &tb, &root, None, free_port(), &node, &log);
-    kubelet_support::judge::join_flags(&mut cmd, &judge, &kubeconfig, &cert_dir, secure_port);
+    cmd.args(kubelet_support::judge::join_flags(
+        &judge,
+        &kubeconfig,
+        &cert_dir,
+        secure_port,
+    ));
     let started = Instant::now();
     let mut child = cmd.spawn().expect("spawn kubelet");
     let nodes: Api<Node> = Api::all(admin.clone());

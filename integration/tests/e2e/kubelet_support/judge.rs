@@ -8,7 +8,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use integration::fixtures::unique_name;
 use integration::runtimes::RuntimeKind;
 use integration::testbed::Testbed;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
@@ -16,7 +15,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::{Api, Client, Config};
 use tokio::process::Child;
 
-use super::{free_port, kubelet_command, node_ready, wait_for};
+use super::{Kubelet, free_port, node_ready, wait_for};
 
 /// The judge's directory from `KUBE_APISERVER_JUDGE`, or None after printing a loud
 /// `SKIPPED <test>` line.
@@ -86,48 +85,44 @@ pub async fn admin_client(judge: &Path) -> Client {
 /// (`run/bootstrap.kubeconfig`), `kubeconfig` written by the TLS bootstrap, certificates in
 /// `cert_dir` with both rotations, the judge's CA for clients, and the secure port on
 /// 127.0.0.1, which is the Node's InternalIP (and the serving certificate's IP SAN).
-pub fn join_flags<'a>(
-    cmd: &'a mut tokio::process::Command,
+pub fn join_flags(
     judge: &Path,
     kubeconfig: &Path,
     cert_dir: &Path,
     secure_port: u16,
-) -> &'a mut tokio::process::Command {
+) -> Vec<String> {
     let run = judge.join("run");
-    cmd.arg("--bootstrap-kubeconfig")
-        .arg(run.join("bootstrap.kubeconfig"))
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--cert-dir")
-        .arg(cert_dir)
-        .arg("--rotate-certificates")
-        .arg("--rotate-server-certificates")
-        .arg("--client-ca-file")
-        .arg(run.join("pki/ca.crt"))
-        .arg("--node-ip")
-        .arg("127.0.0.1")
-        .arg("--port")
-        .arg(secure_port.to_string())
+    let path = |p: &Path| p.display().to_string();
+    vec![
+        "--bootstrap-kubeconfig".into(),
+        path(&run.join("bootstrap.kubeconfig")),
+        "--kubeconfig".into(),
+        path(kubeconfig),
+        "--cert-dir".into(),
+        path(cert_dir),
+        "--rotate-certificates".into(),
+        "--rotate-server-certificates".into(),
+        "--client-ca-file".into(),
+        path(&run.join("pki/ca.crt")),
+        "--node-ip".into(),
+        "127.0.0.1".into(),
+        "--port".into(),
+        secure_port.to_string(),
+    ]
 }
 
-/// One kubelet joined to the judge: its directories, node name and process.
+/// One kubelet joined to the judge: the test kubelet (directories, read-only port, node name,
+/// process) with its certificate directory and secure port.
 pub struct JudgeNode {
-    pub kind: RuntimeKind,
+    pub kubelet: Kubelet,
     pub judge: PathBuf,
-    pub dir: tempfile::TempDir,
-    pub root: PathBuf,
-    pub manifests: PathBuf,
     pub cert_dir: PathBuf,
-    pub log: PathBuf,
-    pub node: String,
-    pub read_only_port: u16,
     pub secure_port: u16,
-    pub child: Option<Child>,
 }
 
 impl JudgeNode {
     /// Starts a kubelet on `kind` that joins the judge with its bootstrap token (static pods
-    /// from [`Self::manifests`], checked every 2 s, plus `extra` flags), and returns once the
+    /// from its manifest directory, checked every 2 s, plus `extra` flags), and returns once the
     /// Node is Ready and its serving CSR is approved and served. Panics (with the kubelet's log
     /// tail) on a timeout; call [`Self::shutdown`] whatever happens after this returns.
     pub async fn join(
@@ -137,54 +132,28 @@ impl JudgeNode {
         prefix: &str,
         extra: &[&str],
     ) -> Self {
-        let dir = tempfile::Builder::new()
-            .prefix("kubelet-judge-")
-            .tempdir()
-            .expect("tempdir");
-        let root = dir.path().join("root");
-        let manifests = dir.path().join("manifests");
-        std::fs::create_dir_all(&manifests).expect("manifest dir");
-        let cert_dir = dir.path().join("pki");
-        let log = dir.path().join("kubelet.log");
-        let node = unique_name(prefix);
-        let read_only_port = free_port();
+        let mut kubelet = Kubelet::new(kind, prefix);
+        let cert_dir = kubelet.dir.path().join("pki");
         let secure_port = free_port();
-        let mut cmd = kubelet_command(
-            kind,
-            tb,
-            &root,
-            Some(&manifests),
-            read_only_port,
-            &node,
-            &log,
-        );
-        join_flags(
-            &mut cmd,
+        let mut flags = join_flags(
             judge,
-            &dir.path().join("kubelet.conf"),
+            &kubelet.dir.path().join("kubelet.conf"),
             &cert_dir,
             secure_port,
-        )
-        .args(extra);
-        let child = cmd.spawn().expect("spawn kubelet");
+        );
+        flags.extend(extra.iter().map(|s| s.to_string()));
+        kubelet.spawn(tb, &flags);
         let mut me = Self {
-            kind,
+            kubelet,
             judge: judge.to_path_buf(),
-            dir,
-            root,
-            manifests,
             cert_dir,
-            log,
-            node,
-            read_only_port,
             secure_port,
-            child: Some(child),
         };
         let joined = tokio::spawn({
             let (judge, node, log, cert_dir) = (
                 me.judge.clone(),
-                me.node.clone(),
-                me.log.clone(),
+                me.kubelet.node.clone(),
+                me.kubelet.log.clone(),
                 me.cert_dir.clone(),
             );
             async move {
@@ -226,24 +195,15 @@ impl JudgeNode {
         me
     }
 
-    /// The CRI endpoint of the node's runtime: containerd's, or its embedded dockershim's.
-    pub fn endpoint(&self, tb: &Testbed) -> String {
-        super::runtime_endpoint(self.kind, tb, &self.root)
-    }
-
-    /// Removes every static pod manifest, stops the kubelet, removes `uids` from the runtime
-    /// and deletes the Node object.
+    /// Stops the kubelet and cleans its runtime up ([`Kubelet::shutdown`]), then deletes the
+    /// Node object.
     pub async fn shutdown(&mut self, tb: &Testbed, uids: &[String]) {
-        super::stop_node(
-            &self.manifests,
-            &mut self.child,
-            self.kind,
-            tb,
-            uids,
-            &self.root,
+        self.kubelet.shutdown(tb, uids).await;
+        let _ = kubectl(
+            &self.judge,
+            &["delete", "node", &self.kubelet.node, "--wait=false"],
         )
         .await;
-        let _ = kubectl(&self.judge, &["delete", "node", &self.node, "--wait=false"]).await;
     }
 }
 

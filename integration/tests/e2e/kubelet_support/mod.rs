@@ -441,49 +441,29 @@ impl Kubelet {
         self.child = Some(cmd.spawn().expect("spawn kubelet"));
     }
 
-    /// Remove every manifest, stop the kubelet, and remove `uids` from the runtime.
+    /// Remove every manifest, stop the kubelet, remove `uids` from the runtime, and unmount
+    /// the volumes a kubelet stopped mid-test left mounted under its root (memory-backed
+    /// emptyDirs).
     pub async fn shutdown(&mut self, tb: &Testbed, uids: &[String]) {
-        stop_node(
-            &self.manifests,
-            &mut self.child,
-            self.kind,
-            tb,
-            uids,
-            &self.root,
-        )
-        .await;
-    }
-}
-
-/// A test node's end: every manifest removed, the kubelet stopped, `uids` removed from the
-/// runtime, and the volumes a kubelet stopped mid-test left mounted under `root`
-/// (memory-backed emptyDirs) unmounted.
-pub async fn stop_node(
-    manifests: &Path,
-    child: &mut Option<tokio::process::Child>,
-    kind: RuntimeKind,
-    tb: &Testbed,
-    uids: &[String],
-    root: &Path,
-) {
-    if let Ok(rd) = std::fs::read_dir(manifests) {
-        for e in rd.flatten() {
-            let _ = std::fs::remove_file(e.path());
+        if let Ok(rd) = std::fs::read_dir(&self.manifests) {
+            for e in rd.flatten() {
+                let _ = std::fs::remove_file(e.path());
+            }
         }
-    }
-    if let Some(mut c) = child.take() {
-        stop_kubelet(&mut c).await;
-    }
-    cleanup_all(kind, tb, uids).await;
-    let root = root.display().to_string();
-    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    for m in mountinfo.lines().filter_map(|l| l.split(' ').nth(4)) {
-        if m.starts_with(&root)
-            && let Ok(c) = std::ffi::CString::new(m)
-        {
-            // SAFETY: umount2(2) with a valid NUL-terminated path under our temp dir.
-            unsafe {
-                libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+        if let Some(mut c) = self.child.take() {
+            stop_kubelet(&mut c).await;
+        }
+        cleanup_all(self.kind, tb, uids).await;
+        let root = self.root.display().to_string();
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        for m in mountinfo.lines().filter_map(|l| l.split(' ').nth(4)) {
+            if m.starts_with(&root)
+                && let Ok(c) = std::ffi::CString::new(m)
+            {
+                // SAFETY: umount2(2) with a valid NUL-terminated path under our temp dir.
+                unsafe {
+                    libc::umount2(c.as_ptr(), libc::MNT_DETACH);
+                }
             }
         }
     }

@@ -322,16 +322,17 @@ impl<D: DockerApi> Shim<D> {
         // The plugins get the namespace through a descriptor of ours, opened before the
         // stop begins: it stays the pod's namespace while the pause process exits, where
         // `/proc/<pid>/ns/net` could by then name another process's.
-        let running_pid = inspect
+        let network = self.network.as_ref().filter(|_| !host_net);
+        let netns = inspect
             .as_ref()
+            .filter(|_| network.is_some())
             .and_then(|c| c.state.as_ref())
             .filter(|s| s.running == Some(true))
             .and_then(|s| s.pid)
-            .filter(|pid| *pid > 0);
-        let netns =
-            running_pid.and_then(|pid| std::fs::File::open(format!("/proc/{pid}/ns/net")).ok());
+            .filter(|pid| *pid > 0)
+            .and_then(|pid| std::fs::File::open(format!("/proc/{pid}/ns/net")).ok());
         let teardown = async {
-            let Some(net) = self.network.as_ref().filter(|_| !host_net) else {
+            let Some(net) = network else {
                 return Ok(());
             };
             let pod = PodNetwork {

@@ -3,7 +3,10 @@
 //! from memory while nothing changed since: every Docker container event about one of ours and
 //! every mutation dockershim itself makes marks it stale (the mutation synchronously, before
 //! the RPC returns, so a client always lists what it just did), and it is never trusted while
-//! the event stream is down or after [`LIST_MAX_AGE`]. Under the same rules it remembers which
+//! the event stream is down or after [`LIST_MAX_AGE`]. Callers that find it stale while another
+//! caller's Docker listing is in flight, with no change since that listing was requested, wait
+//! for that one instead of sending their own ([`ListCache::lookup`]): a burst of ListContainers /
+//! ListPodSandbox after one event costs Docker one listing. Under the same rules it remembers which
 //! of our containers an inspect found running, so that Exec / Attach / PortForward can check
 //! "exists and is running" without asking Docker again. [`ImageRefCache`] keeps the repo
 //! digests of image ids for ContainerStatus and is cleared by any image event. Both own only
@@ -18,6 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::debug;
@@ -51,6 +55,35 @@ struct ListState {
     /// Containers found running, by the id the client gave: the ticket taken before the
     /// inspect, when, and the full id.
     running: HashMap<String, (u64, Instant, String)>,
+    /// The Docker listing in flight, if any: its ticket and where its result will appear.
+    in_flight: Option<(u64, watch::Receiver<Option<SharedListing>>)>,
+}
+
+/// A listing handed to every caller that waited for it.
+pub type SharedListing = Arc<Vec<ContainerSummary>>;
+
+/// What [`ListCache::lookup`] tells a caller to do.
+pub enum Lookup {
+    /// The cached listing, still fresh.
+    Cached(Vec<ContainerSummary>),
+    /// Wait for the listing in flight (requested after every change known so far). If its
+    /// leader fails or is cancelled, the receiver reports the sender gone: list yourself.
+    Join(watch::Receiver<Option<SharedListing>>),
+    /// List from Docker yourself and hand the result to [`ListCache::finish`].
+    Lead(ListingLeader),
+}
+
+/// The caller that requests the listing others wait for.
+pub struct ListingLeader {
+    ticket: u64,
+    tx: watch::Sender<Option<SharedListing>>,
+}
+
+impl ListingLeader {
+    /// The ticket taken before the request (see [`ListCache::ticket`]).
+    pub fn ticket(&self) -> u64 {
+        self.ticket
+    }
 }
 
 impl ListState {
@@ -113,6 +146,50 @@ impl ListCache {
             id.to_string(),
             (ticket, Instant::now(), full_id.to_string()),
         );
+    }
+
+    /// The cached listing if it is fresh; otherwise the listing in flight if no change came
+    /// after it was requested; otherwise the caller becomes the one that lists.
+    pub fn lookup(&self) -> Lookup {
+        let mut s = self.state.lock();
+        if let Some((taken, at, list)) = s.listing.as_ref()
+            && s.fresh(*taken, *at)
+        {
+            return Lookup::Cached(list.clone());
+        }
+        if let Some((ticket, rx)) = s.in_flight.as_ref()
+            && s.watching
+            && *ticket > s.last_change
+            && rx.has_changed().is_ok()
+        {
+            return Lookup::Join(rx.clone());
+        }
+        s.seq += 1;
+        let ticket = s.seq;
+        let (tx, rx) = watch::channel(None);
+        s.in_flight = Some((ticket, rx));
+        Lookup::Lead(ListingLeader { ticket, tx })
+    }
+
+    /// The leader's listing: stored like [`ListCache::store`] and handed to those waiting.
+    pub fn finish(
+        &self,
+        leader: ListingLeader,
+        list: Vec<ContainerSummary>,
+    ) -> Vec<ContainerSummary> {
+        self.store(leader.ticket, &list);
+        let shared = Arc::new(list);
+        {
+            let mut s = self.state.lock();
+            if s.in_flight
+                .as_ref()
+                .is_some_and(|(t, _)| *t == leader.ticket)
+            {
+                s.in_flight = None;
+            }
+        }
+        leader.tx.send_replace(Some(shared.clone()));
+        Arc::try_unwrap(shared).unwrap_or_else(|shared| shared.as_ref().clone())
     }
 
     /// A ticket to take before requesting a fresh listing from Docker.
@@ -378,6 +455,86 @@ mod tests {
         c.store(older, &[summary("old")]);
         let got = c.get().expect("fresh");
         assert_eq!(got[0].id.as_deref(), Some("new"));
+    }
+
+    fn lead(c: &ListCache) -> ListingLeader {
+        match c.lookup() {
+            Lookup::Lead(l) => l,
+            Lookup::Join(_) => panic!("joined, expected to lead"),
+            Lookup::Cached(_) => panic!("cached, expected to lead"),
+        }
+    }
+
+    #[tokio::test]
+    async fn callers_during_a_listing_wait_for_it() {
+        let c = ListCache::default();
+        c.set_watching(true);
+        let leader = lead(&c);
+        let Lookup::Join(mut rx) = c.lookup() else {
+            panic!("a second caller with no change since should join")
+        };
+        let Lookup::Join(mut rx2) = c.lookup() else {
+            panic!("and a third")
+        };
+        let got = c.finish(leader, vec![summary("a")]);
+        assert_eq!(got.len(), 1, "the leader gets its listing");
+        for rx in [&mut rx, &mut rx2] {
+            let shared = rx.wait_for(Option::is_some).await.expect("published");
+            assert_eq!(shared.as_ref().map(|l| l.len()), Some(1));
+        }
+        assert!(
+            matches!(c.lookup(), Lookup::Cached(l) if l.len() == 1),
+            "and it is cached"
+        );
+    }
+
+    #[test]
+    fn a_change_during_a_listing_makes_the_next_caller_list_again() {
+        let c = ListCache::default();
+        c.set_watching(true);
+        let first = lead(&c);
+        c.invalidate(); // a container changed after the first listing was requested
+        let second = lead(&c);
+        assert!(second.ticket() > first.ticket());
+        assert!(
+            matches!(c.lookup(), Lookup::Join(_)),
+            "later callers wait for the newer listing"
+        );
+        c.finish(second, vec![summary("new")]);
+        c.finish(first, vec![summary("old")]);
+        let Lookup::Cached(l) = c.lookup() else {
+            panic!("the newer listing is fresh")
+        };
+        assert_eq!(l[0].id.as_deref(), Some("new"));
+    }
+
+    #[tokio::test]
+    async fn a_failed_leader_releases_those_waiting() {
+        let c = ListCache::default();
+        c.set_watching(true);
+        let leader = lead(&c);
+        let Lookup::Join(mut rx) = c.lookup() else {
+            panic!("should join")
+        };
+        drop(leader); // the Docker listing failed, or the request was cancelled
+        assert!(
+            rx.wait_for(Option::is_some).await.is_err(),
+            "told to list itself"
+        );
+        assert!(
+            matches!(c.lookup(), Lookup::Lead(_)),
+            "nobody joins a listing whose leader is gone"
+        );
+    }
+
+    #[test]
+    fn without_the_event_stream_nobody_joins() {
+        let c = ListCache::default();
+        let _leader = lead(&c);
+        assert!(
+            matches!(c.lookup(), Lookup::Lead(_)),
+            "a change could have come unseen since the listing was requested"
+        );
     }
 
     #[test]

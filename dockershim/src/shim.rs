@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{CpuUsageCache, ImageRefCache, ListCache, SizeCache};
+use crate::cache::{CpuUsageCache, ImageRefCache, ListCache, Lookup, SizeCache};
 use crate::cgroups::CgroupCache;
 use crate::checkpoint::CheckpointStore;
 use crate::config::ShimConfig;
@@ -79,19 +79,37 @@ pub struct Shim<D: DockerApi> {
 
 impl<D: DockerApi> Shim<D> {
     /// Every container and sandbox of ours (any state), from the listing cache when nothing
-    /// changed since it was taken, otherwise from Docker.
+    /// changed since it was taken, otherwise from Docker: the listing another caller has in
+    /// flight if nothing changed since it was requested, else one of our own.
     pub async fn our_containers(&self) -> Result<Vec<ContainerSummary>> {
-        if let Some(list) = self.listing.get() {
-            return Ok(list);
-        }
-        let ticket = self.listing.ticket();
+        let leader = match self.listing.lookup() {
+            Lookup::Cached(list) => return Ok(list),
+            Lookup::Join(mut rx) => {
+                if let Ok(list) = rx.wait_for(Option::is_some).await
+                    && let Some(list) = list.as_ref()
+                {
+                    return Ok(list.as_ref().clone());
+                }
+                // The leader failed or was cancelled: list without it.
+                None
+            }
+            Lookup::Lead(leader) => Some(leader),
+        };
+        let ticket = leader
+            .as_ref()
+            .map_or_else(|| self.listing.ticket(), |l| l.ticket());
         let filters = HashMap::from([(
             "label".to_string(),
             vec![labels::CONTAINER_TYPE_LABEL_KEY.to_string()],
         )]);
         let list = self.docker.list_containers(filters).await?;
-        self.listing.store(ticket, &list);
-        Ok(list)
+        Ok(match leader {
+            Some(leader) => self.listing.finish(leader, list),
+            None => {
+                self.listing.store(ticket, &list);
+                list
+            }
+        })
     }
 
     /// The CNI network, or why networking is not ready.

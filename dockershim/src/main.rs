@@ -125,6 +125,11 @@ async fn run(config: dockershim::ShimConfig) -> ExitCode {
             );
         }
     };
+    // Give the allocator's free pages back after bursts (see node_common::memory).
+    tokio::spawn(node_common::memory::scavenge(
+        node_common::memory::SCAVENGE_PERIOD,
+        shutdown.clone(),
+    ));
     if let Err(e) = activation::notify("READY=1") {
         tracing::warn!(error = %e, "could not tell the service manager we are ready (NOTIFY_SOCKET)");
     }

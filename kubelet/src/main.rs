@@ -454,6 +454,12 @@ async fn run(
             Err(e) => tracing::error!(error = %e, "secure server not started"),
         }
     }
+    // Give the allocator's free pages back after bursts (see node_common::memory); this also
+    // covers the embedded dockershim, which shares the process.
+    tokio::spawn(node_common::memory::scavenge(
+        node_common::memory::SCAVENGE_PERIOD,
+        cancel.clone(),
+    ));
     let run = tokio::spawn(kl.run(cancel.clone()));
     shutdown_signal().await;
     cancel.cancel();

@@ -4,8 +4,13 @@
 //! although most of it is free: dockershim with 110 idle pods held ~20 MiB of anonymous memory
 //! for a live heap of 6.6 MiB (heaptrack). The Go runtime returns such memory in the background
 //! (its scavenger); [`scavenge`] does the same for glibc with `malloc_trim(0)`, which releases
-//! every whole free page of every arena (`madvise(MADV_DONTNEED)`), once per period. With
-//! another C library it does nothing.
+//! every whole free page of every arena (`madvise(MADV_DONTNEED)`), once per period.
+//! [`one_arena`] keeps every thread on glibc's main arena: each extra arena (one per thread
+//! contending for a lock, up to 8 per core) holds its own partly used pages that no trim can
+//! release, and the threads' small allocations go through their own tcache without the lock
+//! anyway. With the kubelet on containerd and 110 pods, four arenas held 12.5 MB for 6.3 MB in
+//! use; one arena, trimmed, left 5 MiB of anonymous memory. With another C library both do
+//! nothing.
 
 use std::time::Duration;
 
@@ -13,6 +18,21 @@ use tokio_util::sync::CancellationToken;
 
 /// How often [`scavenge`] releases free memory.
 pub const SCAVENGE_PERIOD: Duration = Duration::from_secs(10);
+
+/// Makes glibc's malloc use its main arena only. Call it first in `main`, before any thread
+/// starts; true if glibc took the setting.
+pub fn one_arena() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: mallopt only sets an allocator parameter; M_ARENA_MAX limits arenas created
+        // from now on.
+        unsafe { libc::mallopt(libc::M_ARENA_MAX, 1) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
 
 /// Releases the free pages of every malloc arena to the kernel; true if any was released.
 pub fn release_free_memory() -> bool {

@@ -46,6 +46,8 @@ fn version_text() -> String {
 }
 
 fn main() -> ExitCode {
+    // Before any thread starts (see node_common::memory).
+    node_common::memory::one_arena();
     let flags = match Flags::try_parse() {
         Ok(f) => f,
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {

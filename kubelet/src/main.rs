@@ -180,8 +180,19 @@ fn fail(status: u8, line: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(status)
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    // Before any thread starts (see node_common::memory).
+    node_common::memory::one_arena();
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(async_main()),
+        Err(e) => fail(1, format!("starting the tokio runtime: {e}")),
+    }
+}
+
+async fn async_main() -> ExitCode {
     // Like upstream, --version answers before the config file is read.
     if std::env::args()
         .skip(1)

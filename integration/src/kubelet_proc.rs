@@ -72,10 +72,21 @@ pub fn proc_cpu_seconds(pid: u32) -> Option<f64> {
 
 /// VmRSS of process `pid` in MiB.
 pub fn rss_mib(pid: u32) -> Option<f64> {
+    status_mib(pid, "VmRSS:")
+}
+
+/// The anonymous (heap, stacks) and file-backed (the binary's and libraries' pages) parts of
+/// process `pid`'s RSS, in MiB.
+pub fn rss_parts_mib(pid: u32) -> Option<(f64, f64)> {
+    Some((status_mib(pid, "RssAnon:")?, status_mib(pid, "RssFile:")?))
+}
+
+/// A `/proc/<pid>/status` field given in kB, in MiB.
+fn status_mib(pid: u32, field: &str) -> Option<f64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let kib: f64 = status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .find_map(|l| l.strip_prefix(field))?
         .split_whitespace()
         .next()?
         .parse()

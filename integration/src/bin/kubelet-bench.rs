@@ -26,7 +26,7 @@ use cri_proto::runtime::v1 as cri;
 use integration::fixtures::{busybox_container, ensure_image, unique_name};
 use integration::kubelet_proc::{
     KubeletProc, clear_static_pods, http_get, manifest_with_command, median, proc_cpu_seconds,
-    rss_mib, running, start_kubelet, start_kubelet_embedded,
+    rss_mib, rss_parts_mib, running, start_kubelet, start_kubelet_embedded,
 };
 use integration::runtimes::{ShimProcess, clients};
 use integration::testbed::Testbed;
@@ -245,9 +245,17 @@ async fn idle_window(
         v["cpu_ms_per_relist_upper_bound"] = ((c1 - c0) * 1000.0 / relists).into();
     }
     v["rss_mib"] = rss_mib(pid).into();
+    if let Some((anon, file)) = rss_parts_mib(pid) {
+        v["rss_anon_mib"] = anon.into();
+        v["rss_file_mib"] = file.into();
+    }
     if let (Some(p), Some(s0), Some(s1)) = (shim_pid, s0, s1) {
         v["shim_cpu_seconds"] = (s1 - s0).into();
         v["shim_rss_mib"] = rss_mib(p).into();
+        if let Some((anon, file)) = rss_parts_mib(p) {
+            v["shim_rss_anon_mib"] = anon.into();
+            v["shim_rss_file_mib"] = file.into();
+        }
     }
     v
 }
@@ -458,7 +466,7 @@ fn print_report(
     if let Some(cpu) = idle["cpu_ms_per_relist_upper_bound"].as_f64() {
         let rss = f(&idle["rss_mib"]);
         println!(
-            "With {} pods: {:.0} relists in {} s idle, kubelet CPU {:.3} s → at most {:.2} ms CPU per relist (target < 10 ms: {}); RSS {:.1} MiB (target < 28 MiB: {})",
+            "With {} pods: {:.0} relists in {} s idle, kubelet CPU {:.3} s → at most {:.2} ms CPU per relist (target < 10 ms: {}); RSS {:.1} MiB (target < 28 MiB: {}; anonymous {:.1}, file-backed {:.1})",
             idle["pods"],
             f(&idle["relists"]),
             idle["idle_seconds"],
@@ -467,25 +475,31 @@ fn print_report(
             met(cpu < 10.0),
             rss,
             met(rss < 28.0),
+            f(&idle["rss_anon_mib"]),
+            f(&idle["rss_file_mib"]),
         );
     }
     if shims.is_empty() {
         return;
     }
     println!(
-        "\n| shim process (kubelet on its endpoint) | shim RSS at start (MiB) | shim RSS, N pods idle (MiB) | shim CPU over idle window (s) | kubelet RSS (MiB) | kubelet CPU per relist (ms, upper bound) | kubelet: N pods to Running (s) | back to nothing (s) |"
+        "\n| shim process (kubelet on its endpoint) | shim RSS at start (MiB) | shim RSS, N pods idle (MiB) | shim RSS anonymous / file-backed (MiB) | shim CPU over idle window (s) | kubelet RSS (MiB) | kubelet RSS anonymous / file-backed (MiB) | kubelet CPU per relist (ms, upper bound) | kubelet: N pods to Running (s) | back to nothing (s) |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for s in shims {
         println!(
-            "| {} ({} pods, {} s idle) | {:.1} | {:.1} | {:.3} | {:.1} | {:.2} | {:.2} | {:.2} |",
+            "| {} ({} pods, {} s idle) | {:.1} | {:.1} | {:.1} / {:.1} | {:.3} | {:.1} | {:.1} / {:.1} | {:.2} | {:.2} | {:.2} |",
             s["shim"].as_str().unwrap_or("?"),
             s["pods"],
             s["idle_seconds"],
             f(&s["shim_rss_mib_start"]),
             f(&s["shim_rss_mib"]),
+            f(&s["shim_rss_anon_mib"]),
+            f(&s["shim_rss_file_mib"]),
             f(&s["shim_cpu_seconds"]),
             f(&s["rss_mib"]),
+            f(&s["rss_anon_mib"]),
+            f(&s["rss_file_mib"]),
             f(&s["cpu_ms_per_relist_upper_bound"]),
             f(&s["kubelet_up_seconds"]),
             f(&s["kubelet_down_seconds"]),

@@ -178,7 +178,6 @@ impl ListCache {
         list: Vec<ContainerSummary>,
     ) -> Vec<ContainerSummary> {
         self.store(leader.ticket, &list);
-        let shared = Arc::new(list);
         {
             let mut s = self.state.lock();
             if s.in_flight
@@ -188,8 +187,12 @@ impl ListCache {
                 s.in_flight = None;
             }
         }
-        leader.tx.send_replace(Some(shared.clone()));
-        Arc::try_unwrap(shared).unwrap_or_else(|shared| shared.as_ref().clone())
+        // Once the slot is cleared only callers that joined hold a receiver: copy the listing
+        // for them only if there are any.
+        if leader.tx.receiver_count() > 0 {
+            leader.tx.send_replace(Some(Arc::new(list.clone())));
+        }
+        list
     }
 
     /// A ticket to take before requesting a fresh listing from Docker.

@@ -1,7 +1,8 @@
 //! dockershim on real Docker: ListContainers / ListPodSandbox are served from a cache that
 //! Docker's events keep honest. A client lists what it just did; a container that exits on its
 //! own, or is removed behind dockershim's back, shows so in the next listings; id prefixes and
-//! sandbox filters select the same containers as before the cache.
+//! sandbox filters select the same containers as before the cache; concurrent listings right
+//! after a change (which share one Docker listing) all show the change.
 
 use crate::dockershim_support;
 
@@ -57,6 +58,46 @@ async fn dockershim_listing_follows_every_change() {
             assert_eq!(l[0].state, cri::ContainerState::ContainerRunning as i32);
             // Asked again with nothing changed: the same answer.
             assert_eq!(listed(&mut ctx.rt, by_sandbox.clone()).await, l);
+
+            // Eight clients list at once right after a change: the callers that share the first
+            // one's Docker listing must all see the change too.
+            let burst = ctx
+                .create(
+                    &sid,
+                    &sconfig,
+                    &busybox_container("burst", &image, "sleep 60"),
+                )
+                .await
+                .expect("CreateContainer burst");
+            let by_id = cri::ContainerFilter {
+                id: burst.clone(),
+                ..Default::default()
+            };
+            for (step, want) in [
+                ("created", cri::ContainerState::ContainerCreated),
+                ("started", cri::ContainerState::ContainerRunning),
+            ] {
+                if step == "started" {
+                    ctx.start(&burst).await.expect("StartContainer burst");
+                }
+                let lists = futures::future::join_all((0..8).map(|_| {
+                    let mut rt = ctx.rt.clone();
+                    let f = by_id.clone();
+                    async move { listed(&mut rt, f).await }
+                }))
+                .await;
+                for l in lists {
+                    assert_eq!(l.len(), 1, "{step}: {l:?}");
+                    assert_eq!(l[0].state, want as i32, "{step}: {l:?}");
+                }
+            }
+            ctx.rt
+                .remove_container(cri::RemoveContainerRequest {
+                    container_id: burst.clone(),
+                })
+                .await
+                .expect("RemoveContainer burst");
+            assert!(listed(&mut ctx.rt, by_id).await.is_empty());
 
             // A prefix of the id selects it; a prefix of another does not.
             let prefix = cri::ContainerFilter {

@@ -286,7 +286,11 @@ impl RuntimeService for RemoteRuntimeService {
         &self,
         filter: Option<cri::ContainerStatsFilter>,
     ) -> Result<Vec<cri::ContainerStats>> {
-        let req = cri::ListContainerStatsRequest { filter };
+        // Always a filter, if only an empty one, as upstream's stats provider sends
+        // (see `list_pod_sandbox_stats`).
+        let req = cri::ListContainerStatsRequest {
+            filter: Some(filter.unwrap_or_default()),
+        };
         self.call(
             "list_container_stats",
             Some(self.timeout),
@@ -300,7 +304,13 @@ impl RuntimeService for RemoteRuntimeService {
         &self,
         filter: Option<cri::PodSandboxStatsFilter>,
     ) -> Result<Vec<cri::PodSandboxStats>> {
-        let req = cri::ListPodSandboxStatsRequest { filter };
+        // Always a filter, if only an empty one, as upstream's stats provider sends
+        // (`&runtimeapi.PodSandboxStatsFilter{}`). containerd 1.6 reads a missing filter as
+        // "every sandbox, ready or not" and fails the whole call on the first one that is not
+        // ready; with a filter it skips those.
+        let req = cri::ListPodSandboxStatsRequest {
+            filter: Some(filter.unwrap_or_default()),
+        };
         self.call(
             "list_podsandbox_stats",
             Some(self.timeout),

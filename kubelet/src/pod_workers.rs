@@ -232,6 +232,9 @@ async fn manage_pod_loop(
     cancel: CancellationToken,
 ) {
     let mut backoff = Backoff::default();
+    // The syncs below are boxed: an unboxed await would make every idle worker's task as large
+    // as the deepest sync's state (13.6 KB per pod, heaptrack with 110 pods; ~2.7 KB boxed);
+    // boxed, that state exists only while a sync runs.
     loop {
         tokio::select! {
             _ = cancel.cancelled() => return,
@@ -242,14 +245,14 @@ async fn manage_pod_loop(
         };
         if work.kill {
             let start = Instant::now();
-            sync_terminating_pod(&ctx, &work).await;
+            Box::pin(sync_terminating_pod(&ctx, &work)).await;
             if let Some(t) = &work.evict {
-                set_evicted_status(&ctx, &work.pod, t).await;
+                Box::pin(set_evicted_status(&ctx, &work.pod, t)).await;
             }
             ctx.metrics
                 .observe_pod_worker("terminating", start.elapsed());
             let start = Instant::now();
-            sync_terminated_pod(&ctx, &work).await;
+            Box::pin(sync_terminated_pod(&ctx, &work)).await;
             ctx.metrics
                 .observe_pod_worker("terminated", start.elapsed());
             let _ = done.send(WorkerDone {
@@ -260,7 +263,7 @@ async fn manage_pod_loop(
             return;
         }
         let start = Instant::now();
-        let ok = sync_pod(&ctx, &work.pod, &mut backoff).await;
+        let ok = Box::pin(sync_pod(&ctx, &work.pod, &mut backoff)).await;
         ctx.metrics.observe_pod_worker("sync", start.elapsed());
         backoff.gc(tokio::time::Instant::now());
         let requeue_after = if ok {
@@ -518,6 +521,23 @@ mod tests {
             done,
             _dir: dir,
         }
+    }
+
+    #[tokio::test]
+    async fn an_idle_worker_task_is_small() {
+        let b = bed().await;
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let worker = manage_pod_loop(
+            "uid".into(),
+            Arc::default(),
+            Arc::default(),
+            Arc::clone(&b.ctx),
+            tx,
+            CancellationToken::new(),
+        );
+        let size = std::mem::size_of_val(&worker);
+        // 13,600 bytes with the syncs awaited unboxed; ~2,700 boxed (mostly the pod itself).
+        assert!(size < 4096, "a pod worker's task takes {size} bytes");
     }
 
     fn pod(uid: &str, containers: &[&str]) -> Pod {

@@ -158,7 +158,9 @@ pub struct FileSource {
     period: Duration,
     updates: SourceSender,
     errors: watch::Sender<Vec<ManifestError>>,
-    last_sent: Option<Vec<Pod>>,
+    /// Whether a SET has been sent; later ones go only when `last_good` changes (it is what
+    /// was sent: the pods in file order).
+    sent: bool,
     /// The pod each file held at the last relist, to bridge a file caught mid-write.
     last_good: BTreeMap<String, Pod>,
     /// Since when each file that holds a kept pod has been failing to load.
@@ -181,7 +183,7 @@ impl FileSource {
                 period,
                 updates,
                 errors,
-                last_sent: None,
+                sent: false,
                 last_good: BTreeMap::new(),
                 failing_since: HashMap::new(),
             },
@@ -200,7 +202,7 @@ impl FileSource {
             }
             Err(e) => {
                 tracing::error!(path = %self.path.display(), error = %e, "unable to read manifest path");
-                if self.last_sent.is_some() {
+                if self.sent {
                     return true;
                 }
                 Listing::default()
@@ -210,7 +212,8 @@ impl FileSource {
             tracing::warn!(file = %e.location, field = e.field.as_deref().unwrap_or(""), reason = %e.reason, "invalid static pod manifest");
         }
         self.keep_last_good(&mut listing, Instant::now());
-        let pods: Vec<Pod> = listing.pods.values().cloned().collect();
+        // No second copy of the pods is kept to compare with: what was sent is `last_good`.
+        let unchanged = self.sent && listing.pods == self.last_good;
         self.last_good = listing.pods;
         self.errors.send_if_modified(|cur| {
             if *cur == listing.errors {
@@ -220,10 +223,11 @@ impl FileSource {
                 true
             }
         });
-        if self.last_sent.as_ref() == Some(&pods) {
+        if unchanged {
             return true;
         }
-        self.last_sent = Some(pods.clone());
+        self.sent = true;
+        let pods: Vec<Pod> = self.last_good.values().cloned().collect();
         self.updates.send(PodOperation::Set, pods).await.is_ok()
     }
 
@@ -405,6 +409,32 @@ mod tests {
         assert!(
             matches!(read_capped(&f), Err(ReadFailure::TooLarge(n)) if n == MAX_MANIFEST_BYTES as u64 + 1)
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_relist_without_changes_sends_nothing() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().to_path_buf();
+        std::fs::write(d.join("a.yaml"), manifest("a", "nginx")).expect("write");
+        let (tx, mut rx) = mpsc::channel(16);
+        let (mut src, _errors) = FileSource::new(
+            &d,
+            "node1",
+            Duration::from_secs(20),
+            SourceSender::new("file", tx),
+        );
+        assert!(src.relist().await);
+        assert_eq!(names(&rx.try_recv().expect("first SET")), vec!["a-node1"]);
+        assert!(src.relist().await);
+        assert!(rx.try_recv().is_err(), "nothing changed, nothing sent");
+        std::fs::write(d.join("b.yaml"), manifest("b", "redis")).expect("write");
+        assert!(src.relist().await);
+        assert_eq!(
+            names(&rx.try_recv().expect("SET after a change")),
+            vec!["a-node1", "b-node1"]
+        );
+        assert!(src.relist().await);
+        assert!(rx.try_recv().is_err(), "nothing changed since");
     }
 
     #[tokio::test(start_paused = true)]

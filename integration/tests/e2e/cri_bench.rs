@@ -1,7 +1,7 @@
 //! The CRI benchmark runs end to end on a real runtime (containerd from the test bed) with tiny
 //! settings and reports every operation with the expected number of samples (the pull phase
-//! included). It checks the
-//! report's structure, never the times.
+//! included, on an image of its own that it pushes to the test bed's registry first). It checks
+//! the report's structure, never the times.
 
 use std::time::Duration;
 
@@ -12,6 +12,9 @@ use integration::runtimes::clients;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cri_bench_reports_every_operation() {
     let tb = require_testbed!("cri_bench_reports_every_operation");
+    // Its own image: the pull phase removes it before and after every pull.
+    let repo = integration::fixtures::unique_name("cri-bench-pull");
+    crate::dockershim_support::push_fresh_image(&tb, &repo, 100_000).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let (rt, img) = clients(&tb.containerd_endpoint).await.expect("connect");
     let mut targets = vec![Target {
@@ -26,10 +29,7 @@ async fn cri_bench_reports_every_operation() {
         image: tb.busybox_image.clone(),
         log_root: benchmark::log_root(dir.path()),
         timeout: Duration::from_secs(60),
-        pull_image: Some(format!(
-            "{}/k8s-staging-cri-tools/test-image-3:latest",
-            tb.registry
-        )),
+        pull_image: Some(format!("{}/{repo}:1", tb.registry)),
         pulls: 1,
     };
     let report = benchmark::run(&mut targets, &s).await;

@@ -271,6 +271,82 @@ pub fn docker(tb: &Testbed) -> bollard::Docker {
         .expect("docker")
 }
 
+/// Pushes `<registry>/<repo>:1`, busybox plus a layer of `bytes` random bytes that no other
+/// image has, and removes it from Docker again, so that pulling it downloads that layer on any
+/// runtime (an image of its own for a test that pulls and removes, whatever else runs).
+pub async fn push_fresh_image(tb: &Testbed, repo: &str, bytes: usize) {
+    use bollard::query_parameters::{
+        CommitContainerOptions, CreateContainerOptions, PushImageOptions, RemoveContainerOptions,
+        RemoveImageOptions, StartContainerOptions, WaitContainerOptions,
+    };
+    use futures::StreamExt;
+
+    let d = docker(tb);
+    let name = integration::fixtures::unique_name("fresh-image-src");
+    let cmd = format!("head -c {bytes} /dev/urandom > /blob");
+    d.create_container(
+        Some(CreateContainerOptions {
+            name: Some(name.clone()),
+            ..Default::default()
+        }),
+        bollard::models::ContainerCreateBody {
+            image: Some(tb.busybox_image.clone()),
+            cmd: Some(vec!["sh".into(), "-c".into(), cmd]),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("create the image's container");
+    d.start_container(&name, None::<StartContainerOptions>)
+        .await
+        .expect("start it");
+    let _ = d
+        .wait_container(&name, None::<WaitContainerOptions>)
+        .collect::<Vec<_>>()
+        .await;
+    let image = format!("{}/{repo}", tb.registry);
+    d.commit_container(
+        CommitContainerOptions {
+            container: Some(name.clone()),
+            repo: Some(image.clone()),
+            tag: Some("1".into()),
+            ..Default::default()
+        },
+        bollard::models::ContainerConfig::default(),
+    )
+    .await
+    .expect("commit");
+    let _ = d
+        .remove_container(
+            &name,
+            Some(RemoveContainerOptions {
+                force: true,
+                ..Default::default()
+            }),
+        )
+        .await;
+    let pushed = d
+        .push_image(
+            &image,
+            Some(PushImageOptions {
+                tag: Some("1".into()),
+                ..Default::default()
+            }),
+            None,
+        )
+        .collect::<Vec<_>>()
+        .await;
+    assert!(
+        pushed
+            .iter()
+            .all(|m| m.as_ref().is_ok_and(|m| m.error_detail.is_none())),
+        "push {image}:1: {pushed:?}"
+    );
+    d.remove_image(&format!("{image}:1"), None::<RemoveImageOptions>, None)
+        .await
+        .expect("remove the local copy");
+}
+
 /// The path of the test bed's Docker socket.
 fn docker_socket(tb: &Testbed) -> PathBuf {
     PathBuf::from(

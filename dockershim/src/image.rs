@@ -158,8 +158,18 @@ impl<D: DockerApi> Shim<D> {
             registrytoken: (!a.registry_token.is_empty()).then_some(a.registry_token),
             ..Default::default()
         });
+        let progress = self
+            .config
+            .pull_progress
+            .as_ref()
+            .and_then(|b| b.publisher(&reference));
         self.docker
-            .pull_image(&reference, auth, self.config.image_pull_progress_deadline)
+            .pull_image(
+                &reference,
+                auth,
+                self.config.image_pull_progress_deadline,
+                progress,
+            )
             .await
             .map_err(|e| match e {
                 crate::docker::DockerError::Timeout(t) => ShimError::DeadlineExceeded(format!(
@@ -245,7 +255,7 @@ impl<D: DockerApi> Shim<D> {
         }
         match self
             .docker
-            .pull_image(&image, None, self.config.image_pull_progress_deadline)
+            .pull_image(&image, None, self.config.image_pull_progress_deadline, None)
             .await
         {
             Ok(()) => return Ok(()),

@@ -328,6 +328,7 @@ async fn run(
     let cancel = CancellationToken::new();
     let shim_cancel = CancellationToken::new();
     let mut shim_server = None;
+    let mut pull_progress = None;
     let endpoint = match &config.container_runtime_endpoint {
         Some(e) => e.clone(),
         None => {
@@ -338,6 +339,9 @@ async fn run(
             shim.root_directory = config.root_dir.join("dockershim");
             shim.streaming_idle_timeout = config.streaming_connection_idle_timeout;
             shim.image_pull_progress_deadline = flags.image_pull_progress_deadline;
+            let board = node_common::pull_progress::PullProgressBoard::default();
+            shim.pull_progress = Some(board.clone());
+            pull_progress = Some(board);
             if flags.network_plugin == "cni" {
                 shim.cni = Some(dockershim::config::CniSettings {
                     bin_dirs: flags.cni.bin_dirs(),
@@ -374,6 +378,10 @@ async fn run(
         .with_container_manager(kubelet::cm::ContainerManager::new(cgroups))
         .with_dns(config.dns.clone())
         .with_node_ip(node_ip.clone());
+    let runtime = match pull_progress {
+        Some(board) => runtime.with_pull_progress(board),
+        None => runtime,
+    };
     let runtime = match &config.image_credential_file {
         Some(path) => runtime.with_credentials(
             kubelet::credentials::DockerKeyring::load(path)

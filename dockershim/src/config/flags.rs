@@ -354,6 +354,7 @@ impl Flags {
             pod_cidr,
             ipv6_dual_stack: self.ipv6_dual_stack,
             runtime_cgroups: cgroups.to_string(),
+            pull_progress: None,
         })
     }
 

@@ -103,6 +103,9 @@ pub struct ShimConfig {
     pub ipv6_dual_stack: bool,
     /// `--runtime-cgroups` (recorded, not applied).
     pub runtime_cgroups: String,
+    /// Where pulls post their progress for a kubelet in the same process (no flag: the
+    /// embedding kubelet sets it).
+    pub pull_progress: Option<node_common::pull_progress::PullProgressBoard>,
 }
 
 /// Where CNI lives.

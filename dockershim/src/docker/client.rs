@@ -21,6 +21,7 @@ use bollard::query_parameters::{
     RemoveImageOptions, StatsOptions, StopContainerOptions,
 };
 use futures::{StreamExt, TryStreamExt};
+use node_common::pull_progress::PullPublisher;
 
 use super::{DockerApi, DockerError, DockerStream, ExecOutput, LogChunk, LogStream};
 
@@ -378,6 +379,7 @@ impl DockerApi for BollardDocker {
         reference: &str,
         auth: Option<DockerCredentials>,
         stall_timeout: Duration,
+        publisher: Option<PullPublisher>,
     ) -> Result<(), DockerError> {
         let (from_image, tag) = split_reference(reference);
         let opts = CreateImageOptions {
@@ -403,6 +405,9 @@ impl DockerApi for BollardDocker {
                     Some(Err(e)) => return Err(e.into()),
                     Some(Ok(info)) => {
                         progress.update(&info);
+                        if let Some(p) = &publisher {
+                            p.publish(progress.report());
+                        }
                         stall.as_mut().reset(tokio::time::Instant::now() + stall_timeout);
                     }
                 },

@@ -21,6 +21,7 @@ use bollard::models::{
     ContainerUpdateBody, EventMessage, ImageInspect, ImageSummary, SystemInfo, SystemVersion,
 };
 use futures::Stream;
+use node_common::pull_progress::PullPublisher;
 
 pub use client::{BollardDocker, kill_process_tree, split_reference};
 /// Which part of a container's output a log chunk came from (the CRI log's stream).
@@ -122,11 +123,14 @@ pub trait DockerApi: Send + Sync + 'static {
         reference: &str,
     ) -> impl Future<Output = Result<ImageInspect, DockerError>> + Send;
     fn list_images(&self) -> impl Future<Output = Result<Vec<ImageSummary>, DockerError>> + Send;
+    /// Pulls `reference`, posting its progress to `progress` (the kubelet's, when it watches)
+    /// as the stream tells it.
     fn pull_image(
         &self,
         reference: &str,
         auth: Option<DockerCredentials>,
         stall_timeout: Duration,
+        progress: Option<PullPublisher>,
     ) -> impl Future<Output = Result<(), DockerError>> + Send;
     fn remove_image(&self, reference: &str)
     -> impl Future<Output = Result<(), DockerError>> + Send;

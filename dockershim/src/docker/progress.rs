@@ -4,12 +4,10 @@
 //! downloaded, …`) and once at its end.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use bollard::models::CreateImageInfo;
-
-/// How often a running pull is reported (upstream's `defaultImagePullingProgressReportInterval`).
-pub const REPORT_INTERVAL: Duration = Duration::from_secs(10);
+use node_common::pull_progress::PullReport;
+pub use node_common::pull_progress::REPORT_INTERVAL;
 
 #[derive(Debug, Default, Clone)]
 struct Layer {
@@ -60,39 +58,20 @@ impl PullProgress {
         }
     }
 
-    /// (layers done, layers seen, bytes downloaded, bytes to download as far as known).
-    pub fn totals(&self) -> (usize, usize, u64, u64) {
-        let done = self.layers.values().filter(|l| l.done).count();
-        let downloaded = self.layers.values().map(|l| l.downloaded).sum();
-        let total = self.layers.values().map(|l| l.total).sum();
-        (done, self.layers.len(), downloaded, total)
+    /// What the pull has done so far: layers done and seen, bytes downloaded and to download
+    /// as far as known.
+    pub fn report(&self) -> PullReport {
+        PullReport {
+            layers_done: self.layers.values().filter(|l| l.done).count(),
+            layers: self.layers.len(),
+            downloaded: self.layers.values().map(|l| l.downloaded).sum(),
+            total: self.layers.values().map(|l| l.total).sum(),
+        }
     }
 
     /// One line for the log.
     pub fn summary(&self) -> String {
-        let (done, layers, downloaded, total) = self.totals();
-        format!(
-            "{done}/{layers} layers, {} of {} downloaded; last: {:?}",
-            human(downloaded),
-            human(total),
-            self.last
-        )
-    }
-}
-
-/// Bytes as Docker's CLI shows them (decimal units).
-fn human(b: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "kB", "MB", "GB"];
-    let mut v = b as f64;
-    let mut unit = 0;
-    while v >= 1000.0 && unit < UNITS.len() - 1 {
-        v /= 1000.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{b} B")
-    } else {
-        format!("{v:.1} {}", UNITS[unit])
+        format!("{}; last: {:?}", self.report(), self.last)
     }
 }
 
@@ -110,6 +89,11 @@ mod tests {
         }
     }
 
+    fn totals(p: &PullProgress) -> (usize, usize, u64, u64) {
+        let r = p.report();
+        (r.layers_done, r.layers, r.downloaded, r.total)
+    }
+
     #[test]
     fn layers_and_bytes_follow_the_stream() {
         let mut p = PullProgress::default();
@@ -117,28 +101,21 @@ mod tests {
         p.update(&msg("aaa", "Pulling fs layer", None, None));
         p.update(&msg("bbb", "Already exists", None, None));
         p.update(&msg("aaa", "Downloading", Some(1_200_000), Some(3_000_000)));
-        assert_eq!(p.totals(), (1, 2, 1_200_000, 3_000_000));
+        assert_eq!(totals(&p), (1, 2, 1_200_000, 3_000_000));
         assert_eq!(
             p.summary(),
             "1/2 layers, 1.2 MB of 3.0 MB downloaded; last: \"aaa: Downloading\""
         );
         p.update(&msg("aaa", "Download complete", None, None));
         p.update(&msg("aaa", "Extracting", Some(10), Some(3_000_000)));
-        assert_eq!(p.totals(), (1, 2, 3_000_000, 3_000_000));
+        assert_eq!(totals(&p), (1, 2, 3_000_000, 3_000_000));
         p.update(&msg("aaa", "Pull complete", None, None));
         p.update(&msg("", "Digest: sha256:abc", None, None));
-        assert_eq!(p.totals(), (2, 2, 3_000_000, 3_000_000));
+        assert_eq!(totals(&p), (2, 2, 3_000_000, 3_000_000));
         assert!(
             p.summary().ends_with("last: \"Digest: sha256:abc\""),
             "{}",
             p.summary()
         );
-    }
-
-    #[test]
-    fn sizes_read_like_dockers() {
-        assert_eq!(human(999), "999 B");
-        assert_eq!(human(1_500), "1.5 kB");
-        assert_eq!(human(40_100_000), "40.1 MB");
     }
 }

@@ -1,5 +1,6 @@
 //! The CRI ImageService on the fake Engine: ListImages with its filter, ImageStatus of a
-//! present and an absent image, PullImage with credentials, idempotent RemoveImage by tag and by
+//! present and an absent image, PullImage with credentials and its progress posted to a watching
+//! kubelet, idempotent RemoveImage by tag and by
 //! id, ImageFsInfo.
 
 use cri_proto::ImageService;
@@ -151,6 +152,29 @@ async fn pull_image_passes_credentials_and_answers_the_repo_digest_or_the_id() {
         }))
         .await;
     assert_eq!(code_of(denied), Code::NotFound);
+}
+
+#[tokio::test]
+async fn pull_image_posts_its_progress_for_a_kubelet_that_watches() {
+    let board = node_common::pull_progress::PullProgressBoard::default();
+    let shared = board.clone();
+    let fx = Fixture::with(move |cfg, _| cfg.pull_progress = Some(shared)).await;
+    fx.docker.allow_pull("app:1");
+    fx.docker.allow_pull("app:2");
+    let pull = |image: &'static str| {
+        fx.svc.pull_image(Request::new(cri::PullImageRequest {
+            image: spec(image),
+            ..Default::default()
+        }))
+    };
+    // Nobody watches app:2: its pull posts nothing anywhere.
+    pull("app:2").await.expect("PullImage");
+    let watch = board.watch("app:1");
+    assert_eq!(watch.latest(), None);
+    pull("app:1").await.expect("PullImage");
+    let report = watch.latest().expect("the pull posted its progress");
+    assert_eq!((report.layers_done, report.layers), (1, 1));
+    assert_eq!(report.downloaded, report.total);
 }
 
 #[tokio::test]

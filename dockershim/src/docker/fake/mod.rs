@@ -20,6 +20,7 @@ use bollard::models::{
     ImageSummary, SystemInfo, SystemVersion,
 };
 use futures::StreamExt;
+use node_common::pull_progress::{PullPublisher, PullReport};
 use parking_lot::{Mutex, MutexGuard};
 use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
@@ -621,6 +622,7 @@ impl DockerApi for FakeDocker {
         reference: &str,
         auth: Option<DockerCredentials>,
         _stall_timeout: Duration,
+        progress: Option<PullPublisher>,
     ) -> Result<(), DockerError> {
         let user = auth.and_then(|a| a.username).unwrap_or_default();
         self.enter("pull", format!("pull {reference} user={user}"))?;
@@ -630,6 +632,15 @@ impl DockerApi for FakeDocker {
                 message: format!(
                     "pull access denied for {reference}, repository does not exist or may require 'docker login'"
                 ),
+            });
+        }
+        // One layer of 1 kB, as a real pull stream would report it.
+        if let Some(p) = progress {
+            p.publish(PullReport {
+                layers_done: 1,
+                layers: 1,
+                downloaded: 1_000,
+                total: 1_000,
             });
         }
         if Self::find_image(&self.state(), reference).is_none() {

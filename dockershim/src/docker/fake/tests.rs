@@ -101,9 +101,9 @@ async fn images_resolve_by_tag_id_and_digest() {
     ));
     d.remove_image("a:1").await.unwrap();
     assert_eq!(d.images()[1].tags, vec!["b:1".to_string()]);
-    assert!(d.pull_image("x", None, Duration::ZERO).await.is_err());
+    assert!(d.pull_image("x", None, Duration::ZERO, None).await.is_err());
     d.allow_pull("x");
-    d.pull_image("x", None, Duration::ZERO).await.unwrap();
+    d.pull_image("x", None, Duration::ZERO, None).await.unwrap();
     assert!(d.inspect_image("x:latest").await.is_ok());
 }
 

@@ -226,6 +226,8 @@ pub struct KubeGenericRuntimeManager {
     dns: Arc<crate::dns::DnsConfigurer>,
     /// The node's IP (the containers' `status.hostIP`).
     node_ip: crate::nodestatus::NodeIp,
+    /// Where an embedded runtime posts the progress of the pulls we wait for.
+    pull_progress: Option<node_common::pull_progress::PullProgressBoard>,
 }
 
 impl KubeGenericRuntimeManager {
@@ -238,6 +240,16 @@ impl KubeGenericRuntimeManager {
     /// The node's IP.
     pub fn node_ip(&self) -> &crate::nodestatus::NodeIp {
         &self.node_ip
+    }
+
+    /// Report the progress of image pulls from what the runtime in this process posts on
+    /// `board` (the embedded dockershim); CRI itself carries no progress.
+    pub fn with_pull_progress(
+        mut self,
+        board: node_common::pull_progress::PullProgressBoard,
+    ) -> Self {
+        self.pull_progress = Some(board);
+        self
     }
 
     /// Pull images with the node's credentials (upstream `keyring`).
@@ -390,6 +402,7 @@ impl KubeGenericRuntimeManager {
                 ..Default::default()
             }),
             node_ip: crate::nodestatus::NodeIp::new(None),
+            pull_progress: None,
         };
         let v = m.runtime.version().await?;
         tracing::info!(runtime = %v.runtime_name, version = %v.runtime_version, api = %v.runtime_api_version, "connected to container runtime");

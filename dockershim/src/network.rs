@@ -1,7 +1,7 @@
 //! Pod networking in CNI mode (upstream `network/cni`): [`CniNetwork`] picks the default network
 //! (the first valid config in `--cni-conf-dir`, re-read on every use so a config that appears
 //! later makes the node ready), sets a pod's loopback and default network up in the sandbox's
-//! network namespace (ADD, with the portmap capability), tears it down (DEL, also after the
+//! network namespace (ADD of both at once, with the portmap capability), tears it down (DEL, also after the
 //! namespace is gone, from the cached result), and reads pod IPs back from the result cache.
 
 use cri_proto::runtime::v1 as cri;
@@ -93,7 +93,9 @@ impl CniNetwork {
         .with_port_mappings(&pod.port_mappings)
     }
 
-    /// ADD: loopback, then the default network.
+    /// ADD of the loopback and the default network, side by side: they configure different
+    /// interfaces of the namespace, and containerd's go-cni attaches its networks (loopback
+    /// among them) concurrently too. The pod's IPs come from the default network's result.
     pub async fn setup(&self, pod: &PodNetwork) -> Result<Vec<String>, CniError> {
         let net = self.default_network()?;
         let args = self.args(pod);
@@ -101,11 +103,13 @@ impl CniNetwork {
             ifname: "lo".to_string(),
             ..args.clone()
         };
-        self.runner
-            .add(&NetworkConfigList::loopback(), &lo_args)
-            .await?;
-        let res = self.runner.add(&net, &args).await?;
-        Ok(res
+        let loopback = NetworkConfigList::loopback();
+        let (lo, res) = tokio::join!(
+            self.runner.add(&loopback, &lo_args),
+            self.runner.add(&net, &args)
+        );
+        lo?;
+        Ok(res?
             .ips("eth0")
             .into_iter()
             .map(|ip| ip.to_string())
@@ -138,5 +142,75 @@ impl CniNetwork {
             .collect(),
             None => Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    use super::*;
+
+    /// A plugin that notes when it starts and ends (0.3 s later) and answers an address.
+    fn slow_plugin(bin: &Path, rec: &Path, name: &str) {
+        let script = format!(
+            r#"#!/bin/sh
+cat > /dev/null
+echo "start {name}" >> "{rec}/order"
+sleep 0.3
+echo "end {name}" >> "{rec}/order"
+printf '%s' '{{"cniVersion":"1.0.0","interfaces":[{{"name":"eth0","sandbox":"/ns"}}],"ips":[{{"address":"10.1.2.3/24","interface":0}}]}}'
+"#,
+            rec = rec.display()
+        );
+        let path = bin.join(name);
+        std::fs::write(&path, script).expect("write plugin");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
+    #[tokio::test]
+    async fn loopback_and_the_default_network_are_added_side_by_side() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (bin, rec, conf) = (
+            tmp.path().join("bin"),
+            tmp.path().join("rec"),
+            tmp.path().join("conf"),
+        );
+        for d in [&bin, &rec, &conf] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        slow_plugin(&bin, &rec, "loopback");
+        slow_plugin(&bin, &rec, "plug");
+        std::fs::write(
+            conf.join("10-test.conflist"),
+            r#"{"cniVersion":"1.0.0","name":"testnet","plugins":[{"type":"plug"}]}"#,
+        )
+        .expect("conf");
+        let net = CniNetwork::new(CniSettings {
+            bin_dirs: vec![bin],
+            conf_dir: conf,
+            cache_dir: tmp.path().join("cache"),
+        });
+        let ips = net
+            .setup(&PodNetwork {
+                name: "web".into(),
+                namespace: "default".into(),
+                uid: "uid-1".into(),
+                sandbox_id: "abc".into(),
+                netns: "/proc/1/ns/net".into(),
+                port_mappings: Vec::new(),
+            })
+            .await
+            .expect("setup");
+        assert_eq!(ips, ["10.1.2.3"]);
+        let order = std::fs::read_to_string(rec.join("order")).expect("order");
+        let lines: Vec<&str> = order.lines().collect();
+        assert_eq!(lines.len(), 4, "{order}");
+        assert!(
+            lines[..2].iter().all(|l| l.starts_with("start "))
+                && lines[2..].iter().all(|l| l.starts_with("end ")),
+            "both started before either ended: {order}"
+        );
     }
 }

@@ -561,6 +561,7 @@ impl CniRunner {
         Value::Object(conf)
     }
 
+    #[tracing::instrument(level = "trace", name = "cni", skip_all, fields(plugin = %plugin.plugin_type, command = cmd.as_str(), ifname = args.ifname()))]
     async fn exec(
         &self,
         cmd: Cmd,

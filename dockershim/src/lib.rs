@@ -401,6 +401,12 @@ async fn start_on(
     }
     let svc = DockerService::new(shim.clone());
     let router = tonic::transport::Server::builder()
+        // One span per CRI call, at trace level only (free otherwise): with `--log-level
+        // trace` the standalone binary logs each call's and each Docker call's time inside it.
+        .trace_fn(|req| {
+            let method = req.uri().path().rsplit('/').next().unwrap_or_default();
+            tracing::trace_span!("cri", method = %method)
+        })
         .add_service(cri_proto::runtime_server(svc.clone()))
         .add_service(cri_proto::image_server(svc));
     Ok((shim, router))

@@ -28,6 +28,9 @@ fn init_logging(level: LevelFilter) {
         && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
+        // Only trace-level spans exist (a CRI call, the Docker calls and CNI plugin runs in it):
+        // at `--log-level trace` each one's end is logged with its time.
+        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
         .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();

@@ -182,14 +182,17 @@ impl BollardDocker {
 }
 
 impl DockerApi for BollardDocker {
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "version"))]
     async fn version(&self) -> Result<SystemVersion, DockerError> {
         Ok(self.docker.version().await?)
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "info"))]
     async fn info(&self) -> Result<SystemInfo, DockerError> {
         Ok(self.docker.info().await?)
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "create_container", id = %name))]
     async fn create_container(
         &self,
         name: &str,
@@ -202,10 +205,12 @@ impl DockerApi for BollardDocker {
         Ok(self.docker.create_container(Some(opts), body).await?.id)
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "start_container", id = %id))]
     async fn start_container(&self, id: &str) -> Result<(), DockerError> {
         Ok(self.docker.start_container(id, None).await?)
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "stop_container", id = %id))]
     async fn stop_container(&self, id: &str, timeout_secs: i64) -> Result<(), DockerError> {
         let opts = StopContainerOptions {
             signal: None,
@@ -214,6 +219,7 @@ impl DockerApi for BollardDocker {
         Ok(self.docker.stop_container(id, Some(opts)).await?)
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "remove_container", id = %id))]
     async fn remove_container(&self, id: &str) -> Result<(), DockerError> {
         let opts = RemoveContainerOptions {
             v: true,
@@ -223,6 +229,7 @@ impl DockerApi for BollardDocker {
         Ok(self.docker.remove_container(id, Some(opts)).await?)
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "inspect_container", id = %id))]
     async fn inspect_container(&self, id: &str) -> Result<ContainerInspectResponse, DockerError> {
         Ok(self
             .docker
@@ -230,6 +237,12 @@ impl DockerApi for BollardDocker {
             .await?)
     }
 
+    #[tracing::instrument(
+        level = "trace",
+        name = "docker",
+        skip_all,
+        fields(op = "list_containers")
+    )]
     async fn list_containers(
         &self,
         filters: HashMap<String, Vec<String>>,
@@ -242,6 +255,7 @@ impl DockerApi for BollardDocker {
         Ok(self.docker.list_containers(Some(opts)).await?)
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "update_container", id = %id))]
     async fn update_container(
         &self,
         id: &str,
@@ -251,6 +265,7 @@ impl DockerApi for BollardDocker {
         Ok(())
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "stats", id = %id))]
     async fn stats(&self, id: &str) -> Result<ContainerStatsResponse, DockerError> {
         let opts = StatsOptions {
             stream: false,
@@ -263,6 +278,7 @@ impl DockerApi for BollardDocker {
         }
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "exec", id = %id))]
     async fn exec(
         &self,
         id: &str,
@@ -360,10 +376,12 @@ impl DockerApi for BollardDocker {
             .boxed()
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "inspect_image", image = %reference))]
     async fn inspect_image(&self, reference: &str) -> Result<ImageInspect, DockerError> {
         Ok(self.docker.inspect_image(reference).await?)
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "list_images"))]
     async fn list_images(&self) -> Result<Vec<ImageSummary>, DockerError> {
         Ok(self
             .docker
@@ -374,6 +392,7 @@ impl DockerApi for BollardDocker {
             .await?)
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "pull_image", image = %reference))]
     async fn pull_image(
         &self,
         reference: &str,
@@ -424,6 +443,7 @@ impl DockerApi for BollardDocker {
         Ok(())
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "remove_image", image = %reference))]
     async fn remove_image(&self, reference: &str) -> Result<(), DockerError> {
         self.docker
             .remove_image(
@@ -439,6 +459,7 @@ impl DockerApi for BollardDocker {
         Ok(())
     }
 
+    #[tracing::instrument(level = "trace", name = "docker", skip_all, fields(op = "load_image"))]
     async fn load_image(&self, archive: Vec<u8>) -> Result<(), DockerError> {
         let opts = bollard::query_parameters::ImportImageOptions {
             quiet: true,

@@ -259,7 +259,16 @@ impl<D: DockerApi> Shim<D> {
         }
         let sandbox = self.inspect_sandbox(&req.pod_sandbox_id).await?;
         let sandbox_id = sandbox.id.clone().unwrap_or(req.pod_sandbox_id.clone());
-        let body = self.container_create_body(&sandbox_id, &config, Some(sandbox_config))?;
+        let mut body = self.container_create_body(&sandbox_id, &config, Some(sandbox_config))?;
+        // A sandbox in a namespace of its own (not Docker's network) gives its containers
+        // dockershim's resolv.conf and hosts instead of Docker's.
+        if sandbox.config.as_ref().and_then(|c| c.network_disabled) == Some(true) {
+            body.host_config
+                .get_or_insert_with(Default::default)
+                .binds
+                .get_or_insert_with(Vec::new)
+                .extend(self.files.binds(&sandbox_id, &config.mounts));
+        }
         let name = naming::make_container_name(&ContainerNameParts {
             name: meta.name.clone(),
             attempt: meta.attempt,

@@ -7,8 +7,8 @@
 //! 1. `docker` — the [`DockerApi`] trait, its bollard client and (in tests) a fake; in tests,
 //!    `testbed` — when a test that needs the real runtime skips and when it fails.
 //! 2. `naming`, `labels`, `checkpoint`, `security`, `crilog`, `cni`, `filter`, `timestamp`,
-//!    `pause_image`, `cgroups`, `config`, `errors` (the one mapping to gRPC codes) — pure
-//!    translation and files; `cache`, `logs`, `network` — state those build on.
+//!    `pause_image`, `cgroups`, `config`, `errors` (the one mapping to gRPC codes),
+//!    `sandbox_files` — pure translation and files; `cache`, `logs`, `network` — state those build on.
 //! 3. `shim` (the state every RPC works on and its shared lookups), then the CRI semantics on
 //!    [`DockerApi`], each an `impl Shim` block: `creation`, `container`, `container_status`,
 //!    `sandbox`, `image`, `stats`, `events`, `streaming_rpc`.
@@ -40,6 +40,7 @@ pub mod naming;
 pub mod network;
 pub mod pause_image;
 pub mod sandbox;
+pub mod sandbox_files;
 pub mod security;
 pub mod service;
 #[cfg(test)]
@@ -170,6 +171,7 @@ pub(crate) async fn build_shim_with<D: DockerApi>(
     let (events, _) = broadcast::channel(events::EVENT_BUFFER);
     let shim = Arc::new(Shim {
         checkpoints: checkpoint::CheckpointStore::new(&config.root_directory)?,
+        files: sandbox_files::SandboxFiles::new(&config.root_directory),
         docker: docker.clone(),
         network,
         logs: logs::LogManager::default(),

@@ -95,10 +95,13 @@ impl<D: DockerApi> Shim<D> {
             hc.pid_mode = Some("host".to_string());
         }
         let mut exposed: Vec<String> = Vec::new();
+        // CNI sets the network up inside an empty namespace: runc's own, with Docker's
+        // networking disabled (Docker's network sandbox for `none` would cost a re-executed
+        // dockerd per pod; see `sandbox_files`).
+        let own_netns = !host_net && self.network.is_some();
         if host_net {
             hc.network_mode = Some("host".to_string());
-        } else if self.network.is_some() {
-            // CNI sets the network up inside an empty namespace.
+        } else if own_netns {
             hc.network_mode = Some("none".to_string());
         } else {
             // Docker's default bridge: port mappings are Docker port bindings.
@@ -142,6 +145,7 @@ impl<D: DockerApi> Shim<D> {
             hostname: (!host_net && !config.hostname.is_empty()).then(|| config.hostname.clone()),
             labels: Some(docker_labels),
             exposed_ports: (!exposed.is_empty()).then_some(exposed),
+            network_disabled: own_netns.then_some(true),
             user,
             host_config: Some(hc),
             ..Default::default()
@@ -185,6 +189,7 @@ impl<D: DockerApi> Shim<D> {
             attempt: meta.attempt,
         });
         let body = self.sandbox_create_body(&config)?;
+        let own_files = body.network_disabled == Some(true);
         // Held until the sandbox runs: a concurrent RunPodSandbox with the same metadata would
         // otherwise find our container still "created" and race us for the name.
         let _reserved = NameReservation::take(&name)?;
@@ -223,8 +228,19 @@ impl<D: DockerApi> Shim<D> {
                 meta.name
             )));
         }
+        if own_files {
+            let resolv = match &config.dns_config {
+                Some(dns) => resolv_conf(dns),
+                None => crate::sandbox_files::resolv_conf_from_host(
+                    &std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default(),
+                ),
+            };
+            self.files
+                .write(&id, &resolv)
+                .map_err(|e| ShimError::internal(format!("sandbox {id}'s files: {e}")))?;
+        }
         let inspect = self.docker.inspect_container(&id).await?;
-        if let Some(dns) = &config.dns_config
+        if let Some(dns) = config.dns_config.as_ref().filter(|_| !own_files)
             && let Some(path) = inspect.resolv_conf_path.as_deref()
             && !path.is_empty()
         {
@@ -438,6 +454,9 @@ impl<D: DockerApi> Shim<D> {
         self.checkpoints
             .remove(&full_id)
             .map_err(ShimError::internal)?;
+        self.files
+            .remove(&full_id)
+            .map_err(|e| ShimError::internal(format!("sandbox {full_id}'s files: {e}")))?;
         Ok(())
     }
 

@@ -39,6 +39,8 @@ pub struct Shim<D: DockerApi> {
     pub docker: Arc<D>,
     pub config: ShimConfig,
     pub checkpoints: CheckpointStore,
+    /// `resolv.conf` and `hosts` of the sandboxes whose network Docker does not manage.
+    pub files: crate::sandbox_files::SandboxFiles,
     pub network: Option<CniNetwork>,
     pub logs: LogManager,
     pub events: broadcast::Sender<cri::ContainerEventResponse>,

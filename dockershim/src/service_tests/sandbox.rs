@@ -530,11 +530,22 @@ async fn in_cni_mode_the_pod_network_is_set_up_in_the_pause_netns_and_torn_down_
         Some("none"),
         "CNI fills an empty netns"
     );
+    assert_eq!(
+        c.body.network_disabled,
+        Some(true),
+        "runc's own netns, not Docker's network sandbox"
+    );
     let netns = format!("/proc/{}/ns/net", c.pid);
     let order = || std::fs::read_to_string(fx.dir.path().join("cni-rec/order")).expect("order");
+    // Added side by side: either may come first.
+    let mut added: Vec<String> = order().lines().map(str::to_string).collect();
+    added.sort();
     assert_eq!(
-        order(),
-        format!("ADD loopback {netns} lo\nADD fakenet {netns} eth0\n")
+        added,
+        [
+            format!("ADD fakenet {netns} eth0"),
+            format!("ADD loopback {netns} lo")
+        ]
     );
     let st = status(&fx, &id)
         .await
@@ -562,11 +573,90 @@ async fn in_cni_mode_the_pod_network_is_set_up_in_the_pause_netns_and_torn_down_
     );
     assert_eq!(order.lines().count(), 3, "{order}");
     // A sandbox whose pause is gone is torn down without a netns (IPAM and portmap still run).
+    let stopped_order = order;
     let id = fx.run_sandbox(fx.sandbox_config("cni2")).await;
     fx.docker.exit(&id, 0, false);
     stop(&fx, &id).await.expect("stop");
     let order = std::fs::read_to_string(fx.dir.path().join("cni-rec/order")).expect("order");
+    assert!(order.starts_with(&stopped_order), "{order}");
     assert_eq!(order.lines().last(), Some("DEL fakenet  eth0"), "{order}");
+}
+
+/// Without Docker's networking the sandbox has no resolv.conf or hosts of Docker's: dockershim
+/// writes them (the pod's DNS config, or the host's resolv.conf without loopback servers) and
+/// binds them into the pod's containers, except where a container mounts the path itself; they
+/// go with the sandbox. Host-network sandboxes keep Docker's networking and files.
+#[tokio::test]
+async fn in_cni_mode_containers_get_the_sandboxs_own_resolv_conf_and_hosts() {
+    let fx = Fixture::with(|c, dir| c.cni = Some(fake_cni(dir))).await;
+    let mut config = fx.sandbox_config("dns");
+    config.dns_config = Some(cri::DnsConfig {
+        servers: vec!["10.96.0.10".into()],
+        searches: vec!["default.svc.cluster.local".into()],
+        options: vec!["ndots:5".into()],
+    });
+    let sid = fx.run_sandbox(config.clone()).await;
+    let files = fx.dir.path().join("root/sandbox-files").join(&sid);
+    assert_eq!(
+        std::fs::read_to_string(files.join("resolv.conf")).expect("resolv.conf"),
+        "nameserver 10.96.0.10\nsearch default.svc.cluster.local\noptions ndots:5\n"
+    );
+    assert!(files.join("hosts").exists());
+    let mut ctr = fx.container_config("app");
+    ctr.mounts.push(cri::Mount {
+        container_path: "/etc/hosts".into(),
+        host_path: "/tmp/kubelet-etc-hosts".into(),
+        ..Default::default()
+    });
+    let cid = fx
+        .create_container(&sid, &config, ctr)
+        .await
+        .expect("create");
+    let binds = fx
+        .docker
+        .container(&cid)
+        .expect("container")
+        .body
+        .host_config
+        .and_then(|h| h.binds)
+        .unwrap_or_default();
+    assert!(
+        binds.contains(&format!(
+            "{}:/etc/resolv.conf",
+            files.join("resolv.conf").display()
+        )),
+        "{binds:?}"
+    );
+    assert_eq!(
+        binds.iter().filter(|b| b.ends_with(":/etc/hosts")).count(),
+        1,
+        "the container's own /etc/hosts only: {binds:?}"
+    );
+    stop(&fx, &sid).await.expect("stop");
+    fx.svc
+        .remove_pod_sandbox(Request::new(cri::RemovePodSandboxRequest {
+            pod_sandbox_id: sid.clone(),
+        }))
+        .await
+        .expect("remove");
+    assert!(!files.exists(), "the files go with the sandbox");
+
+    // Host network: Docker's networking, no files of ours.
+    let mut host = fx.sandbox_config("hostnet");
+    host.linux = Some(cri::LinuxPodSandboxConfig {
+        security_context: Some(cri::LinuxSandboxSecurityContext {
+            namespace_options: Some(cri::NamespaceOption {
+                network: cri::NamespaceMode::Node as i32,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let hid = fx.run_sandbox(host).await;
+    let pause = fx.docker.container(&hid).expect("pause");
+    assert_eq!(pause.body.network_disabled, None);
+    assert!(!fx.dir.path().join("root/sandbox-files").join(&hid).exists());
 }
 
 #[tokio::test]

@@ -98,7 +98,12 @@ pub(super) fn inspect(
         name: Some(format!("/{}", c.name)),
         created: Some(fake_time(c.created)),
         image: Some(image_id),
-        resolv_conf_path,
+        // Docker writes no resolv.conf for a container without its networking.
+        resolv_conf_path: if b.network_disabled == Some(true) {
+            Some(String::new())
+        } else {
+            resolv_conf_path
+        },
         state: Some(ContainerState {
             status: Some(c.status),
             running: Some(c.running()),
@@ -131,6 +136,7 @@ pub(super) fn inspect(
             stdin_once: b.stdin_once,
             attach_stdin: b.attach_stdin,
             exposed_ports: b.exposed_ports.clone(),
+            network_disabled: b.network_disabled,
             ..Default::default()
         }),
         host_config: b.host_config.clone(),

@@ -322,10 +322,15 @@ impl<D: DockerApi> Shim<D> {
         }
     }
 
-    /// RemoveContainer. Removing what is gone succeeds.
+    /// RemoveContainer. Removing what is gone succeeds. A whole id (what CreateContainer
+    /// answers, so what the kubelet sends) is removed in one Docker call; a prefix is resolved
+    /// by an inspect first.
     pub async fn remove_container(&self, id: &str) -> Result<()> {
         if id.is_empty() {
             return Err(ShimError::invalid("container id is required"));
+        }
+        if naming::is_full_container_id(id) {
+            return self.remove_container_by_full_id(id).await;
         }
         let full_id = match self.docker.inspect_container(id).await {
             Ok(c) => c.id.unwrap_or_else(|| id.to_string()),

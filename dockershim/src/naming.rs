@@ -212,9 +212,21 @@ pub fn parse_container_name(name: &str) -> Result<ContainerNameParts, NameError>
     })
 }
 
+/// Is `id` a whole Docker container id (64 hex digits), not a prefix to resolve?
+pub fn is_full_container_id(id: &str) -> bool {
+    id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn full_container_ids_are_told_from_prefixes() {
+        assert!(is_full_container_id(&"ab12".repeat(16)));
+        assert!(!is_full_container_id(&"ab12".repeat(3)));
+        assert!(!is_full_container_id(&"zz".repeat(32)));
+    }
 
     fn pod() -> SandboxNameParts {
         SandboxNameParts {

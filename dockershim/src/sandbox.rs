@@ -55,11 +55,6 @@ pub fn resolv_conf(dns: &cri::DnsConfig) -> String {
     out
 }
 
-/// Is `id` a whole Docker container id (64 hex digits), not a prefix to resolve?
-fn is_full_container_id(id: &str) -> bool {
-    id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())
-}
-
 /// Docker's container state -> CRI sandbox state.
 fn sandbox_state(running: bool) -> cri::PodSandboxState {
     if running {
@@ -434,7 +429,7 @@ impl<D: DockerApi> Shim<D> {
         if id.is_empty() {
             return Err(ShimError::invalid("pod sandbox id is required"));
         }
-        let full_id = if is_full_container_id(id) {
+        let full_id = if naming::is_full_container_id(id) {
             id.to_string()
         } else {
             match self.inspect_sandbox(id).await {
@@ -641,13 +636,6 @@ impl<D: DockerApi> Shim<D> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn full_container_ids_are_told_from_prefixes() {
-        assert!(is_full_container_id(&"ab12".repeat(16)));
-        assert!(!is_full_container_id(&"ab12".repeat(3)));
-        assert!(!is_full_container_id(&"zz".repeat(32)));
-    }
 
     #[test]
     fn resolv_conf_has_servers_searches_and_options() {

@@ -429,7 +429,13 @@ async fn stop_and_remove_container_pass_the_grace_period_and_are_idempotent() {
 
     remove(&fx, &id[..12]).await.expect("remove by prefix");
     assert!(fx.docker.container(&id).is_none());
+    let calls = fx.docker.calls().len();
     remove(&fx, &id).await.expect("removing again");
+    assert_eq!(
+        fx.docker.calls()[calls..],
+        [format!("remove {id}")],
+        "a whole id is removed in one Docker call"
+    );
     assert_eq!(code_of(remove(&fx, "").await), Code::InvalidArgument);
 }
 

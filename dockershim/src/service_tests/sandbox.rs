@@ -643,16 +643,7 @@ async fn in_cni_mode_containers_get_the_sandboxs_own_resolv_conf_and_hosts() {
 
     // Host network: Docker's networking, no files of ours.
     let mut host = fx.sandbox_config("hostnet");
-    host.linux = Some(cri::LinuxPodSandboxConfig {
-        security_context: Some(cri::LinuxSandboxSecurityContext {
-            namespace_options: Some(cri::NamespaceOption {
-                network: cri::NamespaceMode::Node as i32,
-                ..Default::default()
-            }),
-            ..Default::default()
-        }),
-        ..Default::default()
-    });
+    host.linux = host_namespaces();
     let hid = fx.run_sandbox(host).await;
     let pause = fx.docker.container(&hid).expect("pause");
     assert_eq!(pause.body.network_disabled, None);

@@ -217,12 +217,7 @@ impl<D: DockerApi> Shim<D> {
             .write(&id, &mut checkpoint)
             .map_err(ShimError::internal)?;
 
-        if let Err(e) = self.docker.start_container(&id).await {
-            return Err(ShimError::internal(format!(
-                "failed to start sandbox container {id} for pod {:?}: {e}",
-                meta.name
-            )));
-        }
+        // Written before the pod runs anything, so every container finds them.
         if own_files {
             let resolv = match &config.dns_config {
                 Some(dns) => resolv_conf(dns),
@@ -233,6 +228,12 @@ impl<D: DockerApi> Shim<D> {
             self.files
                 .write(&id, &resolv)
                 .map_err(|e| ShimError::internal(format!("sandbox {id}'s files: {e}")))?;
+        }
+        if let Err(e) = self.docker.start_container(&id).await {
+            return Err(ShimError::internal(format!(
+                "failed to start sandbox container {id} for pod {:?}: {e}",
+                meta.name
+            )));
         }
         let inspect = self.docker.inspect_container(&id).await?;
         if let Some(dns) = config.dns_config.as_ref().filter(|_| !own_files)

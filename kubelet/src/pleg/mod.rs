@@ -201,6 +201,16 @@ impl GenericPleg {
         }
     }
 
+    /// Hands a pod's events to the sync loop.
+    fn send(&self, events: Vec<PodLifecycleEvent>) {
+        for e in events {
+            tracing::debug!(pod_uid = %e.id, event = ?e.type_, data = %e.data, "PLEG event");
+            if self.events.try_send(e).is_err() {
+                tracing::error!("PLEG event channel is full, discarding event");
+            }
+        }
+    }
+
     /// One relist (upstream `Relist`).
     pub async fn relist(&mut self) {
         let start = Instant::now();
@@ -231,22 +241,33 @@ impl GenericPleg {
         let current: HashMap<String, RuntimePod> =
             pods.iter().map(|p| (p.id.clone(), p.clone())).collect();
         let uids: HashSet<&String> = self.records.keys().chain(current.keys()).collect();
-        let mut events = vec![];
-        let mut changed = vec![];
+        let mut events: HashMap<String, Vec<PodLifecycleEvent>> = HashMap::new();
         for uid in uids {
             let evs = compute_events(uid, self.records.get(uid), current.get(uid));
             if !evs.is_empty() {
-                changed.push(uid.clone());
-                events.extend(evs);
+                events.insert(uid.clone(), evs);
             }
+        }
+        // Pods gone from the runtime have no status to read: their events go at once.
+        let gone: Vec<String> = events
+            .keys()
+            .filter(|u| !current.contains_key(*u))
+            .cloned()
+            .collect();
+        for uid in gone {
+            self.cache.delete(&uid);
+            self.send(events.remove(&uid).unwrap_or_default());
         }
         // The changed pods' statuses are read [`STATUS_READ_CONCURRENCY`] at a time, each with
         // its own deadline from when its read starts, so one slow runtime call does not hold up
-        // the others and a busy runtime is not flooded; a pod whose read failed keeps its old
-        // record, its events are held back, and it is looked at again on the next relist,
-        // which generates them anew (upstream "Ignoring events for pod" + `needsReinspection`).
-        let reads: Vec<_> = changed
-            .iter()
+        // the others and a busy runtime is not flooded. Each pod's events go as soon as its
+        // status is in the cache (as upstream sends them pod by pod), not after the whole
+        // batch: with many pods changing at once their workers start while the rest is read.
+        // A pod whose read failed keeps its old record, its events are held back, and it is
+        // looked at again on the next relist, which generates them anew (upstream "Ignoring
+        // events for pod" + `needsReinspection`).
+        let reads: Vec<_> = events
+            .keys()
             .filter_map(|uid| current.get(uid).cloned())
             .map(|p| {
                 let rt = self.runtime.clone();
@@ -261,14 +282,16 @@ impl GenericPleg {
             })
             .collect();
         let mut reinspect = HashSet::new();
-        let results: Vec<_> = futures::StreamExt::collect(futures::StreamExt::buffer_unordered(
+        let mut results = futures::StreamExt::buffer_unordered(
             futures::stream::iter(reads),
             STATUS_READ_CONCURRENCY,
-        ))
-        .await;
-        for (p, r) in results {
+        );
+        while let Some((p, r)) = futures::StreamExt::next(&mut results).await {
             match r {
-                Ok(Ok(s)) => self.cache.set(&p.id, s),
+                Ok(Ok(s)) => {
+                    self.cache.set(&p.id, s);
+                    self.send(events.remove(&p.id).unwrap_or_default());
+                }
                 Ok(Err(e)) => {
                     tracing::warn!(pod = %p.name, error = %e, "PLEG: cannot read pod status");
                     reinspect.insert(p.id.clone());
@@ -277,15 +300,6 @@ impl GenericPleg {
                     tracing::warn!(pod = %p.name, "PLEG: reading pod status timed out");
                     reinspect.insert(p.id.clone());
                 }
-            }
-        }
-        for uid in changed.iter().filter(|u| !current.contains_key(*u)) {
-            self.cache.delete(uid);
-        }
-        for e in events.into_iter().filter(|e| !reinspect.contains(&e.id)) {
-            tracing::debug!(pod_uid = %e.id, event = ?e.type_, data = %e.data, "PLEG event");
-            if self.events.try_send(e).is_err() {
-                tracing::error!("PLEG event channel is full, discarding event");
             }
         }
         let mut current = current;
@@ -574,6 +588,42 @@ mod tests {
                 assert!(b.cache.get(&format!("c{i}")).is_some(), "c{i} was read");
             }
             assert_eq!(drain(&mut b).len(), 2 * n);
+        }
+
+        /// A pod's events go as soon as its status is read, not after the whole batch: with
+        /// 3 s per read and four at a time, the first four pods' events are out after the
+        /// first round, while the relist still reads the rest.
+        #[tokio::test(start_paused = true)]
+        async fn each_pods_events_go_once_its_status_is_read() {
+            let b = bed().await;
+            let n = STATUS_READ_CONCURRENCY * 3;
+            for i in 0..n {
+                start_pod(&b, &format!("e{i}")).await;
+            }
+            b.fake.set_sandbox_status_latency(Duration::from_secs(3));
+            let Bed {
+                mut pleg,
+                mut events,
+                ..
+            } = b;
+            let relist = tokio::spawn(async move { pleg.relist().await });
+            tokio::time::sleep(Duration::from_millis(3500)).await;
+            let mut early = 0;
+            while events.try_recv().is_ok() {
+                early += 1;
+            }
+            assert!(!relist.is_finished(), "the relist is still reading");
+            assert_eq!(
+                early,
+                2 * STATUS_READ_CONCURRENCY,
+                "sandbox and container started, for each pod read in the first round"
+            );
+            relist.await.expect("relist");
+            let mut rest = 0;
+            while events.try_recv().is_ok() {
+                rest += 1;
+            }
+            assert_eq!(early + rest, 2 * n);
         }
 
         #[tokio::test(start_paused = true)]

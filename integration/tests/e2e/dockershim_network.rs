@@ -238,6 +238,14 @@ async fn dockershim_dns_and_hostname() {
                 ],
                 "{resolv:?}"
             );
+            // The pod's hosts file (dockershim's, bound in: the sandbox has no Docker network).
+            let hosts = ctx.sh_ok(&cid, "cat /etc/hosts").await;
+            assert!(
+                hosts
+                    .lines()
+                    .any(|l| l.split_whitespace().eq(["127.0.0.1", "localhost"])),
+                "{hosts:?}"
+            );
             assert_eq!(ctx.sh_ok(&cid, "hostname").await, "dns-test-host\n");
             assert_eq!(
                 ctx.sh_ok(&cid, "cat /etc/hostname").await,

@@ -28,9 +28,14 @@ fn init_logging(level: LevelFilter) {
         && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        // Only trace-level spans exist (a CRI call, the Docker calls and CNI plugin runs in it):
-        // at `--log-level trace` each one's end is logged with its time.
-        .with_span_events(tracing_subscriber::fmt::format::FmtSpan::CLOSE)
+        // At `--log-level trace` the end of each span is logged with its time: our spans (a CRI
+        // call, the Docker calls and CNI plugin runs in it) are trace-level. Below trace nothing
+        // changes (h2's debug-level connection spans would otherwise log their ends too).
+        .with_span_events(if level >= LevelFilter::TRACE {
+            tracing_subscriber::fmt::format::FmtSpan::CLOSE
+        } else {
+            tracing_subscriber::fmt::format::FmtSpan::NONE
+        })
         .with_ansi(ansi)
         .with_writer(std::io::stderr)
         .init();

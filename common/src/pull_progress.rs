@@ -200,6 +200,8 @@ mod tests {
         );
         assert_eq!(human_bytes(999), "999 B");
         assert_eq!(human_bytes(1_000), "1.0 kB");
+        assert_eq!(human_bytes(1_500), "1.5 kB");
+        assert_eq!(human_bytes(40_100_000), "40.1 MB");
         assert_eq!(human_bytes(2_500_000_000), "2.5 GB");
     }
 }

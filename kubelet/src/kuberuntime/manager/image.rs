@@ -121,7 +121,6 @@ impl KubeGenericRuntimeManager {
                 .await
             }
         };
-        drop(watch);
         match result {
             Ok(r) => {
                 backoff.reset(&key);

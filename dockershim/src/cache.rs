@@ -9,7 +9,7 @@
 //! ListPodSandbox after one event costs Docker one listing. Under the same rules it remembers which
 //! of our containers an inspect found running, so that Exec / Attach / PortForward can check
 //! "exists and is running" without asking Docker again. [`ImageRefCache`] keeps the repo
-//! digests of image ids for ContainerStatus and is cleared by any image event. Both own only
+//! digests of image ids for ContainerStatus; an image event forgets only the image it is about. Both own only
 //! their maps; the event pump in `events` feeds them. [`SizeCache`] keeps the writable-layer
 //! sizes: Docker computes them only when asked, which is expensive, so a background task
 //! refreshes them once a minute and the stats RPCs never compute sizes on the request path.
@@ -211,40 +211,185 @@ impl ListCache {
     }
 }
 
-/// Repo digests by image id, cleared whenever an image changes.
+/// How many image ids [`ImageRefCache`] remembers changes of before it summarises them all as
+/// one (everything older than that point is no longer trusted).
+const IMAGE_CHANGES_MAX: usize = 4096;
+
+#[derive(Default)]
+struct ImageRefState {
+    /// Is the event stream connected (otherwise changes could go unnoticed)?
+    watching: bool,
+    /// Bumped by every change and every ticket.
+    seq: u64,
+    /// Nothing requested at or before this ticket is stored (a change of unknown extent).
+    floor: u64,
+    /// Image id -> the sequence number of its last change.
+    changed: HashMap<String, u64>,
+    /// Image id -> its repo digests.
+    digests: HashMap<String, Vec<String>>,
+    /// Image events naming a reference (a pull, a push) whose image id is still being looked
+    /// up: until they are resolved, any image may have changed, so nothing is trusted.
+    unresolved: usize,
+}
+
+/// Repo digests by image id, for ContainerStatus's `image_ref`. An image's repo digests change
+/// only through that image's own events, so a change forgets only that image: an event naming
+/// an image id forgets that id; an event naming a reference (Docker's `pull` and `push` events)
+/// suspends the whole cache until the reference is resolved to the id it now names
+/// ([`ImageRefCache::begin_resolve`]); anything else forgets everything. An inspect's result is
+/// stored only if no change of that image was noted after its ticket was taken, so a result
+/// overtaken by an event is never kept.
 #[derive(Default)]
 pub struct ImageRefCache {
-    state: Mutex<(bool, HashMap<String, Vec<String>>)>,
+    state: Mutex<ImageRefState>,
 }
 
 impl ImageRefCache {
-    /// The repo digests of `image_id`, if known and the event stream is connected.
+    /// The repo digests of `image_id`, if known, the event stream is connected and no
+    /// reference is being resolved.
     pub fn get(&self, image_id: &str) -> Option<Vec<String>> {
         let s = self.state.lock();
-        if !s.0 {
+        if !s.watching || s.unresolved > 0 {
             return None;
         }
-        s.1.get(image_id).cloned()
+        s.digests.get(image_id).cloned()
     }
 
-    /// Remembers the repo digests of `image_id`.
-    pub fn put(&self, image_id: &str, digests: Vec<String>) {
+    /// A ticket to take before inspecting an image whose digests [`ImageRefCache::put`] will
+    /// store.
+    pub fn ticket(&self) -> u64 {
         let mut s = self.state.lock();
-        if s.0 {
-            s.1.insert(image_id.to_string(), digests);
+        s.seq += 1;
+        s.seq
+    }
+
+    /// Remembers the repo digests of `image_id` found by an inspect requested after `ticket`,
+    /// unless the image changed since.
+    pub fn put(&self, ticket: u64, image_id: &str, digests: Vec<String>) {
+        let mut s = self.state.lock();
+        let changed = s.changed.get(image_id).copied().unwrap_or(0);
+        if s.watching && ticket > s.floor && ticket > changed {
+            s.digests.insert(image_id.to_string(), digests);
         }
     }
 
-    /// An image was pulled, tagged, untagged, loaded or removed.
+    /// Image `image_id` changed (tagged, untagged, pulled, removed): forget it.
+    pub fn invalidate(&self, image_id: &str) {
+        let mut s = self.state.lock();
+        s.seq += 1;
+        let seq = s.seq;
+        s.digests.remove(image_id);
+        if s.changed.len() >= IMAGE_CHANGES_MAX {
+            s.changed.clear();
+            s.floor = seq;
+        }
+        s.changed.insert(image_id.to_string(), seq);
+    }
+
+    /// Some image changed and which one is unknown: forget everything.
     pub fn clear(&self) {
-        self.state.lock().1.clear();
+        let mut s = self.state.lock();
+        s.seq += 1;
+        s.floor = s.seq;
+        s.changed.clear();
+        s.digests.clear();
+    }
+
+    /// An event names a reference, not an image id: nothing is trusted until the
+    /// [`Resolving`] guard is told which image the reference names (or dropped, which forgets
+    /// everything).
+    pub fn begin_resolve(self: &Arc<Self>) -> Resolving {
+        self.state.lock().unresolved += 1;
+        Resolving {
+            cache: self.clone(),
+            done: false,
+        }
     }
 
     /// The event stream is (re)connected or lost; either way what was cached may be stale.
     pub fn set_watching(&self, watching: bool) {
-        let mut s = self.state.lock();
-        s.0 = watching;
-        s.1.clear();
+        self.clear();
+        self.state.lock().watching = watching;
+    }
+}
+
+/// A reference from an image event being resolved to an image id (see
+/// [`ImageRefCache::begin_resolve`]).
+pub struct Resolving {
+    cache: Arc<ImageRefCache>,
+    done: bool,
+}
+
+impl Resolving {
+    /// The reference names `image_id` now: forget that image, and trust the rest again.
+    pub fn resolved(mut self, image_id: &str) {
+        self.cache.invalidate(image_id);
+        self.done = true;
+    }
+
+    /// The reference names no image any more: it was removed since, and the removal's own
+    /// event names the image that lost it. Trust the rest again.
+    pub fn gone(mut self) {
+        self.done = true;
+    }
+}
+
+impl Drop for Resolving {
+    fn drop(&mut self) {
+        if !self.done {
+            self.cache.clear();
+        }
+        let mut s = self.cache.state.lock();
+        s.unresolved = s.unresolved.saturating_sub(1);
+    }
+}
+
+/// What never changes about one of dockershim's containers, learnt when dockershim created it
+/// or first inspected it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fact {
+    /// A pod sandbox; `own_files`: its containers get dockershim's `resolv.conf` and `hosts`.
+    Sandbox { own_files: bool },
+    /// An application container, with its CRI log path (label), if any.
+    Container { log_path: Option<String> },
+}
+
+/// How many containers [`FactCache`] remembers at most (it forgets them all beyond).
+const FACTS_MAX: usize = 8192;
+
+/// [`Fact`]s by whole container id, so that CreateContainer and StartContainer need not inspect
+/// the sandbox or container first (cri-dockerd does not either): an id is never reused and
+/// these facts never change, so an entry is only forgotten when its container is removed
+/// (by dockershim, or Docker's `destroy` event). A container that no longer exists is
+/// reported by Docker's own call instead.
+#[derive(Default)]
+pub struct FactCache {
+    facts: Mutex<HashMap<String, Fact>>,
+}
+
+impl FactCache {
+    /// What is known of the container with this whole id.
+    pub fn get(&self, full_id: &str) -> Option<Fact> {
+        self.facts.lock().get(full_id).cloned()
+    }
+
+    /// Remembers `fact` of the container with this whole id.
+    pub fn learn(&self, full_id: &str, fact: Fact) {
+        let mut f = self.facts.lock();
+        if f.len() >= FACTS_MAX {
+            f.clear();
+        }
+        f.insert(full_id.to_string(), fact);
+    }
+
+    /// The container is gone.
+    pub fn forget(&self, full_id: &str) {
+        self.facts.lock().remove(full_id);
+    }
+
+    /// Docker's events were not followed for a while: removals may have gone unnoticed.
+    pub fn clear(&self) {
+        self.facts.lock().clear();
     }
 }
 
@@ -620,16 +765,105 @@ mod tests {
         assert!(c.get().is_none(), "too old");
     }
 
+    fn digests(d: &str) -> Vec<String> {
+        vec![format!("r@sha256:{d}")]
+    }
+
     #[test]
     fn image_refs_cleared_by_image_changes() {
         let c = ImageRefCache::default();
-        c.put("sha256:1", vec!["r@sha256:x".into()]);
+        c.put(c.ticket(), "sha256:1", digests("x"));
         assert!(c.get("sha256:1").is_none(), "nothing cached without events");
         c.set_watching(true);
-        c.put("sha256:1", vec!["r@sha256:x".into()]);
-        assert_eq!(c.get("sha256:1").map(|d| d.len()), Some(1));
+        c.put(c.ticket(), "sha256:1", digests("x"));
+        assert_eq!(c.get("sha256:1"), Some(digests("x")));
         c.clear();
         assert!(c.get("sha256:1").is_none());
+        c.put(c.ticket(), "sha256:1", digests("x"));
+        c.set_watching(false);
+        assert!(c.get("sha256:1").is_none(), "the stream went");
+    }
+
+    #[test]
+    fn an_image_change_forgets_that_image_only() {
+        let c = ImageRefCache::default();
+        c.set_watching(true);
+        c.put(c.ticket(), "sha256:1", digests("x"));
+        c.put(c.ticket(), "sha256:2", digests("y"));
+        c.invalidate("sha256:2");
+        assert_eq!(
+            c.get("sha256:1"),
+            Some(digests("x")),
+            "another image's change"
+        );
+        assert!(c.get("sha256:2").is_none());
+    }
+
+    #[test]
+    fn an_inspect_overtaken_by_a_change_of_its_image_is_not_kept() {
+        let c = ImageRefCache::default();
+        c.set_watching(true);
+        let before = c.ticket();
+        c.invalidate("sha256:1");
+        c.put(before, "sha256:1", digests("old"));
+        assert!(c.get("sha256:1").is_none(), "requested before the change");
+        let other = c.ticket();
+        c.invalidate("sha256:2");
+        c.put(other, "sha256:1", digests("x"));
+        assert_eq!(
+            c.get("sha256:1"),
+            Some(digests("x")),
+            "a change of another image does not spoil it"
+        );
+        let before_clear = c.ticket();
+        c.clear();
+        c.put(before_clear, "sha256:3", digests("z"));
+        assert!(c.get("sha256:3").is_none(), "requested before a clear");
+    }
+
+    #[test]
+    fn too_many_changes_are_summarised_as_one() {
+        let c = ImageRefCache::default();
+        c.set_watching(true);
+        let old = c.ticket();
+        for i in 0..=IMAGE_CHANGES_MAX {
+            c.invalidate(&format!("sha256:{i}"));
+        }
+        c.put(old, "sha256:fresh", digests("x"));
+        assert!(
+            c.get("sha256:fresh").is_none(),
+            "the forgotten changes still count"
+        );
+        c.put(c.ticket(), "sha256:fresh", digests("x"));
+        assert!(c.get("sha256:fresh").is_some());
+    }
+
+    #[test]
+    fn a_reference_being_resolved_suspends_the_cache() {
+        let c = Arc::new(ImageRefCache::default());
+        c.set_watching(true);
+        c.put(c.ticket(), "sha256:1", digests("x"));
+        c.put(c.ticket(), "sha256:2", digests("y"));
+        let r = c.begin_resolve();
+        assert!(c.get("sha256:1").is_none(), "any image may have changed");
+        r.resolved("sha256:2");
+        assert_eq!(c.get("sha256:1"), Some(digests("x")), "not the pulled one");
+        assert!(c.get("sha256:2").is_none(), "the pulled one");
+
+        c.begin_resolve().gone();
+        assert_eq!(
+            c.get("sha256:1"),
+            Some(digests("x")),
+            "removed since: its removal's event tells which image changed"
+        );
+        let failed = c.begin_resolve();
+        drop(failed);
+        assert!(
+            c.get("sha256:1").is_none(),
+            "unresolved: everything forgotten"
+        );
+        c.put(c.ticket(), "sha256:1", digests("x"));
+        assert!(c.get("sha256:1").is_some(), "and trusted again");
     }
 
     #[test]

@@ -12,6 +12,7 @@ use bollard::models::{ContainerCreateBody, ContainerUpdateBody, DeviceMapping, H
 use cri_proto::runtime::v1 as cri;
 use tracing::{debug, info};
 
+use crate::cache::Fact;
 use crate::creation::NameReservation;
 use crate::crilog::LogWriter;
 use crate::docker::DockerApi;
@@ -73,15 +74,17 @@ fn apply_resources(r: &cri::LinuxContainerResources, oom_floor: Option<i64>, hc:
 }
 
 /// Creates a container's log directory if needed and opens (creates) its CRI log file.
-async fn open_log(path: &Path) -> Result<LogWriter> {
+///
+/// Both are done in place rather than through `tokio::fs`: two metadata operations on a local
+/// disk take microseconds, while each `tokio::fs` call is a hand-off to the blocking pool and
+/// back, two thread wake-ups that cost milliseconds on a CPU-bound host.
+fn open_log(path: &Path) -> Result<LogWriter> {
     if let Some(dir) = path.parent() {
-        tokio::fs::create_dir_all(dir).await.map_err(|e| {
+        std::fs::create_dir_all(dir).map_err(|e| {
             ShimError::internal(format!("create log directory {}: {e}", dir.display()))
         })?;
     }
-    LogWriter::open(path)
-        .await
-        .map_err(|e| ShimError::internal(format!("open container log: {e}")))
+    LogWriter::open_now(path).map_err(|e| ShimError::internal(format!("open container log: {e}")))
 }
 
 /// The container's log file: the sandbox's `log_directory` joined with the container's
@@ -257,12 +260,11 @@ impl<D: DockerApi> Shim<D> {
             crate::naming::check_field(what, value)
                 .map_err(|e| ShimError::invalid(format!("CreateContainer: {e}")))?;
         }
-        let sandbox = self.inspect_sandbox(&req.pod_sandbox_id).await?;
-        let sandbox_id = sandbox.id.clone().unwrap_or(req.pod_sandbox_id.clone());
+        let (sandbox_id, own_files) = self.sandbox_facts(&req.pod_sandbox_id).await?;
         let mut body = self.container_create_body(&sandbox_id, &config, Some(sandbox_config))?;
         // A sandbox in a namespace of its own (not Docker's network) gives its containers
         // dockershim's resolv.conf and hosts instead of Docker's.
-        if sandbox.config.as_ref().and_then(|c| c.network_disabled) == Some(true) {
+        if own_files {
             body.host_config
                 .get_or_insert_with(Default::default)
                 .binds
@@ -279,8 +281,14 @@ impl<D: DockerApi> Shim<D> {
                 attempt: sandbox_meta.attempt,
             },
         });
+        let log_path = body
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(labels::CONTAINER_LOG_PATH_LABEL_KEY))
+            .cloned();
         let _reserved = NameReservation::take(&name)?;
         let id = self.create_named(&name, body).await?;
+        self.facts.learn(&id, Fact::Container { log_path });
         debug!(container = %id, name = %meta.name, sandbox = %sandbox_id, "container created");
         Ok(id)
     }
@@ -289,16 +297,9 @@ impl<D: DockerApi> Shim<D> {
     /// output into the file. The file exists, empty, before the answer (as with containerd):
     /// the kubelet and critest open it as soon as the start returns.
     pub async fn start_container(&self, id: &str) -> Result<()> {
-        let c = self.inspect_app_container(id).await?;
-        let full_id = c.id.clone().unwrap_or_else(|| id.to_string());
-        let log_path = c
-            .config
-            .as_ref()
-            .and_then(|cfg| cfg.labels.as_ref())
-            .and_then(|l| l.get(labels::CONTAINER_LOG_PATH_LABEL_KEY))
-            .cloned();
+        let (full_id, log_path) = self.container_facts(id).await?;
         let log = match &log_path {
-            Some(path) => Some(open_log(Path::new(path)).await?),
+            Some(path) => Some(open_log(Path::new(path))?),
             None => None,
         };
         self.docker.start_container(&full_id).await?;
@@ -344,6 +345,7 @@ impl<D: DockerApi> Shim<D> {
     /// and OOM record go, then the container (forced, with its volumes). Gone already is fine.
     pub(crate) async fn remove_container_by_full_id(&self, full_id: &str) -> Result<()> {
         self.logs.stop(full_id);
+        self.facts.forget(full_id);
         self.oom_killed.lock().remove(full_id);
         match self.docker.remove_container(full_id).await {
             Ok(()) => Ok(()),

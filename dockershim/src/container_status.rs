@@ -152,14 +152,17 @@ impl<D: DockerApi> Shim<D> {
         let image_id = c.image.clone().unwrap_or_default();
         let repo_digests = match self.image_refs.get(&image_id) {
             Some(d) => d,
-            None => match self.docker.inspect_image(&image_id).await {
-                Ok(i) => {
-                    let d = i.repo_digests.unwrap_or_default();
-                    self.image_refs.put(&image_id, d.clone());
-                    d
+            None => {
+                let ticket = self.image_refs.ticket();
+                match self.docker.inspect_image(&image_id).await {
+                    Ok(i) => {
+                        let d = i.repo_digests.unwrap_or_default();
+                        self.image_refs.put(ticket, &image_id, d.clone());
+                        d
+                    }
+                    Err(_) => Vec::new(),
                 }
-                Err(_) => Vec::new(),
-            },
+            }
         };
         let config_mounts: HashMap<String, String> = c
             .host_config

@@ -88,6 +88,7 @@ impl<D: DockerApi> Shim<D> {
                          remove it first, or use another attempt number"
                     )));
                 }
+                self.facts.forget(&holder_id);
                 match self.docker.remove_container(&holder_id).await {
                     Ok(()) => {}
                     Err(e) if e.is_not_found() => {}

@@ -116,6 +116,26 @@ impl LogWriter {
         Ok(LogWriter { path, file })
     }
 
+    /// [`LogWriter::open`] done in place, without the blocking pool (creating or opening one
+    /// file on a local disk does not block for long).
+    pub fn open_now(path: impl AsRef<Path>) -> Result<Self, CriLogError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = path.as_ref().to_path_buf();
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o640)
+            .open(&path)
+            .map_err(|source| CriLogError::Io {
+                path: path.clone(),
+                source,
+            })?;
+        Ok(LogWriter {
+            path,
+            file: tokio::fs::File::from_std(file),
+        })
+    }
+
     async fn open_file(path: &Path) -> Result<tokio::fs::File, CriLogError> {
         tokio::fs::OpenOptions::new()
             .create(true)

@@ -124,10 +124,10 @@ impl<D: DockerApi> Shim<D> {
     }
 
     /// Marks the caches stale for an event that changes what they hold.
-    fn note_change(&self, ev: &EventMessage) {
+    fn note_change(self: &Arc<Self>, ev: &EventMessage) {
         let action = ev.action.as_deref().unwrap_or_default();
         match ev.typ {
-            Some(EventMessageTypeEnum::IMAGE) => self.image_refs.clear(),
+            Some(EventMessageTypeEnum::IMAGE) => self.note_image_change(ev),
             Some(EventMessageTypeEnum::CONTAINER) if action == "oom" => {
                 let actor = ev.actor.as_ref();
                 let ours = actor
@@ -145,9 +145,45 @@ impl<D: DockerApi> Shim<D> {
                     .is_some_and(|a| a.contains_key(labels::CONTAINER_TYPE_LABEL_KEY));
                 if ours {
                     self.listing.invalidate();
+                    if action == "destroy"
+                        && let Some(id) = ev.actor.as_ref().and_then(|a| a.id.as_deref())
+                    {
+                        self.facts.forget(id);
+                    }
                 }
             }
             _ => {}
+        }
+    }
+
+    /// An image event: the image it names is forgotten by the repo digest cache. Docker's `pull`
+    /// and `push` events name the reference, not the image: the cache is suspended while the
+    /// reference is inspected in the background, then only the image it names is forgotten.
+    fn note_image_change(self: &Arc<Self>, ev: &EventMessage) {
+        match ev.actor.as_ref().and_then(|a| a.id.as_deref()) {
+            Some(id) if id.starts_with("sha256:") && crate::image::is_image_id(id) => {
+                self.image_refs.invalidate(id)
+            }
+            Some(reference) if !reference.is_empty() => {
+                let resolving = self.image_refs.begin_resolve();
+                let shim = self.clone();
+                let reference = reference.to_string();
+                tokio::spawn(async move {
+                    match shim.docker.inspect_image(&reference).await {
+                        Ok(img) => match img.id {
+                            Some(id) => resolving.resolved(&id),
+                            None => drop(resolving),
+                        },
+                        // Removed since: the removal's event names the image.
+                        Err(e) if e.is_not_found() => resolving.gone(),
+                        // Docker failed: the guard forgets everything.
+                        Err(e) => {
+                            debug!(image = %reference, error = %e, "resolving an image event")
+                        }
+                    }
+                });
+            }
+            _ => self.image_refs.clear(),
         }
     }
 
@@ -163,6 +199,7 @@ impl<D: DockerApi> Shim<D> {
                 let mut stream = shim.docker.events(Some(since));
                 shim.listing.set_watching(true);
                 shim.image_refs.set_watching(true);
+                shim.facts.clear();
                 loop {
                     let next = tokio::select! {
                         _ = shim.shutdown.cancelled() => return,

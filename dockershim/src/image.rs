@@ -64,7 +64,7 @@ pub fn cri_image(img: &ImageInspect) -> cri::Image {
 }
 
 /// Is `reference` an image id (`sha256:<64 hex>` or 64 hex)?
-fn is_image_id(reference: &str) -> bool {
+pub(crate) fn is_image_id(reference: &str) -> bool {
     let hex = reference.strip_prefix("sha256:").unwrap_or(reference);
     hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit())
 }
@@ -142,7 +142,8 @@ impl<D: DockerApi> Shim<D> {
         })
     }
 
-    /// PullImage: credentials from the request; answers the image id.
+    /// PullImage: credentials from the request; answers the repo digest, or the id of an image
+    /// without one (the service forgets every cached digest when a pull fails).
     pub async fn pull_image(&self, req: cri::PullImageRequest) -> Result<String> {
         let reference = req
             .image
@@ -181,6 +182,10 @@ impl<D: DockerApi> Shim<D> {
         // image has one, otherwise its id.
         let img = self.docker.inspect_image(&reference).await?;
         info!(image = %reference, id = ?img.id, "image pulled");
+        // The pulled image may have gained a repo digest: only it is forgotten.
+        if let Some(id) = &img.id {
+            self.image_refs.invalidate(id);
+        }
         Ok(img
             .repo_digests
             .and_then(|d| d.into_iter().next())
@@ -193,15 +198,37 @@ impl<D: DockerApi> Shim<D> {
     /// with its digests when it was the last tag), an id the image with all its tags when they
     /// are in one repository — as upstream's dockershim and cri-dockerd mean to. Only when
     /// Docker refuses an id unforced (tags in several repositories, or an image in use) is the
-    /// image inspected and removed tag by tag, as upstream does.
+    /// image inspected and removed tag by tag, as upstream does. The repo digest cache forgets
+    /// the images Docker deleted; when an image only lost a reference (or the call failed) it
+    /// forgets everything, as which image changed is unknown.
     pub async fn remove_image(&self, req: cri::RemoveImageRequest) -> Result<()> {
+        let mut deleted = Vec::new();
+        let r = self.remove_image_collecting(req, &mut deleted).await;
+        if r.is_ok() && !deleted.is_empty() {
+            for id in &deleted {
+                self.image_refs.invalidate(id);
+            }
+        } else {
+            self.image_refs.clear();
+        }
+        r
+    }
+
+    async fn remove_image_collecting(
+        &self,
+        req: cri::RemoveImageRequest,
+        deleted: &mut Vec<String>,
+    ) -> Result<()> {
         let reference = req
             .image
             .map(|i| i.image)
             .filter(|i| !i.is_empty())
             .ok_or_else(|| ShimError::invalid("RemoveImage: image is required"))?;
         let refused = match self.docker.remove_image(&reference).await {
-            Ok(()) => return Ok(()),
+            Ok(ids) => {
+                deleted.extend(ids);
+                return Ok(());
+            }
             Err(e) if e.is_not_found() => return Ok(()),
             Err(e @ crate::docker::DockerError::Conflict { .. }) if is_image_id(&reference) => e,
             Err(e) => return Err(e.into()),
@@ -217,7 +244,7 @@ impl<D: DockerApi> Shim<D> {
         }
         for t in tags {
             match self.docker.remove_image(&t).await {
-                Ok(()) => {}
+                Ok(ids) => deleted.extend(ids),
                 Err(e) if e.is_not_found() => {}
                 Err(e) => return Err(e.into()),
             }

@@ -10,6 +10,7 @@ use bollard::models::{ContainerCreateBody, ContainerInspectResponse, HostConfig,
 use cri_proto::runtime::v1 as cri;
 use tracing::{info, warn};
 
+use crate::cache::Fact;
 use crate::checkpoint::{
     CheckpointData, PodSandboxCheckpoint, PortMapping as CheckpointPortMapping,
 };
@@ -189,6 +190,7 @@ impl<D: DockerApi> Shim<D> {
         // otherwise find our container still "created" and race us for the name.
         let _reserved = NameReservation::take(&name)?;
         let id = self.create_named(&name, body).await?;
+        self.facts.learn(&id, Fact::Sandbox { own_files });
 
         let ns = sandbox_ns_options(&config);
         let host_net = ns_mode(ns, |o| o.network) == cri::NamespaceMode::Node;
@@ -447,6 +449,7 @@ impl<D: DockerApi> Shim<D> {
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
+        self.facts.forget(&full_id);
         self.checkpoints
             .remove(&full_id)
             .map_err(ShimError::internal)?;

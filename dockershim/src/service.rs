@@ -429,9 +429,14 @@ impl<D: DockerApi> ImageService for DockerService<D> {
     }
 
     async fn pull_image(&self, req: Request<cri::PullImageRequest>) -> R<cri::PullImageResponse> {
-        let image_ref = self.shim.pull_image(req.into_inner()).await;
-        self.shim.image_refs.clear();
-        let image_ref = image_ref?;
+        let image_ref = self
+            .shim
+            .pull_image(req.into_inner())
+            .await
+            .inspect_err(|_| {
+                // Which image a failed pull changed (if any) is unknown.
+                self.shim.image_refs.clear()
+            })?;
         ok(cri::PullImageResponse { image_ref })
     }
 
@@ -439,9 +444,7 @@ impl<D: DockerApi> ImageService for DockerService<D> {
         &self,
         req: Request<cri::RemoveImageRequest>,
     ) -> R<cri::RemoveImageResponse> {
-        let r = self.shim.remove_image(req.into_inner()).await;
-        self.shim.image_refs.clear();
-        r?;
+        self.shim.remove_image(req.into_inner()).await?;
         ok(cri::RemoveImageResponse {})
     }
 

@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{CpuUsageCache, ImageRefCache, ListCache, Lookup, SizeCache};
+use crate::cache::{CpuUsageCache, Fact, FactCache, ImageRefCache, ListCache, Lookup, SizeCache};
 use crate::cgroups::CgroupCache;
 use crate::checkpoint::CheckpointStore;
 use crate::config::ShimConfig;
@@ -23,6 +23,7 @@ use crate::docker::DockerApi;
 use crate::errors::{Result, ShimError};
 use crate::labels;
 use crate::logs::LogManager;
+use crate::naming;
 use crate::network::CniNetwork;
 
 /// What the CRI Exec, Attach and PortForward RPCs need of the streaming server (upstream's
@@ -48,7 +49,9 @@ pub struct Shim<D: DockerApi> {
     /// The last listing of our containers, valid until something changes.
     pub listing: ListCache,
     /// Repo digests by image id, for ContainerStatus.
-    pub image_refs: ImageRefCache,
+    pub image_refs: Arc<ImageRefCache>,
+    /// What never changes about our containers (kind, log path), by whole id.
+    pub facts: FactCache,
     /// Cgroup directories of the containers whose stats were asked for.
     pub cgroups: CgroupCache,
     /// The last CPU sample of each container whose stats were asked for (`usage_nano_cores`).
@@ -134,7 +137,43 @@ impl<D: DockerApi> Shim<D> {
         if container_type(&c) != Some(labels::CONTAINER_TYPE_LABEL_SANDBOX) {
             return Err(ShimError::NotFound(format!("{id:?} is not a pod sandbox")));
         }
+        if let Some(full) = &c.id {
+            self.facts.learn(
+                full,
+                Fact::Sandbox {
+                    own_files: own_files_of(&c),
+                },
+            );
+        }
         Ok(c)
+    }
+
+    /// The whole id of sandbox `id` and whether its containers get dockershim's `resolv.conf`
+    /// and `hosts`: known without asking Docker for a sandbox dockershim made or inspected
+    /// before (given by its whole id), otherwise from an inspect.
+    pub(crate) async fn sandbox_facts(&self, id: &str) -> Result<(String, bool)> {
+        if naming::is_full_container_id(id)
+            && let Some(Fact::Sandbox { own_files }) = self.facts.get(id)
+        {
+            return Ok((id.to_string(), own_files));
+        }
+        let c = self.inspect_sandbox(id).await?;
+        let own_files = own_files_of(&c);
+        Ok((c.id.unwrap_or_else(|| id.to_string()), own_files))
+    }
+
+    /// The whole id of container `id` and its CRI log path, known without asking Docker for a
+    /// container dockershim made or inspected before (given by its whole id), otherwise from
+    /// an inspect.
+    pub(crate) async fn container_facts(&self, id: &str) -> Result<(String, Option<String>)> {
+        if naming::is_full_container_id(id)
+            && let Some(Fact::Container { log_path }) = self.facts.get(id)
+        {
+            return Ok((id.to_string(), log_path));
+        }
+        let c = self.inspect_app_container(id).await?;
+        let log_path = log_path_of(&c);
+        Ok((c.id.unwrap_or_else(|| id.to_string()), log_path))
     }
 
     /// Inspects `id` and checks it is one of our (non-sandbox) containers.
@@ -154,8 +193,31 @@ impl<D: DockerApi> Shim<D> {
                 "could not find container {id:?}"
             )));
         }
+        if let Some(full) = &c.id {
+            self.facts.learn(
+                full,
+                Fact::Container {
+                    log_path: log_path_of(&c),
+                },
+            );
+        }
         Ok(c)
     }
+}
+
+/// Does an inspected sandbox run without Docker's network, so that its containers get
+/// dockershim's `resolv.conf` and `hosts`?
+fn own_files_of(c: &ContainerInspectResponse) -> bool {
+    c.config.as_ref().and_then(|cfg| cfg.network_disabled) == Some(true)
+}
+
+/// The CRI log path (label) of an inspected container.
+fn log_path_of(c: &ContainerInspectResponse) -> Option<String> {
+    c.config
+        .as_ref()
+        .and_then(|cfg| cfg.labels.as_ref())
+        .and_then(|l| l.get(labels::CONTAINER_LOG_PATH_LABEL_KEY))
+        .cloned()
 }
 
 /// The value of our type label on an inspected container, if it has one.

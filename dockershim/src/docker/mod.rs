@@ -132,8 +132,12 @@ pub trait DockerApi: Send + Sync + 'static {
         stall_timeout: Duration,
         progress: Option<PullPublisher>,
     ) -> impl Future<Output = Result<(), DockerError>> + Send;
-    fn remove_image(&self, reference: &str)
-    -> impl Future<Output = Result<(), DockerError>> + Send;
+    /// Removes (untags) `reference`; answers the ids of the images Docker deleted (none when
+    /// the image only lost that reference and stays).
+    fn remove_image(
+        &self,
+        reference: &str,
+    ) -> impl Future<Output = Result<Vec<String>, DockerError>> + Send;
     /// Loads a `docker save` style archive.
     fn load_image(&self, archive: Vec<u8>) -> impl Future<Output = Result<(), DockerError>> + Send;
     /// Sizes of the writable layers of every container (the expensive `/system/df` call; the

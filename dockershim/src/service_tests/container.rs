@@ -529,3 +529,63 @@ async fn reopen_container_log_needs_a_running_container() {
         .await;
     assert_eq!(code_of(r), Code::FailedPrecondition);
 }
+
+/// CreateContainer and StartContainer of what this dockershim made ask Docker only to create
+/// and to start (issue 14: each inspected the sandbox or the container first, which cri-dockerd
+/// does not); the start still opens the log file the create's labels name. A dockershim that
+/// learnt nothing of them (a restart) or an id prefix inspects first, as before; a removed
+/// container is forgotten, and starting it again is Docker's NotFound.
+#[tokio::test]
+async fn create_and_start_ask_docker_nothing_more_of_what_dockershim_made() {
+    let fx = Fixture::new().await;
+    let sandbox = fx.sandbox_config("p");
+    let sandbox_id = fx.run_sandbox(sandbox.clone()).await;
+    let before = fx.docker.calls().len();
+    let id = fx
+        .create_container(&sandbox_id, &sandbox, fx.container_config("c"))
+        .await
+        .expect("CreateContainer");
+    fx.start_container(&id).await.expect("StartContainer");
+    let calls: Vec<String> = fx.docker.calls()[before..]
+        .iter()
+        .filter(|c| !c.starts_with("logs "))
+        .cloned()
+        .collect();
+    assert_eq!(calls.len(), 2, "a create and a start only: {calls:?}");
+    assert!(calls[0].starts_with("create ") && calls[1] == format!("start {id}"));
+    let log = fx
+        .dir
+        .path()
+        .join("pods")
+        .join("p")
+        .join(fx.container_config("c").log_path);
+    assert!(log.exists(), "the log file the labels name: {log:?}");
+
+    // What this dockershim did not make itself is inspected first.
+    fx.shim.facts.clear();
+    let second = fx
+        .create_container(&sandbox_id, &sandbox, fx.container_config("d"))
+        .await
+        .expect("CreateContainer");
+    assert!(
+        fx.docker
+            .calls_to("inspect")
+            .contains(&format!("inspect {sandbox_id}")),
+        "the sandbox inspected"
+    );
+    fx.shim.facts.clear();
+    fx.start_container(&second[..12]).await.expect("by prefix");
+    assert!(
+        fx.docker
+            .calls_to("inspect")
+            .contains(&format!("inspect {}", &second[..12]))
+    );
+
+    remove(&fx, &id).await.expect("remove");
+    assert_eq!(fx.shim.facts.get(&id), None, "forgotten with its container");
+    assert_eq!(
+        code_of(fx.start_container(&id).await),
+        Code::NotFound,
+        "Docker's own answer"
+    );
+}

@@ -3,8 +3,8 @@
 //! kubelet, idempotent RemoveImage by tag and by
 //! id, ImageFsInfo.
 
-use cri_proto::ImageService;
 use cri_proto::runtime::v1 as cri;
+use cri_proto::{ImageService, RuntimeService};
 use tonic::{Code, Request};
 
 use super::{BUSYBOX, Fixture, code_of};
@@ -268,4 +268,115 @@ async fn image_fs_info_names_dockers_image_store() {
         Some("/var/lib/docker/overlay2")
     );
     assert!(fs.timestamp > 0);
+}
+
+/// An image event of Docker's, as the Engine sends it.
+fn image_event(action: &str, actor: &str) -> bollard::models::EventMessage {
+    bollard::models::EventMessage {
+        typ: Some(bollard::models::EventMessageTypeEnum::IMAGE),
+        action: Some(action.to_string()),
+        actor: Some(bollard::models::EventActor {
+            id: Some(actor.to_string()),
+            attributes: None,
+        }),
+        time_nano: chrono::Utc::now().timestamp_nanos_opt(),
+        ..Default::default()
+    }
+}
+
+/// ContainerStatus asks Docker for the repo digests of the container's image once. Another
+/// image's pull or removal keeps them (issue 14: any pull or removal forgot them all, so in
+/// cri-bench every ContainerStatus cost two Docker calls, as cri-dockerd's always does); an
+/// event about the image itself forgets them; an event naming a reference (Docker's `pull`)
+/// forgets only the image that reference names once it is looked up.
+#[tokio::test]
+async fn container_status_keeps_its_image_digests_across_other_images_changes() {
+    use crate::docker::DockerApi;
+    let fx = Fixture::new().await;
+    let (_, id) = fx.pod_with_container("p", "c").await;
+    let busybox = fx
+        .docker
+        .inspect_image(BUSYBOX)
+        .await
+        .expect("busybox")
+        .id
+        .expect("an id");
+    let lookups = || {
+        fx.docker
+            .calls_to(&format!("inspect_image {busybox}"))
+            .len()
+    };
+    let status = || async {
+        fx.svc
+            .container_status(Request::new(cri::ContainerStatusRequest {
+                container_id: id.clone(),
+                verbose: false,
+            }))
+            .await
+            .expect("ContainerStatus")
+    };
+    // Until the event pump follows Docker's events nothing is cached: wait for it.
+    let mut settled = false;
+    for _ in 0..200 {
+        let before = lookups();
+        status().await;
+        if lookups() == before {
+            settled = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(
+        settled,
+        "the digests are cached once the events are followed"
+    );
+
+    let before = lookups();
+    fx.docker.allow_pull("other:1");
+    fx.svc
+        .pull_image(Request::new(cri::PullImageRequest {
+            image: spec("other:1"),
+            ..Default::default()
+        }))
+        .await
+        .expect("PullImage");
+    remove(&fx, "other:1").await.expect("RemoveImage");
+    status().await;
+    assert_eq!(lookups(), before, "another image's pull and removal");
+
+    // Docker's events of that pull: the reference is looked up, then only its image forgotten.
+    let other = fx.docker.add_image("other:2");
+    fx.docker.emit(image_event("pull", "other:2"));
+    fx.docker.emit(image_event("delete", &other));
+    let resolved = async {
+        while fx.docker.calls_to("inspect_image other:2").is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), resolved)
+        .await
+        .expect("the pulled reference is looked up");
+    let mut kept = false;
+    for _ in 0..200 {
+        let before = lookups();
+        status().await;
+        if lookups() == before {
+            kept = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    assert!(kept, "trusted again once the reference is resolved");
+
+    let before = lookups();
+    fx.docker.emit(image_event("tag", &busybox));
+    let forgotten = async {
+        while lookups() == before {
+            status().await;
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), forgotten)
+        .await
+        .expect("an event about the image itself forgets its digests");
 }

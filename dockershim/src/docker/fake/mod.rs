@@ -649,7 +649,7 @@ impl DockerApi for FakeDocker {
         Ok(())
     }
 
-    async fn remove_image(&self, reference: &str) -> Result<(), DockerError> {
+    async fn remove_image(&self, reference: &str) -> Result<Vec<String>, DockerError> {
         self.enter("remove_image", format!("remove_image {reference}"))?;
         let mut s = self.state();
         let tagged = with_default_tag(reference);
@@ -663,7 +663,7 @@ impl DockerApi for FakeDocker {
         let by_tag = s.images[i].tags.contains(&tagged);
         if by_tag && s.images[i].tags.len() > 1 {
             s.images[i].tags.retain(|t| *t != tagged);
-            return Ok(());
+            return Ok(Vec::new());
         }
         if !by_tag && s.images[i].tags.len() > 1 {
             return Err(DockerError::Conflict {
@@ -685,7 +685,7 @@ impl DockerApi for FakeDocker {
             });
         }
         s.images.remove(i);
-        Ok(())
+        Ok(vec![image_id])
     }
 
     async fn load_image(&self, archive: Vec<u8>) -> Result<(), DockerError> {

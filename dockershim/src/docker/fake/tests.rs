@@ -99,7 +99,7 @@ async fn images_resolve_by_tag_id_and_digest() {
         d.remove_image("sha256:abc").await,
         Err(DockerError::Conflict { .. })
     ));
-    d.remove_image("a:1").await.unwrap();
+    assert_eq!(d.remove_image("a:1").await.unwrap(), Vec::<String>::new());
     assert_eq!(d.images()[1].tags, vec!["b:1".to_string()]);
     assert!(d.pull_image("x", None, Duration::ZERO, None).await.is_err());
     d.allow_pull("x");

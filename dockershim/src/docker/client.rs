@@ -86,6 +86,11 @@ impl BollardDocker {
 
 /// How long an idle connection to the Engine's socket is kept for the next request.
 const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
+/// How many idle connections to the Engine are kept at most. Every ended stream (a container's
+/// log follower when it exits, a pull) hands its connection back: without a bound, 110 pods
+/// torn down would leave 110 idle connections, each with its buffers here and a goroutine in
+/// dockerd. The kubelet's bursts rarely have more calls in flight than this.
+const MAX_IDLE_CONNECTIONS: usize = 8;
 
 /// bollard on the Engine's unix socket at `path`, reusing connections between requests (HTTP
 /// keep-alive, as cri-dockerd's Go client does). bollard's own unix client keeps no idle
@@ -103,6 +108,7 @@ fn keep_alive_unix(path: &str, timeout: u64) -> Result<Docker, BollardError> {
     let client = std::sync::Arc::new(
         Client::builder(TokioExecutor::new())
             .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+            .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
             .pool_timer(TokioTimer::new())
             .build(hyperlocal::UnixConnector),
     );
@@ -603,6 +609,29 @@ mod tests {
             accepted.load(Ordering::SeqCst),
             1,
             "the negotiation and ten inspects on one connection"
+        );
+        // A burst opens more; only MAX_IDLE_CONNECTIONS of them are kept afterwards.
+        let burst = futures::future::join_all((0..3 * MAX_IDLE_CONNECTIONS).map(|_| {
+            let docker = docker.clone();
+            async move { docker.inspect_container("c").await }
+        }))
+        .await;
+        assert!(burst.iter().all(Result::is_ok));
+        let opened = accepted.load(Ordering::SeqCst);
+        assert!(
+            opened > 1 + MAX_IDLE_CONNECTIONS,
+            "a burst of calls in flight together opens more connections: {opened}"
+        );
+        let again = futures::future::join_all((0..3 * MAX_IDLE_CONNECTIONS).map(|_| {
+            let docker = docker.clone();
+            async move { docker.inspect_container("c").await }
+        }))
+        .await;
+        assert!(again.iter().all(Result::is_ok));
+        let reused = 3 * MAX_IDLE_CONNECTIONS - (accepted.load(Ordering::SeqCst) - opened);
+        assert!(
+            reused <= MAX_IDLE_CONNECTIONS,
+            "a second burst reuses at most the {MAX_IDLE_CONNECTIONS} kept: {reused}"
         );
     }
 

@@ -73,6 +73,16 @@ fn apply_resources(r: &cri::LinuxContainerResources, oom_floor: Option<i64>, hc:
     hc.cpuset_mems = (!r.cpuset_mems.is_empty()).then(|| r.cpuset_mems.clone());
 }
 
+/// ExecSync's refusal of a container that is not running (Docker's own reason, if any, after).
+fn not_running(id: &str, docker: &str) -> ShimError {
+    let why = if docker.is_empty() {
+        String::new()
+    } else {
+        format!(": {docker}")
+    };
+    ShimError::FailedPrecondition(format!("container {id:?} is not running{why}"))
+}
+
 /// Creates a container's log directory if needed and opens (creates) its CRI log file.
 ///
 /// Both are done in place rather than through `tokio::fs`: two metadata operations on a local
@@ -401,26 +411,32 @@ impl<D: DockerApi> Shim<D> {
         if req.cmd.is_empty() {
             return Err(ShimError::invalid("ExecSync: cmd is required"));
         }
-        let c = self.inspect_app_container(&req.container_id).await?;
-        if !c.state.as_ref().and_then(|s| s.running).unwrap_or(false) {
-            return Err(ShimError::FailedPrecondition(format!(
-                "container {:?} is not running",
-                req.container_id
-            )));
-        }
+        // A container dockershim knows (by its whole id) goes straight to Docker, whose exec
+        // refuses a container that is not running (409, as FailedPrecondition below); any
+        // other is inspected first, as cri-dockerd does for every exec.
+        let full_id = match self.facts.get(&req.container_id) {
+            Some(Fact::Container { .. }) if naming::is_full_container_id(&req.container_id) => {
+                req.container_id.clone()
+            }
+            _ => {
+                let c = self.inspect_app_container(&req.container_id).await?;
+                if !c.state.as_ref().and_then(|s| s.running).unwrap_or(false) {
+                    return Err(not_running(&req.container_id, "").into());
+                }
+                c.id.unwrap_or_else(|| req.container_id.clone())
+            }
+        };
         let timeout = (req.timeout > 0).then(|| Duration::from_secs(req.timeout as u64));
         let out = self
             .docker
-            .exec(
-                c.id.as_deref().unwrap_or(&req.container_id),
-                req.cmd,
-                timeout,
-                MAX_EXEC_SYNC_OUTPUT,
-            )
+            .exec(&full_id, req.cmd, timeout, MAX_EXEC_SYNC_OUTPUT)
             .await
             .map_err(|e| match e {
                 crate::docker::DockerError::Timeout(t) => {
                     ShimError::DeadlineExceeded(format!("command timed out after {t:?}"))
+                }
+                crate::docker::DockerError::Conflict { message } => {
+                    not_running(&req.container_id, &message)
                 }
                 e => e.into(),
             })?;

@@ -443,8 +443,14 @@ async fn stop_and_remove_container_pass_the_grace_period_and_are_idempotent() {
 async fn exec_sync_returns_the_output_and_maps_timeouts_and_stopped_containers() {
     let fx = Fixture::new().await;
     let (_, id) = fx.pod_with_container("p", "c").await;
+    let inspects = fx.docker.calls_to("inspect").len();
     let out = exec_sync(&fx, &id, &["echo", "hi"], 0).await.expect("exec");
     assert_eq!((out.stdout, out.exit_code), (b"echo hi\n".to_vec(), 0));
+    assert_eq!(
+        fx.docker.calls_to("inspect").len(),
+        inspects,
+        "a container dockershim made goes straight to Docker's exec"
+    );
     assert_eq!(
         fx.docker.calls_to("exec"),
         vec![format!(
@@ -476,7 +482,14 @@ async fn exec_sync_returns_the_output_and_maps_timeouts_and_stopped_containers()
 
     fx.docker.exit(&id, 0, false);
     let r = exec_sync(&fx, &id, &["true"], 0).await;
-    assert_eq!(code_of(r), Code::FailedPrecondition);
+    assert_eq!(code_of(r), Code::FailedPrecondition, "Docker's 409");
+    fx.shim.facts.clear();
+    let r = exec_sync(&fx, &id, &["true"], 0).await;
+    assert_eq!(
+        code_of(r),
+        Code::FailedPrecondition,
+        "found not running by the inspect"
+    );
     assert_eq!(
         code_of(exec_sync(&fx, "0123456789ab", &["true"], 0).await),
         Code::NotFound

@@ -534,7 +534,13 @@ impl DockerApi for FakeDocker {
             ),
         )?;
         let mut s = self.state();
-        Self::find(&s, id)?;
+        let i = Self::find(&s, id)?;
+        if !s.containers[i].running() {
+            // The Engine's exec create on a stopped (or paused, restarting) container.
+            return Err(DockerError::Conflict {
+                message: format!("container {id} is not running"),
+            });
+        }
         match s.exec_results.pop_front() {
             Some(r) => r,
             None => Ok(ExecOutput {

@@ -421,7 +421,7 @@ impl<D: DockerApi> Shim<D> {
             _ => {
                 let c = self.inspect_app_container(&req.container_id).await?;
                 if !c.state.as_ref().and_then(|s| s.running).unwrap_or(false) {
-                    return Err(not_running(&req.container_id, "").into());
+                    return Err(not_running(&req.container_id, ""));
                 }
                 c.id.unwrap_or_else(|| req.container_id.clone())
             }

@@ -83,18 +83,15 @@ fn not_running(id: &str, docker: &str) -> ShimError {
     ShimError::FailedPrecondition(format!("container {id:?} is not running{why}"))
 }
 
-/// Creates a container's log directory if needed and opens (creates) its CRI log file.
-///
-/// Both are done in place rather than through `tokio::fs`: two metadata operations on a local
-/// disk take microseconds, while each `tokio::fs` call is a hand-off to the blocking pool and
-/// back, two thread wake-ups that cost milliseconds on a CPU-bound host.
+/// Creates a container's log directory if needed and opens (creates) its CRI log file, both
+/// in place (see [`LogWriter::open`]).
 fn open_log(path: &Path) -> Result<LogWriter> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| {
             ShimError::internal(format!("create log directory {}: {e}", dir.display()))
         })?;
     }
-    LogWriter::open_now(path).map_err(|e| ShimError::internal(format!("open container log: {e}")))
+    LogWriter::open(path).map_err(|e| ShimError::internal(format!("open container log: {e}")))
 }
 
 /// The container's log file: the sandbox's `log_directory` joined with the container's
@@ -415,9 +412,7 @@ impl<D: DockerApi> Shim<D> {
         // refuses a container that is not running (409, as FailedPrecondition below); any
         // other is inspected first, as cri-dockerd does for every exec.
         let full_id = match self.facts.get(&req.container_id) {
-            Some(Fact::Container { .. }) if naming::is_full_container_id(&req.container_id) => {
-                req.container_id.clone()
-            }
+            Some(Fact::Container { .. }) => req.container_id.clone(),
             _ => {
                 let c = self.inspect_app_container(&req.container_id).await?;
                 if !c.state.as_ref().and_then(|s| s.running).unwrap_or(false) {

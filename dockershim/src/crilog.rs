@@ -110,39 +110,23 @@ pub struct LogWriter {
 
 impl LogWriter {
     /// Open (create if missing, never truncate) the log file for appending.
-    pub async fn open(path: impl AsRef<Path>) -> Result<Self, CriLogError> {
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, CriLogError> {
         let path = path.as_ref().to_path_buf();
-        let file = Self::open_file(&path).await?;
+        let file = Self::open_file(&path)?;
         Ok(LogWriter { path, file })
     }
 
-    /// [`LogWriter::open`] done in place, without the blocking pool (creating or opening one
-    /// file on a local disk does not block for long).
-    pub fn open_now(path: impl AsRef<Path>) -> Result<Self, CriLogError> {
+    /// Opens in place, not through `tokio::fs`: creating or opening one file on a local disk
+    /// takes microseconds, while a trip to the blocking pool and back is two thread wake-ups,
+    /// milliseconds on a CPU-bound host (StartContainer opens the file on its request path).
+    fn open_file(path: &Path) -> Result<tokio::fs::File, CriLogError> {
         use std::os::unix::fs::OpenOptionsExt;
-        let path = path.as_ref().to_path_buf();
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .mode(0o640)
-            .open(&path)
-            .map_err(|source| CriLogError::Io {
-                path: path.clone(),
-                source,
-            })?;
-        Ok(LogWriter {
-            path,
-            file: tokio::fs::File::from_std(file),
-        })
-    }
-
-    async fn open_file(path: &Path) -> Result<tokio::fs::File, CriLogError> {
-        tokio::fs::OpenOptions::new()
+        std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o640)
             .open(path)
-            .await
+            .map(tokio::fs::File::from_std)
             .map_err(|source| CriLogError::Io {
                 path: path.to_path_buf(),
                 source,
@@ -156,7 +140,7 @@ impl LogWriter {
     /// Open the path again (after the kubelet renamed the old file away); the
     /// old handle is flushed and closed only once the new one is open.
     pub async fn reopen(&mut self) -> Result<(), CriLogError> {
-        let new = Self::open_file(&self.path).await?;
+        let new = Self::open_file(&self.path)?;
         let _ = self.file.flush().await;
         self.file = new;
         Ok(())
@@ -308,7 +292,7 @@ where
     E: std::fmt::Display + Send + 'static,
 {
     let path = path.as_ref().to_path_buf();
-    spawn_copier(async move { LogWriter::open(&path).await }, chunks, max_len)
+    spawn_copier(async move { LogWriter::open(&path) }, chunks, max_len)
 }
 
 /// [`spawn_chunk_copier`] into a log file the caller has already opened: the
@@ -530,7 +514,7 @@ mod tests {
     async fn a_copier_into_an_opened_writer_uses_the_file_that_exists_already() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("0.log");
-        let writer = LogWriter::open(&path).await.unwrap();
+        let writer = LogWriter::open(&path).unwrap();
         let meta = std::fs::metadata(&path).expect("open creates the file");
         assert_eq!(meta.len(), 0, "created empty");
         let (tx, rx) = mpsc::channel::<Result<(LogStream, Bytes), String>>(4);

@@ -143,8 +143,26 @@ impl<D: DockerApi> Shim<D> {
     }
 
     /// PullImage: credentials from the request; answers the repo digest, or the id of an image
-    /// without one (the service forgets every cached digest when a pull fails).
+    /// without one. The repo digest cache forgets the pulled image (it may have gained a
+    /// digest), or everything when the pull failed, as which image it changed is unknown.
     pub async fn pull_image(&self, req: cri::PullImageRequest) -> Result<String> {
+        let img = self
+            .pull_and_inspect(req)
+            .await
+            .inspect_err(|_| self.image_refs.clear())?;
+        if let Some(id) = &img.id {
+            self.image_refs.invalidate(id);
+        }
+        // cri-dockerd's (and upstream dockershim's) `getImageRef`: the repo digest when the
+        // image has one, otherwise its id.
+        Ok(img
+            .repo_digests
+            .and_then(|d| d.into_iter().next())
+            .or(img.id)
+            .unwrap_or_default())
+    }
+
+    async fn pull_and_inspect(&self, req: cri::PullImageRequest) -> Result<ImageInspect> {
         let reference = req
             .image
             .map(|i| i.image)
@@ -178,19 +196,9 @@ impl<D: DockerApi> Shim<D> {
                 )),
                 e => e.into(),
             })?;
-        // cri-dockerd's (and upstream dockershim's) `getImageRef`: the repo digest when the
-        // image has one, otherwise its id.
         let img = self.docker.inspect_image(&reference).await?;
         info!(image = %reference, id = ?img.id, "image pulled");
-        // The pulled image may have gained a repo digest: only it is forgotten.
-        if let Some(id) = &img.id {
-            self.image_refs.invalidate(id);
-        }
-        Ok(img
-            .repo_digests
-            .and_then(|d| d.into_iter().next())
-            .or(img.id)
-            .unwrap_or_default())
+        Ok(img)
     }
 
     /// RemoveImage by id, tag or digest. Removing an absent image succeeds. The reference goes
@@ -202,46 +210,43 @@ impl<D: DockerApi> Shim<D> {
     /// the images Docker deleted; when an image only lost a reference (or the call failed) it
     /// forgets everything, as which image changed is unknown.
     pub async fn remove_image(&self, req: cri::RemoveImageRequest) -> Result<()> {
-        let mut deleted = Vec::new();
-        let r = self.remove_image_collecting(req, &mut deleted).await;
-        if r.is_ok() && !deleted.is_empty() {
-            for id in &deleted {
-                self.image_refs.invalidate(id);
+        match self.remove_image_ids(req).await {
+            Ok(deleted) if !deleted.is_empty() => {
+                for id in &deleted {
+                    self.image_refs.invalidate(id);
+                }
+                Ok(())
             }
-        } else {
-            self.image_refs.clear();
+            r => {
+                self.image_refs.clear();
+                r.map(drop)
+            }
         }
-        r
     }
 
-    async fn remove_image_collecting(
-        &self,
-        req: cri::RemoveImageRequest,
-        deleted: &mut Vec<String>,
-    ) -> Result<()> {
+    /// RemoveImage's Docker calls; answers the ids of the images Docker deleted.
+    async fn remove_image_ids(&self, req: cri::RemoveImageRequest) -> Result<Vec<String>> {
         let reference = req
             .image
             .map(|i| i.image)
             .filter(|i| !i.is_empty())
             .ok_or_else(|| ShimError::invalid("RemoveImage: image is required"))?;
         let refused = match self.docker.remove_image(&reference).await {
-            Ok(ids) => {
-                deleted.extend(ids);
-                return Ok(());
-            }
-            Err(e) if e.is_not_found() => return Ok(()),
+            Ok(ids) => return Ok(ids),
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
             Err(e @ crate::docker::DockerError::Conflict { .. }) if is_image_id(&reference) => e,
             Err(e) => return Err(e.into()),
         };
         let img = match self.docker.inspect_image(&reference).await {
             Ok(img) => img,
-            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(Vec::new()),
             Err(e) => return Err(e.into()),
         };
         let tags = real_tags(img.repo_tags.clone());
         if tags.len() < 2 {
             return Err(refused.into());
         }
+        let mut deleted = Vec::new();
         for t in tags {
             match self.docker.remove_image(&t).await {
                 Ok(ids) => deleted.extend(ids),
@@ -249,7 +254,7 @@ impl<D: DockerApi> Shim<D> {
                 Err(e) => return Err(e.into()),
             }
         }
-        Ok(())
+        Ok(deleted)
     }
 
     /// ImageFsInfo: usage of the filesystem holding Docker's data root.

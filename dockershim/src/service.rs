@@ -429,14 +429,7 @@ impl<D: DockerApi> ImageService for DockerService<D> {
     }
 
     async fn pull_image(&self, req: Request<cri::PullImageRequest>) -> R<cri::PullImageResponse> {
-        let image_ref = self
-            .shim
-            .pull_image(req.into_inner())
-            .await
-            .inspect_err(|_| {
-                // Which image a failed pull changed (if any) is unknown.
-                self.shim.image_refs.clear()
-            })?;
+        let image_ref = self.shim.pull_image(req.into_inner()).await?;
         ok(cri::PullImageResponse { image_ref })
     }
 

@@ -23,7 +23,6 @@ use crate::docker::DockerApi;
 use crate::errors::{Result, ShimError};
 use crate::labels;
 use crate::logs::LogManager;
-use crate::naming;
 use crate::network::CniNetwork;
 
 /// What the CRI Exec, Attach and PortForward RPCs need of the streaming server (upstream's
@@ -150,11 +149,10 @@ impl<D: DockerApi> Shim<D> {
 
     /// The whole id of sandbox `id` and whether its containers get dockershim's `resolv.conf`
     /// and `hosts`: known without asking Docker for a sandbox dockershim made or inspected
-    /// before (given by its whole id), otherwise from an inspect.
+    /// before (given by its whole id: facts are kept by whole id, a prefix finds none),
+    /// otherwise from an inspect.
     pub(crate) async fn sandbox_facts(&self, id: &str) -> Result<(String, bool)> {
-        if naming::is_full_container_id(id)
-            && let Some(Fact::Sandbox { own_files }) = self.facts.get(id)
-        {
+        if let Some(Fact::Sandbox { own_files }) = self.facts.get(id) {
             return Ok((id.to_string(), own_files));
         }
         let c = self.inspect_sandbox(id).await?;
@@ -162,13 +160,10 @@ impl<D: DockerApi> Shim<D> {
         Ok((c.id.unwrap_or_else(|| id.to_string()), own_files))
     }
 
-    /// The whole id of container `id` and its CRI log path, known without asking Docker for a
-    /// container dockershim made or inspected before (given by its whole id), otherwise from
-    /// an inspect.
+    /// The whole id of container `id` and its CRI log path, as [`Shim::sandbox_facts`] for a
+    /// sandbox.
     pub(crate) async fn container_facts(&self, id: &str) -> Result<(String, Option<String>)> {
-        if naming::is_full_container_id(id)
-            && let Some(Fact::Container { log_path }) = self.facts.get(id)
-        {
+        if let Some(Fact::Container { log_path }) = self.facts.get(id) {
             return Ok((id.to_string(), log_path));
         }
         let c = self.inspect_app_container(id).await?;

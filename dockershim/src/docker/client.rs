@@ -611,23 +611,20 @@ mod tests {
             "the negotiation and ten inspects on one connection"
         );
         // A burst opens more; only MAX_IDLE_CONNECTIONS of them are kept afterwards.
-        let burst = futures::future::join_all((0..3 * MAX_IDLE_CONNECTIONS).map(|_| {
-            let docker = docker.clone();
-            async move { docker.inspect_container("c").await }
-        }))
-        .await;
-        assert!(burst.iter().all(Result::is_ok));
+        let burst = || async {
+            let all = futures::future::join_all(
+                (0..3 * MAX_IDLE_CONNECTIONS).map(|_| docker.inspect_container("c")),
+            )
+            .await;
+            assert!(all.iter().all(Result::is_ok));
+        };
+        burst().await;
         let opened = accepted.load(Ordering::SeqCst);
         assert!(
             opened > 1 + MAX_IDLE_CONNECTIONS,
             "a burst of calls in flight together opens more connections: {opened}"
         );
-        let again = futures::future::join_all((0..3 * MAX_IDLE_CONNECTIONS).map(|_| {
-            let docker = docker.clone();
-            async move { docker.inspect_container("c").await }
-        }))
-        .await;
-        assert!(again.iter().all(Result::is_ok));
+        burst().await;
         let reused = 3 * MAX_IDLE_CONNECTIONS - (accepted.load(Ordering::SeqCst) - opened);
         assert!(
             reused <= MAX_IDLE_CONNECTIONS,

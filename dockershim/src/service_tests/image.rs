@@ -315,19 +315,21 @@ async fn container_status_keeps_its_image_digests_across_other_images_changes() 
             .await
             .expect("ContainerStatus")
     };
-    // Until the event pump follows Docker's events nothing is cached: wait for it.
-    let mut settled = false;
-    for _ in 0..200 {
-        let before = lookups();
-        status().await;
-        if lookups() == before {
-            settled = true;
-            break;
+    // Does a ContainerStatus come (within a second) that asks Docker nothing about the image?
+    let answered_from_cache = || async {
+        for _ in 0..200 {
+            let before = lookups();
+            status().await;
+            if lookups() == before {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
+        false
+    };
+    // Until the event pump follows Docker's events nothing is cached: wait for it.
     assert!(
-        settled,
+        answered_from_cache().await,
         "the digests are cached once the events are followed"
     );
 
@@ -356,17 +358,10 @@ async fn container_status_keeps_its_image_digests_across_other_images_changes() 
     tokio::time::timeout(std::time::Duration::from_secs(10), resolved)
         .await
         .expect("the pulled reference is looked up");
-    let mut kept = false;
-    for _ in 0..200 {
-        let before = lookups();
-        status().await;
-        if lookups() == before {
-            kept = true;
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-    }
-    assert!(kept, "trusted again once the reference is resolved");
+    assert!(
+        answered_from_cache().await,
+        "trusted again once the reference is resolved"
+    );
 
     let before = lookups();
     fx.docker.emit(image_event("tag", &busybox));

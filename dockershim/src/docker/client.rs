@@ -1,6 +1,5 @@
-//! [`DockerApi`] on the real Docker Engine, through bollard: the connection (unix socket, with
-//! keep-alive connections, or TCP) with API-version negotiation, one bollard call per trait
-//! method, Docker's status codes
+//! [`DockerApi`] on the real Docker Engine, through bollard: the connection (unix socket or
+//! TCP) with API-version negotiation, one bollard call per trait method, Docker's status codes
 //! kept as [`DockerError`] kinds, exec with a timeout that kills the exec'd process tree from
 //! the host (Docker has no exec kill), and pulls cancelled when they stall.
 
@@ -56,9 +55,13 @@ impl BollardDocker {
     /// `tcp://host:port`) and negotiates the API version down to what the daemon speaks.
     pub async fn connect(endpoint: &str, timeout: Duration) -> Result<Self, DockerError> {
         let docker = if let Some(path) = endpoint.strip_prefix("unix://") {
-            keep_alive_unix(path, timeout.as_secs().max(1))
+            Docker::connect_with_unix(path, timeout.as_secs().max(1), bollard::API_DEFAULT_VERSION)
         } else if endpoint.starts_with('/') {
-            keep_alive_unix(endpoint, timeout.as_secs().max(1))
+            Docker::connect_with_unix(
+                endpoint,
+                timeout.as_secs().max(1),
+                bollard::API_DEFAULT_VERSION,
+            )
         } else if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
             Docker::connect_with_http(
                 endpoint,
@@ -82,53 +85,6 @@ impl BollardDocker {
     pub fn client(&self) -> &Docker {
         &self.docker
     }
-}
-
-/// How long an idle connection to the Engine's socket is kept for the next request.
-const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(30);
-/// How many idle connections to the Engine are kept at most. Every ended stream (a container's
-/// log follower when it exits, a pull) hands its connection back: without a bound, 110 pods
-/// torn down would leave 110 idle connections, each with its buffers here and a goroutine in
-/// dockerd. The kubelet's bursts rarely have more calls in flight than this.
-const MAX_IDLE_CONNECTIONS: usize = 8;
-
-/// bollard on the Engine's unix socket at `path`, reusing connections between requests (HTTP
-/// keep-alive, as cri-dockerd's Go client does). bollard's own unix client keeps no idle
-/// connection (`pool_max_idle_per_host(0)`): every call would connect anew, costing a connect
-/// and an accept with a new goroutine in dockerd each time. Upgraded (hijacked) connections —
-/// attach and exec streams — never return to the pool; a connection the Engine closed is
-/// dropped from it, and a request that found it closed before sending anything is retried.
-fn keep_alive_unix(path: &str, timeout: u64) -> Result<Docker, BollardError> {
-    use hyper_util::client::legacy::Client;
-    use hyper_util::rt::{TokioExecutor, TokioTimer};
-    if !std::path::Path::new(path).exists() {
-        return Err(BollardError::SocketNotFoundError(path.to_string()));
-    }
-    let socket = std::path::PathBuf::from(path);
-    let client = std::sync::Arc::new(
-        Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
-            .pool_max_idle_per_host(MAX_IDLE_CONNECTIONS)
-            .pool_timer(TokioTimer::new())
-            .build(hyperlocal::UnixConnector),
-    );
-    Docker::connect_with_custom_transport(
-        move |req: bollard::BollardRequest| {
-            let client = client.clone();
-            let (mut parts, body) = req.into_parts();
-            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
-            parts.uri = hyperlocal::Uri::new(&socket, path).into();
-            async move {
-                client
-                    .request(http::Request::from_parts(parts, body))
-                    .await
-                    .map_err(BollardError::from)
-            }
-        },
-        Some("http://docker"),
-        timeout,
-        bollard::API_DEFAULT_VERSION,
-    )
 }
 
 /// The direct children of `pid`, from /proc (every thread's `children` list).
@@ -553,84 +509,6 @@ pub fn split_reference(reference: &str) -> (String, Option<&str>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A stand-in Engine on a unix socket that counts the connections it accepts and answers
-    /// `/version` and a container inspect.
-    async fn counting_engine(
-        path: &std::path::Path,
-    ) -> std::sync::Arc<std::sync::atomic::AtomicUsize> {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        let listener = tokio::net::UnixListener::bind(path).expect("bind");
-        let accepted = std::sync::Arc::new(AtomicUsize::new(0));
-        let count = accepted.clone();
-        tokio::spawn(async move {
-            while let Ok((stream, _)) = listener.accept().await {
-                count.fetch_add(1, Ordering::SeqCst);
-                tokio::spawn(async move {
-                    let service = hyper::service::service_fn(|req: http::Request<_>| async move {
-                        let body = if req.uri().path().ends_with("/version") {
-                            r#"{"Version":"28.2.2","ApiVersion":"1.50","MinAPIVersion":"1.24"}"#
-                        } else {
-                            r#"{"Id":"0123abcd","Name":"/c"}"#
-                        };
-                        Ok::<_, std::convert::Infallible>(
-                            http::Response::builder()
-                                .header("content-type", "application/json")
-                                .body(http_body_util::Full::new(bytes::Bytes::from(body)))
-                                .expect("response"),
-                        )
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
-                        .await;
-                });
-            }
-        });
-        accepted
-    }
-
-    /// Requests in a row share one connection to the Engine (issue 14: bollard's own unix
-    /// client connected anew for every request).
-    #[tokio::test]
-    async fn requests_reuse_the_connection_to_the_engine() {
-        use std::sync::atomic::Ordering;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let sock = dir.path().join("docker.sock");
-        let accepted = counting_engine(&sock).await;
-        let endpoint = format!("unix://{}", sock.display());
-        let docker = BollardDocker::connect(&endpoint, Duration::from_secs(5))
-            .await
-            .expect("connect and negotiate");
-        for _ in 0..10 {
-            let c = docker.inspect_container("c").await.expect("inspect");
-            assert_eq!(c.id.as_deref(), Some("0123abcd"));
-        }
-        assert_eq!(
-            accepted.load(Ordering::SeqCst),
-            1,
-            "the negotiation and ten inspects on one connection"
-        );
-        // A burst opens more; only MAX_IDLE_CONNECTIONS of them are kept afterwards.
-        let burst = || async {
-            let all = futures::future::join_all(
-                (0..3 * MAX_IDLE_CONNECTIONS).map(|_| docker.inspect_container("c")),
-            )
-            .await;
-            assert!(all.iter().all(Result::is_ok));
-        };
-        burst().await;
-        let opened = accepted.load(Ordering::SeqCst);
-        assert!(
-            opened > 1 + MAX_IDLE_CONNECTIONS,
-            "a burst of calls in flight together opens more connections: {opened}"
-        );
-        burst().await;
-        let reused = 3 * MAX_IDLE_CONNECTIONS - (accepted.load(Ordering::SeqCst) - opened);
-        assert!(
-            reused <= MAX_IDLE_CONNECTIONS,
-            "a second burst reuses at most the {MAX_IDLE_CONNECTIONS} kept: {reused}"
-        );
-    }
 
     #[test]
     fn kill_process_tree_reaches_grandchildren() {

@@ -141,6 +141,16 @@ impl PrivateDockerd {
         Ok(())
     }
 
+    /// Sends dockerd SIGTERM and returns at once: it closes its socket and then stops its
+    /// containers, still serving the connections it has, until it exits. `restart`, `stop`
+    /// and drop wait for the exit.
+    pub fn terminate(&self) {
+        if let Some(c) = &self.child {
+            // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
+            unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
+        }
+    }
+
     /// Stops dockerd with SIGTERM and waits for it to exit (SIGKILL after 60 s). Without
     /// `--live-restore` Docker stops every container on the way out.
     pub fn stop(&mut self) {

@@ -50,12 +50,17 @@ pub struct InProcessShim {
 impl InProcessShim {
     /// Starts dockershim on a socket in a fresh temp dir, in CNI mode on the test bed's network.
     pub async fn start(tb: &Testbed) -> anyhow::Result<InProcessShim> {
+        Self::start_on(tb, &tb.docker_endpoint).await
+    }
+
+    /// As [`InProcessShim::start`], on the Docker Engine at `docker_endpoint`.
+    pub async fn start_on(tb: &Testbed, docker_endpoint: &str) -> anyhow::Result<InProcessShim> {
         let dir = tempfile::Builder::new()
             .prefix("dockershim-it-")
             .tempdir()?;
         let endpoint = format!("unix://{}/dockershim.sock", dir.path().display());
         let mut config = dockershim::ShimConfig::with_endpoint(endpoint);
-        config.docker_endpoint = tb.docker_endpoint.clone();
+        config.docker_endpoint = docker_endpoint.to_string();
         config.pod_infra_image = tb.pause_image.clone();
         config.root_directory = dir.path().join("root");
         config.cni = Some(dockershim::config::CniSettings {

@@ -1,6 +1,6 @@
-//! [`DockerApi`] on the real Docker Engine, through bollard: the connection (unix socket or
-//! TCP) with API-version negotiation, one bollard call per trait method, Docker's status codes
-//! kept as [`DockerError`] kinds, exec with a timeout that kills the exec'd process tree from
+//! [`DockerApi`] on the real Docker Engine, through bollard: the connection (unix socket, with
+//! keep-alive connections from `transport`, or TCP) with API-version negotiation, one bollard
+//! call per trait method, Docker's status codes kept as [`DockerError`] kinds, exec with a timeout that kills the exec'd process tree from
 //! the host (Docker has no exec kill), and pulls cancelled when they stall.
 
 use std::collections::HashMap;
@@ -55,13 +55,9 @@ impl BollardDocker {
     /// `tcp://host:port`) and negotiates the API version down to what the daemon speaks.
     pub async fn connect(endpoint: &str, timeout: Duration) -> Result<Self, DockerError> {
         let docker = if let Some(path) = endpoint.strip_prefix("unix://") {
-            Docker::connect_with_unix(path, timeout.as_secs().max(1), bollard::API_DEFAULT_VERSION)
+            super::transport::keep_alive_unix(path, timeout.as_secs().max(1))
         } else if endpoint.starts_with('/') {
-            Docker::connect_with_unix(
-                endpoint,
-                timeout.as_secs().max(1),
-                bollard::API_DEFAULT_VERSION,
-            )
+            super::transport::keep_alive_unix(endpoint, timeout.as_secs().max(1))
         } else if endpoint.starts_with("tcp://") || endpoint.starts_with("http://") {
             Docker::connect_with_http(
                 endpoint,

@@ -9,6 +9,7 @@ mod client;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fake;
 pub mod progress;
+mod transport;
 
 use std::collections::HashMap;
 use std::future::Future;

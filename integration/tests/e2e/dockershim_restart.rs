@@ -207,3 +207,104 @@ async fn dockershim_checkpoint_outlives_pause_container() {
     )
     .await;
 }
+
+/// The status line of a GET of `path` on an open connection to Docker (HTTP/1.1 keep-alive).
+fn http_get(conn: &mut std::os::unix::net::UnixStream, path: &str) -> String {
+    use std::io::{Read, Write};
+    conn.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(conn, "GET {path} HTTP/1.1\r\nHost: docker\r\n\r\n").expect("write");
+    let mut buf = [0u8; 4096];
+    let n = conn.read(&mut buf).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n])
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// A stopping dockerd closes its socket at once but goes on serving the connections it has
+/// until its containers are stopped (seconds; it still creates containers there). dockershim
+/// keeps connections to Docker between calls; from the moment the socket is gone it must ask
+/// the stopping Engine nothing more on them: CRI calls answer Unavailable, as with no Engine,
+/// and reach the new Engine once it listens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dockershim_asks_a_stopping_dockerd_nothing() {
+    let tb = integration::require_testbed!("dockershim_asks_a_stopping_dockerd_nothing");
+    let dir = tempfile::Builder::new()
+        .prefix("ds-stopping-")
+        .tempdir()
+        .expect("tempdir");
+    let mut dockerd =
+        integration::dockerd::PrivateDockerd::start(dir.path(), false).expect("private dockerd");
+    dockerd
+        .copy_images(&tb.docker_endpoint, &[tb.busybox_image.as_str()])
+        .expect("images");
+    // A container that ignores SIGTERM: dockerd waits out its stop timeout before exiting.
+    let run = dockerd
+        .docker(&[
+            "run",
+            "-d",
+            "--network",
+            "none",
+            "--stop-timeout",
+            "8",
+            &tb.busybox_image,
+            "sleep",
+            "3600",
+        ])
+        .expect("docker run");
+    assert!(run.status.success(), "docker run: {run:?}");
+    let shim = integration::runtimes::InProcessShim::start_on(&tb, &dockerd.endpoint)
+        .await
+        .expect("dockershim on the private dockerd");
+    let (_, mut images) = integration::runtimes::clients(&shim.config.endpoint)
+        .await
+        .expect("clients");
+    // ImageStatus asks Docker every time (no cache answers it).
+    let status = || cri::ImageStatusRequest {
+        image: Some(cri::ImageSpec {
+            image: tb.busybox_image.clone(),
+            ..Default::default()
+        }),
+        verbose: false,
+    };
+    for _ in 0..3 {
+        let s = images.image_status(status()).await.expect("image status");
+        assert!(s.into_inner().image.is_some(), "busybox is there");
+    }
+
+    let socket = dir.path().join("docker.sock");
+    let mut kept = std::os::unix::net::UnixStream::connect(&socket).expect("connect");
+    assert_eq!(http_get(&mut kept, "/_ping"), "HTTP/1.1 200 OK");
+
+    dockerd.terminate();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while socket.exists() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!socket.exists(), "the stopping dockerd removed its socket");
+    // The hazard is real: the stopping dockerd still answers on a connection it had.
+    assert_eq!(
+        http_get(&mut kept, "/containers/json"),
+        "HTTP/1.1 200 OK",
+        "a stopping dockerd serves the connections it has"
+    );
+    for _ in 0..3 {
+        let e = images
+            .image_status(status())
+            .await
+            .expect_err("the stopping Engine is not asked on a kept connection");
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e:?}");
+    }
+
+    dockerd.restart().expect("a new dockerd");
+    let after = images
+        .image_status(status())
+        .await
+        .expect("the new Engine answers")
+        .into_inner();
+    assert!(after.image.is_some(), "busybox is still there");
+    drop(shim);
+    drop(dockerd);
+}

@@ -232,6 +232,8 @@ async fn manage_pod_loop(
     cancel: CancellationToken,
 ) {
     let mut backoff = Backoff::default();
+    // When the last sync had settled: the next one may start from a status read since.
+    let mut settled = None;
     // The syncs below are boxed: an unboxed await would make every idle worker's task as large
     // as the deepest sync's state (13.6 KB per pod, heaptrack with 110 pods; ~2.7 KB boxed);
     // boxed, that state exists only while a sync runs.
@@ -263,7 +265,9 @@ async fn manage_pod_loop(
             return;
         }
         let start = Instant::now();
-        let ok = Box::pin(sync_pod(&ctx, &work.pod, &mut backoff)).await;
+        let outcome = Box::pin(sync_pod(&ctx, &work.pod, &mut backoff, settled)).await;
+        settled = Some(outcome.settled);
+        let ok = outcome.ok;
         ctx.metrics.observe_pod_worker("sync", start.elapsed());
         backoff.gc(tokio::time::Instant::now());
         let requeue_after = if ok {
@@ -292,10 +296,41 @@ fn meta(pod: &Pod) -> (&str, &str, &str) {
     )
 }
 
+/// What a sync tells its worker.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncOutcome {
+    /// The sync succeeded.
+    pub ok: bool,
+    /// From when a status read shows everything the sync did: the start of its own read after
+    /// its changes, else its end.
+    pub settled: Instant,
+}
+
+impl SyncOutcome {
+    fn now(ok: bool) -> Self {
+        Self {
+            ok,
+            settled: Instant::now(),
+        }
+    }
+}
+
 /// Upstream `Kubelet.SyncPod`: status first, then the runtime's `SyncPod`, then the status
-/// again with the sync's waiting reasons. Returns false when the sync failed.
+/// again with the sync's waiting reasons.
+///
+/// The status it starts from is the cached one when that read began once the last sync had
+/// settled (`settled`: upstream's pod worker takes `podCache.GetNewerThan(uid,
+/// lastSyncTime)`, without its wait). The PLEG's events for what the last sync did then cost
+/// no runtime call before acting: the cache holds the last sync's own read after its changes,
+/// or a PLEG read begun after that. Otherwise (the first sync, a periodic resync) it reads the
+/// runtime.
 #[tracing::instrument(name = "sync_pod", skip_all, fields(pod = %pod_full_name(pod), pod_uid = %meta(pod).0))]
-pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bool {
+pub async fn sync_pod(
+    ctx: &SyncContext,
+    pod: &Pod,
+    backoff: &mut Backoff,
+    settled: Option<Instant>,
+) -> SyncOutcome {
     let (uid, name, ns) = meta(pod);
     // Upstream `makePodDataDirs`.
     for sub in ["volumes", "plugins", "containers"] {
@@ -304,14 +339,23 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
             tracing::warn!(dir = %dir.display(), error = %e, "cannot create pod data directory");
         }
     }
-    let status = match ctx.runtime.get_pod_status(uid, name, ns).await {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot read pod status from the runtime");
-            return false;
+    let cached = settled.and_then(|t| ctx.cache.get_read_since(uid, t));
+    let status = match cached {
+        Some(s) => s,
+        None => {
+            let read_at = Instant::now();
+            match ctx.runtime.get_pod_status(uid, name, ns).await {
+                Ok(s) => {
+                    ctx.cache.set(uid, s.clone(), read_at);
+                    s
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read pod status from the runtime");
+                    return SyncOutcome::now(false);
+                }
+            }
         }
     };
-    ctx.cache.set(uid, status.clone());
     // The configMaps and secrets the pod refers to, fresh for this sync.
     let objects = match &ctx.api {
         Some(client) => crate::apiobjects::fetch(client, pod, &ctx.tokens).await,
@@ -333,7 +377,7 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
             &status,
             &crate::volumemanager::mount_failure_reasons(pod, &e),
         );
-        return false;
+        return SyncOutcome::now(false);
     }
     let result = ctx.runtime.sync_pod(pod, &status, &objects, backoff).await;
     for e in &result.errors {
@@ -341,10 +385,13 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
     }
     let reasons: WaitingReasons = result.container_reasons();
     // Re-read after changes so the status reflects what was just done.
+    let mut settled = None;
     let status = if result.changed {
+        let read_at = Instant::now();
         match ctx.runtime.get_pod_status(uid, name, ns).await {
             Ok(s) => {
-                ctx.cache.set(uid, s.clone());
+                ctx.cache.set(uid, s.clone(), read_at);
+                settled = Some(read_at);
                 s
             }
             Err(_) => status,
@@ -353,7 +400,10 @@ pub async fn sync_pod(ctx: &SyncContext, pod: &Pod, backoff: &mut Backoff) -> bo
         status
     };
     ctx.set_status(pod, &status, &reasons);
-    result.is_ok()
+    SyncOutcome {
+        ok: result.is_ok(),
+        settled: settled.unwrap_or_else(Instant::now),
+    }
 }
 
 /// Upstream `syncTerminatingPod`: kill all containers with the grace period, then the sandbox,
@@ -618,6 +668,65 @@ mod tests {
         let status = b.ctx.status.get_pod_status("w1").expect("status");
         assert_eq!(status.phase.as_deref(), Some("Running"));
         assert!(b.ctx.cache.get("w1").is_some());
+    }
+
+    /// Upstream's `GetNewerThan`: a sync starts from the cached status when that read began
+    /// once the last sync had settled (its own read after its changes, or a PLEG read begun
+    /// later), and asks the runtime only otherwise.
+    #[tokio::test(start_paused = true)]
+    async fn a_sync_starts_from_a_status_read_since_the_last_sync_settled() {
+        let mut b = bed().await;
+        let status_reads = |b: &Bed| {
+            b.fake
+                .calls()
+                .iter()
+                .filter(|c| *c == "list_podsandbox")
+                .count()
+        };
+        b.workers.update_pod(work(pod("w9", &["app"]), false));
+        b.next_done().await;
+        assert_eq!(b.container_names(), vec!["app".to_string()]);
+
+        // Woken right after (as by the PLEG's events for the new sandbox and container): the
+        // first sync's own read after its changes shows them; no runtime call.
+        b.fake.clear_calls();
+        b.workers.update_pod(work(pod("w9", &["app"]), false));
+        b.next_done().await;
+        assert_eq!(b.fake.calls(), Vec::<String>::new());
+
+        // That sync changed nothing and read nothing since: the next one (a periodic resync)
+        // reads the runtime, once.
+        b.fake.clear_calls();
+        b.workers.update_pod(work(pod("w9", &["app"]), false));
+        b.next_done().await;
+        assert_eq!(status_reads(&b), 1, "{:?}", b.fake.calls());
+
+        // The PLEG read the status since: the next sync asks nothing before acting.
+        let read_at = Instant::now();
+        let fresh = b
+            .ctx
+            .runtime
+            .get_pod_status("w9", "pod-w9", "default")
+            .await
+            .expect("status");
+        b.ctx.cache.set("w9", fresh, read_at);
+        b.fake.clear_calls();
+        b.workers.update_pod(work(pod("w9", &["app"]), false));
+        b.next_done().await;
+        assert_eq!(b.fake.calls(), Vec::<String>::new());
+
+        // A cached status read since that shows the container gone is acted on.
+        let mut gone = b.ctx.cache.get("w9").expect("cached").0;
+        gone.container_statuses.clear();
+        b.ctx.cache.set("w9", gone, Instant::now());
+        b.fake.clear_calls();
+        b.workers.update_pod(work(pod("w9", &["app"]), false));
+        b.next_done().await;
+        assert!(
+            b.fake.calls().iter().any(|c| c == "create_container"),
+            "{:?}",
+            b.fake.calls()
+        );
     }
 
     #[tokio::test(start_paused = true)]

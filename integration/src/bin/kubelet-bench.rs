@@ -17,6 +17,7 @@
 //! stats calls and Docker's events included).
 //! Prints a markdown table and optionally JSON; asserts nothing about time.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -96,14 +97,42 @@ fn relist_count(metrics: &str) -> Option<f64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
-/// Writes `n` manifests and waits for all pods Running; returns the seconds it took.
+/// The kubelet's CRI calls so far by operation (`kubelet_runtime_operations_total`).
+async fn runtime_operations(k: &KubeletProc) -> BTreeMap<String, f64> {
+    let metrics = http_get(k.port, "/metrics").await.unwrap_or_default();
+    metrics
+        .lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("kubelet_runtime_operations_total{operation_type=\"")?;
+            let (op, n) = rest.split_once("\"} ")?;
+            Some((op.to_string(), n.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// What the kubelet asked the runtime between two readings of [`runtime_operations`], per pod.
+fn calls_per_pod(
+    before: &BTreeMap<String, f64>,
+    after: &BTreeMap<String, f64>,
+    n: usize,
+) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(op, a)| (op.clone(), (a - before.get(op).unwrap_or(&0.0)) / n as f64))
+        .filter(|(_, d)| *d > 0.0)
+        .collect()
+}
+
+/// Writes `n` manifests and waits for all pods Running; returns the seconds it took and the
+/// kubelet's CRI calls per pod meanwhile.
 async fn kubelet_batch(
     k: &KubeletProc,
     image: &str,
     node: &str,
     n: usize,
     trap_term: bool,
-) -> Result<(f64, Vec<String>)> {
+) -> Result<(f64, BTreeMap<String, f64>)> {
+    let calls_before = runtime_operations(k).await;
     let batch = unique_name("kb");
     let uids: Vec<String> = (0..n).map(|i| format!("{batch}-{i}")).collect();
     let start = Instant::now();
@@ -123,7 +152,9 @@ async fn kubelet_batch(
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    Ok((start.elapsed().as_secs_f64(), uids))
+    let took = start.elapsed().as_secs_f64();
+    let calls = calls_per_pod(&calls_before, &runtime_operations(k).await, n);
+    Ok((took, calls))
 }
 
 /// Removes the manifests and waits until no sandbox of them is left; returns the seconds.
@@ -364,6 +395,7 @@ async fn main() -> Result<()> {
     let repeat = args.repeat.max(1);
     for n in [1usize, args.pods] {
         let (mut kubelet_s, mut direct_s) = (Vec::new(), Vec::new());
+        let mut kubelet_calls = Vec::new();
         let (mut kubelet_down, mut direct_down) = (Vec::new(), Vec::new());
         for r in 0..repeat {
             // Alternate which goes first.
@@ -374,9 +406,10 @@ async fn main() -> Result<()> {
             };
             for kubelet_first in order {
                 if kubelet_first {
-                    let (s, _) =
+                    let (s, calls) =
                         kubelet_batch(&k, &tb.busybox_image, &node, n, args.trap_term).await?;
                     kubelet_s.push(s);
+                    kubelet_calls.push(calls);
                     if n == args.pods && r + 1 == repeat && idle.get("rss_mib").is_none() {
                         // Idle with N pods running: CPU per relist and RSS.
                         idle = idle_window(&k, None, n, &args).await;
@@ -410,6 +443,7 @@ async fn main() -> Result<()> {
             "kubelet_down_median": kdm,
             "direct_down_median": ddm,
             "down_ratio": if ddm > 0.0 { kdm / ddm } else { 0.0 },
+            "kubelet_cri_calls_per_pod": kubelet_calls,
         }));
     }
     let rss_idle_after = rss_mib(k.child.id());
@@ -461,6 +495,29 @@ fn print_report(
             f(&r["direct_down_median"]),
             f(&r["down_ratio"]),
         );
+    }
+    println!();
+    // The direct side makes 3 calls per pod: RunPodSandbox, CreateContainer, StartContainer.
+    for r in rows {
+        let Some(reps) = r["kubelet_cri_calls_per_pod"].as_array() else {
+            continue;
+        };
+        for (i, calls) in reps.iter().enumerate() {
+            let Some(calls) = calls.as_object() else {
+                continue;
+            };
+            let total: f64 = calls.values().filter_map(|v| v.as_f64()).sum();
+            let each: Vec<String> = calls
+                .iter()
+                .map(|(op, v)| format!("{op} {:.1}", f(v)))
+                .collect();
+            println!(
+                "kubelet CRI calls per pod while {} pods started (repetition {}): {total:.1} ({}); direct: 3",
+                r["pods"],
+                i + 1,
+                each.join(", ")
+            );
+        }
     }
     println!();
     if let Some(cpu) = idle["cpu_ms_per_relist_upper_bound"].as_f64() {

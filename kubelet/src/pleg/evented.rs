@@ -80,12 +80,13 @@ impl EventedPleg {
             .as_ref()
             .and_then(|s| s.metadata.as_ref())
         {
+            let read_at = std::time::Instant::now();
             match self
                 .runtime
                 .get_pod_status(&meta.uid, &meta.name, &meta.namespace)
                 .await
             {
-                Ok(s) => self.cache.set(&meta.uid, s),
+                Ok(s) => self.cache.set(&meta.uid, s, read_at),
                 Err(err) => {
                     tracing::warn!(pod = %meta.name, error = %err, "evented PLEG: cannot read pod status")
                 }

@@ -56,23 +56,36 @@ pub struct PodLifecycleEvent {
 }
 
 /// The pod status cache (upstream `kubecontainer.Cache`): newest runtime status per pod UID and
-/// when it was read.
+/// when its read began.
 #[derive(Debug, Clone, Default)]
 pub struct PodCache {
     inner: Arc<RwLock<HashMap<String, (PodStatus, Instant)>>>,
 }
 
 impl PodCache {
-    /// The cached status of `uid` and when it was read.
+    /// The cached status of `uid` and when its read began.
     pub fn get(&self, uid: &str) -> Option<(PodStatus, Instant)> {
         self.inner.read().get(uid).cloned()
     }
 
-    /// Store `status`.
-    pub fn set(&self, uid: &str, status: PodStatus) {
+    /// Upstream `GetNewerThan` without the wait: the cached status of `uid` when its read began
+    /// at `t` or later, so that it shows everything done before `t`.
+    pub fn get_read_since(&self, uid: &str, t: Instant) -> Option<PodStatus> {
         self.inner
-            .write()
-            .insert(uid.to_string(), (status, Instant::now()));
+            .read()
+            .get(uid)
+            .filter(|(_, read_at)| *read_at >= t)
+            .map(|(s, _)| s.clone())
+    }
+
+    /// Store `status`, whose read began at `read_at`. An older read than the cached one does
+    /// not replace it.
+    pub fn set(&self, uid: &str, status: PodStatus, read_at: Instant) {
+        let mut inner = self.inner.write();
+        if inner.get(uid).is_some_and(|(_, t)| *t > read_at) {
+            return;
+        }
+        inner.insert(uid.to_string(), (status, read_at));
     }
 
     /// Forget `uid`.
@@ -266,18 +279,25 @@ impl GenericPleg {
         // A pod whose read failed keeps its old record, its events are held back, and it is
         // looked at again on the next relist, which generates them anew (upstream "Ignoring
         // events for pod" + `needsReinspection`).
+        // A status read that began after this relist listed the runtime (a pod worker's read
+        // after its sync's changes) already shows what the list saw: it is not read again.
         let reads: Vec<_> = events
             .keys()
             .filter_map(|uid| current.get(uid).cloned())
             .map(|p| {
                 let rt = self.runtime.clone();
+                let cache = self.cache.clone();
                 async move {
+                    if let Some(s) = cache.get_read_since(&p.id, start) {
+                        return (p, None, Ok(Ok(s)));
+                    }
+                    let read_at = Instant::now();
                     let r = tokio::time::timeout(
                         STATUS_READ_TIMEOUT,
                         rt.get_pod_status(&p.id, &p.name, &p.namespace),
                     )
                     .await;
-                    (p, r)
+                    (p, Some(read_at), r)
                 }
             })
             .collect();
@@ -286,10 +306,12 @@ impl GenericPleg {
             futures::stream::iter(reads),
             STATUS_READ_CONCURRENCY,
         );
-        while let Some((p, r)) = futures::StreamExt::next(&mut results).await {
+        while let Some((p, read_at, r)) = futures::StreamExt::next(&mut results).await {
             match r {
                 Ok(Ok(s)) => {
-                    self.cache.set(&p.id, s);
+                    if let Some(read_at) = read_at {
+                        self.cache.set(&p.id, s, read_at);
+                    }
                     self.send(events.remove(&p.id).unwrap_or_default());
                 }
                 Ok(Err(e)) => {
@@ -366,6 +388,40 @@ impl GenericPleg {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The cache keeps the read that began last, and hands a status out only to a caller
+    /// whose last sync had settled when that read began.
+    #[test]
+    fn the_pod_cache_keeps_the_newest_read_and_tells_its_age() {
+        let cache = PodCache::default();
+        let early = Instant::now();
+        let late = early + Duration::from_millis(5);
+        let named = |name: &str| PodStatus {
+            name: name.into(),
+            ..Default::default()
+        };
+        cache.set("p", named("late"), late);
+        cache.set("p", named("early"), early);
+        assert_eq!(
+            cache.get("p").map(|(s, t)| (s.name, t)),
+            Some(("late".into(), late))
+        );
+        assert_eq!(
+            cache.get_read_since("p", early).map(|s| s.name).as_deref(),
+            Some("late")
+        );
+        assert!(
+            cache.get_read_since("p", late).is_some(),
+            "read at that very time"
+        );
+        assert!(
+            cache
+                .get_read_since("p", late + Duration::from_nanos(1))
+                .is_none()
+        );
+        assert!(cache.get_read_since("q", early).is_none());
+    }
+
     use crate::kuberuntime::manager::RuntimeContainer;
 
     fn pod(cs: &[(&str, ContainerState)]) -> RuntimePod {
@@ -515,6 +571,57 @@ mod tests {
                 .find(|(_, c)| c.metadata.as_ref().is_some_and(|m| m.name == "app"))
                 .map(|(_, c)| c.id)
                 .unwrap_or_default()
+        }
+
+        /// A changed pod whose cached status was read after the relist listed the runtime (a
+        /// pod worker's read after its changes) is not read again: its events go with that
+        /// status. An older cached read is not enough.
+        #[tokio::test(start_paused = true)]
+        async fn a_status_read_after_the_relist_listed_is_not_read_again() {
+            let mut b = bed().await;
+            let reads = |b: &Bed| {
+                b.fake
+                    .calls()
+                    .iter()
+                    .filter(|c| *c == "podsandbox_status")
+                    .count()
+            };
+            start_pod(&b, "p1").await;
+            b.pleg.relist().await;
+            drain(&mut b);
+            b.fake.exit_container(&app_id(&b), 1);
+            // Read before this relist lists: read again.
+            let before = b
+                .runtime
+                .get_pod_status("p1", "pod-p1", "default")
+                .await
+                .expect("status");
+            b.cache.set("p1", before.clone(), Instant::now());
+            b.fake.clear_calls();
+            b.pleg.relist().await;
+            assert_eq!(reads(&b), 1, "{:?}", b.fake.calls());
+            assert_eq!(
+                drain(&mut b),
+                vec![("p1".to_string(), PodLifecycleEventType::ContainerDied)]
+            );
+            // A read the cache says began after the relist's list (stamped ahead here): no read.
+            start_pod(&b, "p1").await;
+            let after = b
+                .runtime
+                .get_pod_status("p1", "pod-p1", "default")
+                .await
+                .expect("status");
+            b.cache
+                .set("p1", after, Instant::now() + Duration::from_secs(1));
+            b.fake.clear_calls();
+            b.pleg.relist().await;
+            assert_eq!(reads(&b), 0, "{:?}", b.fake.calls());
+            assert!(
+                drain(&mut b)
+                    .iter()
+                    .any(|(u, t)| u == "p1" && *t == PodLifecycleEventType::ContainerStarted),
+                "the events still go"
+            );
         }
 
         #[tokio::test(start_paused = true)]

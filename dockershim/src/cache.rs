@@ -357,10 +357,10 @@ pub enum Fact {
 /// How many containers [`FactCache`] remembers at most (it forgets them all beyond).
 const FACTS_MAX: usize = 8192;
 
-/// [`Fact`]s by whole container id (an id prefix finds nothing), so that CreateContainer and StartContainer need not inspect
-/// the sandbox or container first (cri-dockerd does not either): an id is never reused and
-/// these facts never change, so an entry is only forgotten when its container is removed
-/// (by dockershim, or Docker's `destroy` event). A container that no longer exists is
+/// [`Fact`]s by whole container id (an id prefix finds nothing), so that CreateContainer and
+/// StartContainer need not inspect the sandbox or container first (cri-dockerd does not
+/// either): an id is never reused and these facts never change, so an entry is only forgotten
+/// when its container is removed (by dockershim, or Docker's `destroy` event). A container that no longer exists is
 /// reported by Docker's own call instead.
 #[derive(Default)]
 pub struct FactCache {

@@ -154,11 +154,10 @@ impl PrivateDockerd {
     /// Stops dockerd with SIGTERM and waits for it to exit (SIGKILL after 60 s). Without
     /// `--live-restore` Docker stops every container on the way out.
     pub fn stop(&mut self) {
+        self.terminate();
         let Some(mut c) = self.child.take() else {
             return;
         };
-        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
-        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = c.try_wait() {

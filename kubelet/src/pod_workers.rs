@@ -676,13 +676,6 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_sync_starts_from_a_status_read_since_the_last_sync_settled() {
         let mut b = bed().await;
-        let status_reads = |b: &Bed| {
-            b.fake
-                .calls()
-                .iter()
-                .filter(|c| *c == "list_podsandbox")
-                .count()
-        };
         b.workers.update_pod(work(pod("w9", &["app"]), false));
         b.next_done().await;
         assert_eq!(b.container_names(), vec!["app".to_string()]);
@@ -699,7 +692,12 @@ mod tests {
         b.fake.clear_calls();
         b.workers.update_pod(work(pod("w9", &["app"]), false));
         b.next_done().await;
-        assert_eq!(status_reads(&b), 1, "{:?}", b.fake.calls());
+        assert_eq!(
+            b.fake.call_count("list_podsandbox"),
+            1,
+            "{:?}",
+            b.fake.calls()
+        );
 
         // The PLEG read the status since: the next sync asks nothing before acting.
         let read_at = Instant::now();
@@ -740,14 +738,7 @@ mod tests {
         assert!(!d.terminated);
         assert!(b.quiet().await, "one sync for three updates");
         assert_eq!(b.container_names(), vec!["v3".to_string()]);
-        assert_eq!(
-            b.fake
-                .calls()
-                .iter()
-                .filter(|c| *c == "create_container")
-                .count(),
-            1
-        );
+        assert_eq!(b.fake.call_count("create_container"), 1);
     }
 
     #[tokio::test(start_paused = true)]

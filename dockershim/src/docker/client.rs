@@ -1,7 +1,8 @@
 //! [`DockerApi`] on the real Docker Engine, through bollard: the connection (unix socket, with
 //! keep-alive connections from `transport`, or TCP) with API-version negotiation, one bollard
-//! call per trait method, Docker's status codes kept as [`DockerError`] kinds, exec with a timeout that kills the exec'd process tree from
-//! the host (Docker has no exec kill), and pulls cancelled when they stall.
+//! call per trait method, Docker's status codes kept as [`DockerError`] kinds, exec with a
+//! timeout that kills the exec'd process tree from the host (Docker has no exec kill), and
+//! pulls cancelled when they stall.
 
 use std::collections::HashMap;
 use std::time::Duration;

@@ -73,7 +73,7 @@ impl KeptConnections {
     fn pool(&self) -> Pool {
         let now = socket_file(&self.path);
         let mut kept = self.pool.lock();
-        if kept.0 != now || now.is_none() {
+        if kept.0 != now {
             if kept.0.is_some() {
                 tracing::debug!(
                     socket = %self.path.display(),
@@ -177,6 +177,19 @@ mod tests {
         }
     }
 
+    /// A stand-in Engine named `name` on a socket in a fresh directory, and dockershim's
+    /// client connected to it (the version negotiated: one connection accepted).
+    async fn connected(name: &'static str) -> (tempfile::TempDir, PathBuf, Engine, BollardDocker) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sock = dir.path().join("docker.sock");
+        let engine = Engine::start(&sock, name).await;
+        let endpoint = format!("unix://{}", sock.display());
+        let docker = BollardDocker::connect(&endpoint, Duration::from_secs(5))
+            .await
+            .expect("connect and negotiate");
+        (dir, sock, engine, docker)
+    }
+
     async fn served_by(docker: &BollardDocker) -> Result<String, DockerError> {
         Ok(docker
             .inspect_container("c")
@@ -190,13 +203,7 @@ mod tests {
     /// [`MAX_IDLE_CONNECTIONS`] stay kept.
     #[tokio::test]
     async fn requests_reuse_the_connection_to_the_engine() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let sock = dir.path().join("docker.sock");
-        let engine = Engine::start(&sock, "c").await;
-        let endpoint = format!("unix://{}", sock.display());
-        let docker = BollardDocker::connect(&endpoint, Duration::from_secs(5))
-            .await
-            .expect("connect and negotiate");
+        let (_dir, _, engine, docker) = connected("c").await;
         for _ in 0..10 {
             assert_eq!(served_by(&docker).await.expect("inspect"), "/c");
         }
@@ -231,13 +238,7 @@ mod tests {
     /// are stopped): calls fail to connect until a new Engine listens, and then reach it.
     #[tokio::test]
     async fn a_stopping_engine_gets_no_more_calls_on_kept_connections() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let sock = dir.path().join("docker.sock");
-        let old = Engine::start(&sock, "old").await;
-        let endpoint = format!("unix://{}", sock.display());
-        let docker = BollardDocker::connect(&endpoint, Duration::from_secs(5))
-            .await
-            .expect("connect and negotiate");
+        let (_dir, sock, old, docker) = connected("old").await;
         assert_eq!(served_by(&docker).await.expect("inspect"), "/old");
         assert_eq!(old.accepted(), 1);
 
@@ -266,13 +267,7 @@ mod tests {
     /// the next call; the old one, still serving its connections, gets none.
     #[tokio::test]
     async fn a_replaced_socket_drops_the_kept_connections() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let sock = dir.path().join("docker.sock");
-        let old = Engine::start(&sock, "old").await;
-        let endpoint = format!("unix://{}", sock.display());
-        let docker = BollardDocker::connect(&endpoint, Duration::from_secs(5))
-            .await
-            .expect("connect and negotiate");
+        let (_dir, sock, old, docker) = connected("old").await;
         assert_eq!(served_by(&docker).await.expect("inspect"), "/old");
         old.close_listener(&sock);
         let _new = Engine::start(&sock, "new").await;

@@ -264,85 +264,40 @@ async fn dockershim_remove_image_by_id() {
 /// tagging the image itself, behind dockershim's back, makes it ask again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dockershim_container_status_keeps_its_image_digests_across_other_pulls() {
-    use integration::fixtures::{busybox_container, cleanup_sandboxes, ensure_image};
-    use integration::runtimes::{RuntimeKind, TestRuntime};
-    let tb = integration::require_testbed!(
-        "dockershim_container_status_keeps_its_image_digests_across_other_pulls"
-    );
+    use integration::fixtures::busybox_container;
+    let name = "dockershim_container_status_keeps_its_image_digests_across_other_pulls";
+    let tb = integration::require_testbed!(name);
     // dockershim talks to Docker through a tap, to see which inspects it makes.
     let tap = dockershim_support::DockerTap::start(&tb).await;
     let mut tapped = tb.clone();
     tapped.docker_endpoint = tap.endpoint.clone();
-    let mut rt = TestRuntime::new(RuntimeKind::Dockershim, &tapped)
-        .await
-        .expect("runtime");
-    ensure_image(&mut rt.image, &tb.busybox_image)
-        .await
-        .expect("busybox");
-    let busybox = docker(&tb)
-        .inspect_image(&tb.busybox_image)
-        .await
-        .expect("inspect busybox")
-        .id
-        .expect("an id");
-    let hex = busybox.trim_start_matches("sha256:").to_string();
-    let repo = unique_name("digest-cache");
-    dockershim_support::push_fresh_image(&tb, &repo, 4096).await;
-    let other = format!("{}/{repo}:1", tb.registry);
+    let body = |mut ctx: dockershim_support::Ctx| async move {
+        let busybox = docker(&tb)
+            .inspect_image(&tb.busybox_image)
+            .await
+            .expect("inspect busybox")
+            .id
+            .expect("an id");
+        let hex = busybox.trim_start_matches("sha256:").to_string();
+        let repo = unique_name("digest-cache");
+        dockershim_support::push_fresh_image(&tb, &repo, 4096).await;
+        let other = format!("{}/{repo}:1", tb.registry);
 
-    let logs = tempfile::tempdir().expect("tempdir");
-    let scfg = integration::fixtures::sandbox_config(&unique_name("digests"), logs.path());
-    let sb = rt
-        .runtime
-        .run_pod_sandbox(cri::RunPodSandboxRequest {
-            config: Some(scfg.clone()),
-            runtime_handler: String::new(),
-        })
-        .await
-        .expect("sandbox")
-        .into_inner()
-        .pod_sandbox_id;
-    let result = async {
-        let id = rt
-            .runtime
-            .create_container(cri::CreateContainerRequest {
-                pod_sandbox_id: sb.clone(),
-                config: Some(busybox_container("c", &tb.busybox_image, "sleep 3600")),
-                sandbox_config: Some(scfg.clone()),
-            })
-            .await
-            .expect("create")
-            .into_inner()
-            .container_id;
-        rt.runtime
-            .start_container(cri::StartContainerRequest {
-                container_id: id.clone(),
-            })
-            .await
-            .expect("start");
+        let scfg = ctx.sandbox_config("digests");
+        let sb = ctx.run_sandbox(&scfg).await;
+        let id = ctx
+            .run_container(
+                &sb,
+                &scfg,
+                &busybox_container("c", &tb.busybox_image, "sleep 3600"),
+            )
+            .await;
         let lookups = || tap.count(&format!("{hex}/json"));
-        let runtime = rt.runtime.clone();
-        let status = || {
-            let id = id.clone();
-            let mut runtime = runtime.clone();
-            async move {
-                runtime
-                    .container_status(cri::ContainerStatusRequest {
-                        container_id: id,
-                        verbose: false,
-                    })
-                    .await
-                    .expect("ContainerStatus")
-                    .into_inner()
-                    .status
-                    .expect("a status")
-            }
-        };
         // Cached once the event stream is followed and no other test changed an image.
         let mut cached = false;
         for _ in 0..50 {
             let before = lookups();
-            status().await;
+            ctx.status(&id).await;
             if lookups() == before {
                 cached = true;
                 break;
@@ -355,22 +310,23 @@ async fn dockershim_container_status_keeps_its_image_digests_across_other_pulls(
         const CYCLES: usize = 5;
         let mut asked = 0;
         for _ in 0..CYCLES {
-            let mut img = rt.image.clone();
-            img.pull_image(cri::PullImageRequest {
-                image: spec(&other),
-                ..Default::default()
-            })
-            .await
-            .expect("PullImage");
-            img.remove_image(cri::RemoveImageRequest {
-                image: spec(&other),
-            })
-            .await
-            .expect("RemoveImage");
+            ctx.img
+                .pull_image(cri::PullImageRequest {
+                    image: spec(&other),
+                    ..Default::default()
+                })
+                .await
+                .expect("PullImage");
+            ctx.img
+                .remove_image(cri::RemoveImageRequest {
+                    image: spec(&other),
+                })
+                .await
+                .expect("RemoveImage");
             // Docker's events of that pull and removal reach dockershim and are resolved.
             tokio::time::sleep(Duration::from_millis(300)).await;
             let before = lookups();
-            let s = status().await;
+            let s = ctx.status(&id).await;
             assert!(
                 s.image_ref.contains(&hex) || s.image_ref.contains('@'),
                 "{}",
@@ -400,7 +356,7 @@ async fn dockershim_container_status_keeps_its_image_digests_across_other_pulls(
         let before = lookups();
         let mut asked_again = false;
         for _ in 0..50 {
-            status().await;
+            ctx.status(&id).await;
             if lookups() > before {
                 asked_again = true;
                 break;
@@ -416,6 +372,5 @@ async fn dockershim_container_status_keeps_its_image_digests_across_other_pulls(
             .await;
         assert!(asked_again, "tagging the image itself forgets its digests");
     };
-    result.await;
-    cleanup_sandboxes(&mut rt.runtime, &[sb]).await;
+    dockershim_support::with_dockershim_on(tapped, name, Duration::from_secs(180), body).await;
 }

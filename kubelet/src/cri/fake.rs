@@ -139,6 +139,11 @@ impl FakeRuntime {
         self.with(|s| s.calls.clone())
     }
 
+    /// How many calls of `op` were made so far.
+    pub fn call_count(&self, op: &str) -> usize {
+        self.with(|s| s.calls.iter().filter(|c| *c == op).count())
+    }
+
     /// Forgets the recorded calls.
     pub fn clear_calls(&self) {
         self.with(|s| s.calls.clear());

@@ -39,6 +39,16 @@ where
     let Some(tb) = Testbed::get(name) else {
         return;
     };
+    with_dockershim_on(tb, name, limit, body).await;
+}
+
+/// [`with_dockershim`] on the test bed `tb` as given (its `docker_endpoint` may be a
+/// [`DockerTap`]'s).
+pub async fn with_dockershim_on<F, Fut>(tb: Testbed, name: &str, limit: Duration, body: F)
+where
+    F: FnOnce(Ctx) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
     let rt = TestRuntime::new(RuntimeKind::Dockershim, &tb)
         .await
         .expect("start dockershim");

@@ -89,7 +89,7 @@ impl Bed {
     }
 
     fn count(&self, op: &str) -> usize {
-        self.fake.calls().iter().filter(|c| *c == op).count()
+        self.fake.call_count(op)
     }
 }
 

@@ -328,6 +328,7 @@ impl Kubelet {
             runtime: runtime.clone(),
             status: self.shared.status.clone(),
             cache,
+            pleg: Arc::clone(&self.shared.pleg),
             metrics: Arc::clone(&self.shared.metrics),
             node_ip: runtime.node_ip().clone(),
             sync_frequency: self.config.sync_frequency,

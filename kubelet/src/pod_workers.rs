@@ -15,7 +15,7 @@ use parking_lot::Mutex;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::container::{ContainerState, pod_full_name};
+use crate::container::{ContainerState, PodStatus, pod_full_name};
 use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::kuberuntime::backoff::Backoff;
 use crate::kuberuntime::manager::grace_period_for;
@@ -81,6 +81,8 @@ pub struct SyncContext {
     pub status: StatusManager,
     /// The PLEG's status cache.
     pub cache: PodCache,
+    /// The PLEG's last listing of the runtime.
+    pub pleg: Arc<crate::pleg::PlegState>,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// The node's IP: the pods' `hostIP`.
@@ -332,6 +334,8 @@ pub async fn sync_pod(
     settled: Option<Instant>,
 ) -> SyncOutcome {
     let (uid, name, ns) = meta(pod);
+    // Until this sync has read the status after its changes, relists leave the pod to it.
+    let _in_flight = ctx.cache.syncing(uid);
     // Upstream `makePodDataDirs`.
     for sub in ["volumes", "plugins", "containers"] {
         let dir = ctx.pod_dir(uid).join(sub);
@@ -339,7 +343,10 @@ pub async fn sync_pod(
             tracing::warn!(dir = %dir.display(), error = %e, "cannot create pod data directory");
         }
     }
-    let cached = settled.and_then(|t| ctx.cache.get_read_since(uid, t));
+    let cached = match settled {
+        Some(t) => ctx.cache.get_read_since(uid, t),
+        None => new_pod_status(ctx, uid, name, ns),
+    };
     let status = match cached {
         Some(s) => s,
         None => {
@@ -404,6 +411,24 @@ pub async fn sync_pod(
         ok: result.is_ok(),
         settled: settled.unwrap_or_else(Instant::now),
     }
+}
+
+/// A worker's first sync of a pod that the runtime had nothing of when the PLEG last listed
+/// it, and the cache knows nothing of: its status, empty, without asking the runtime (upstream's
+/// first sync takes the cache's default status once a relist has run). Only the pod's own
+/// worker creates its sandboxes, and this is that worker's first sync, so nothing was created
+/// since the listing; a terminated pod whose removal failed keeps its cache entry (see
+/// [`sync_terminated_pod`]), so a pod added again with its UID reads the runtime.
+fn new_pod_status(ctx: &SyncContext, uid: &str, name: &str, ns: &str) -> Option<PodStatus> {
+    if ctx.pleg.listed(uid) != Some(false) || ctx.cache.contains(uid) {
+        return None;
+    }
+    Some(PodStatus {
+        id: uid.to_string(),
+        name: name.to_string(),
+        namespace: ns.to_string(),
+        ..Default::default()
+    })
 }
 
 /// Upstream `syncTerminatingPod`: kill all containers with the grace period, then the sandbox,
@@ -505,10 +530,12 @@ pub fn evicted_status(
 #[tracing::instrument(name = "sync_terminated_pod", skip_all, fields(pod = %pod_full_name(&work.pod), pod_uid = %meta(&work.pod).0))]
 pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
     let (uid, _, _) = meta(&work.pod);
-    if let Err(e) = ctx.runtime.remove_pod(uid).await {
-        tracing::warn!(error = %e, "cannot remove the containers of a terminated pod");
+    match ctx.runtime.remove_pod(uid).await {
+        Ok(()) => ctx.cache.delete(uid),
+        // Its cached status stays until a relist finds the pod gone: a pod added again with
+        // this UID reads the runtime first (see `new_pod_status`).
+        Err(e) => tracing::warn!(error = %e, "cannot remove the containers of a terminated pod"),
     }
-    ctx.cache.delete(uid);
     ctx.tokens.forget(uid);
     if work.evict.is_none() {
         ctx.status.remove(uid);
@@ -554,6 +581,7 @@ mod tests {
             runtime,
             status: StatusManager::default(),
             cache: PodCache::default(),
+            pleg: Arc::default(),
             metrics: Arc::default(),
             node_ip: crate::nodestatus::NodeIp::fixed("10.0.0.1"),
             sync_frequency: Duration::from_secs(60),
@@ -725,6 +753,129 @@ mod tests {
             "{:?}",
             b.fake.calls()
         );
+    }
+
+    /// A worker's first sync asks the runtime for the pod's status unless the PLEG's last
+    /// listing had nothing of the pod (and the cache nothing either): a new pod starts with
+    /// its sandbox, not with status reads. Before any relist, or for a pod the listing has
+    /// (adopted after a restart), it reads.
+    #[tokio::test(start_paused = true)]
+    async fn a_first_sync_reads_no_status_of_a_pod_the_runtime_did_not_list() {
+        let mut b = bed().await;
+        // No relist yet: the first sync reads.
+        b.workers.update_pod(work(pod("f1", &["app"]), false));
+        b.next_done().await;
+        assert_eq!(read_or_run(&b.fake.calls()), Some("list_podsandbox"));
+
+        let (tx, _events) = mpsc::channel(100);
+        let mut pleg = crate::pleg::GenericPleg::new(
+            b.ctx.runtime.clone(),
+            tx,
+            b.ctx.cache.clone(),
+            Arc::clone(&b.ctx.pleg),
+            Arc::default(),
+        );
+        pleg.relist().await;
+        assert_eq!(b.ctx.pleg.listed("f1"), Some(true));
+        assert_eq!(b.ctx.pleg.listed("f2"), Some(false));
+
+        // A pod the listing lacks: its sandbox is the first call, then the status is read
+        // once, after the changes.
+        b.fake.clear_calls();
+        b.workers.update_pod(work(pod("f2", &["app"]), false));
+        b.next_done().await;
+        let calls = b.fake.calls();
+        assert_eq!(read_or_run(&calls), Some("run_podsandbox"), "{calls:?}");
+        assert_eq!(b.fake.call_count("list_podsandbox"), 1, "{calls:?}");
+        assert_eq!(
+            b.container_names(),
+            vec!["app".to_string(), "app".to_string()]
+        );
+        assert_eq!(
+            b.ctx
+                .status
+                .get_pod_status("f2")
+                .and_then(|s| s.phase)
+                .as_deref(),
+            Some("Running")
+        );
+
+        // A pod the listing has (as after a kubelet restart), with a new worker: read first.
+        start_outside(&b, "f3").await;
+        pleg.relist().await;
+        b.fake.clear_calls();
+        b.workers.update_pod(work(pod("f3", &["app"]), false));
+        b.next_done().await;
+        let calls = b.fake.calls();
+        assert_eq!(read_or_run(&calls), Some("list_podsandbox"), "{calls:?}");
+        assert_eq!(
+            b.fake.call_count("run_podsandbox"),
+            0,
+            "adopted, not created again"
+        );
+    }
+
+    /// Which came first: a status read (its ListPodSandbox) or a sandbox's creation.
+    fn read_or_run(calls: &[String]) -> Option<&str> {
+        calls
+            .iter()
+            .map(String::as_str)
+            .find(|c| *c == "list_podsandbox" || *c == "run_podsandbox")
+    }
+
+    /// Pod `uid` started on the runtime without a worker (as by an earlier kubelet).
+    async fn start_outside(b: &Bed, uid: &str) {
+        let status = b
+            .ctx
+            .runtime
+            .get_pod_status(uid, &format!("pod-{uid}"), "default")
+            .await
+            .expect("status");
+        let r = b
+            .ctx
+            .runtime
+            .sync_pod(
+                &pod(uid, &["app"]),
+                &status,
+                &crate::apiobjects::ApiObjects::standalone("default"),
+                &mut Backoff::default(),
+            )
+            .await;
+        assert!(r.is_ok(), "{:?}", r.errors);
+    }
+
+    /// A terminated pod whose removal failed keeps its cached status, so that the same pod
+    /// added again reads the runtime before acting even when the listing predates it.
+    #[tokio::test(start_paused = true)]
+    async fn a_terminated_pod_whose_removal_failed_stays_cached() {
+        let mut b = bed().await;
+        let (tx, _events) = mpsc::channel(100);
+        let mut pleg = crate::pleg::GenericPleg::new(
+            b.ctx.runtime.clone(),
+            tx,
+            b.ctx.cache.clone(),
+            Arc::clone(&b.ctx.pleg),
+            Arc::default(),
+        );
+        pleg.relist().await;
+        b.workers.update_pod(work(pod("r1", &["app"]), false));
+        b.next_done().await;
+        b.fake
+            .inject_error("remove_podsandbox", tonic::Status::unavailable("busy"));
+        b.workers.update_pod(work(pod("r1", &["app"]), true));
+        assert!(b.next_done().await.terminated);
+        assert!(b.ctx.cache.contains("r1"));
+        assert_eq!(
+            b.ctx.pleg.listed("r1"),
+            Some(false),
+            "listed before it started"
+        );
+        b.workers.forget("r1");
+        b.fake.clear_calls();
+        b.workers.update_pod(work(pod("r1", &["app"]), false));
+        b.next_done().await;
+        let calls = b.fake.calls();
+        assert_eq!(read_or_run(&calls), Some("list_podsandbox"), "{calls:?}");
     }
 
     #[tokio::test(start_paused = true)]

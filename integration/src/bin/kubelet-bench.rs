@@ -262,13 +262,17 @@ async fn idle_window(
             .and_then(|m| relist_count(&m))
     };
     let m0 = relists().await;
+    let ops0 = runtime_operations(k).await;
     let c0 = proc_cpu_seconds(pid);
     let s0 = shim_pid.and_then(proc_cpu_seconds);
     tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
     let m1 = relists().await;
     let c1 = proc_cpu_seconds(pid);
     let s1 = shim_pid.and_then(proc_cpu_seconds);
+    let ops1 = runtime_operations(k).await;
     let mut v = serde_json::json!({"pods": n, "idle_seconds": args.idle_seconds});
+    // What the idle kubelet asked the runtime in the window (not per pod).
+    v["cri_calls"] = serde_json::json!(calls_per_pod(&ops0, &ops1, 1));
     if let (Some(m0), Some(m1), Some(c0), Some(c1)) = (m0, m1, c0, c1) {
         let relists = (m1 - m0).max(1.0);
         v["relists"] = relists.into();
@@ -535,6 +539,13 @@ fn print_report(
             f(&idle["rss_anon_mib"]),
             f(&idle["rss_file_mib"]),
         );
+        if let Some(calls) = idle["cri_calls"].as_object() {
+            let each: Vec<String> = calls.iter().map(|(op, n)| format!("{op} {n}")).collect();
+            println!(
+                "CRI calls by the kubelet in the idle window: {}",
+                each.join(", ")
+            );
+        }
     }
     if shims.is_empty() {
         return;

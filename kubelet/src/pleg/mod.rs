@@ -56,13 +56,44 @@ pub struct PodLifecycleEvent {
 }
 
 /// The pod status cache (upstream `kubecontainer.Cache`): newest runtime status per pod UID and
-/// when its read began.
+/// when its read began; and the pods whose worker is syncing, so reads their status once its
+/// changes are made.
 #[derive(Debug, Clone, Default)]
 pub struct PodCache {
     inner: Arc<RwLock<HashMap<String, (PodStatus, Instant)>>>,
+    syncing: Arc<parking_lot::Mutex<HashSet<String>>>,
+}
+
+/// A pod worker's sync in flight ([`PodCache::syncing`]), until dropped.
+#[derive(Debug)]
+pub struct SyncInFlight {
+    syncing: Arc<parking_lot::Mutex<HashSet<String>>>,
+    uid: String,
+}
+
+impl Drop for SyncInFlight {
+    fn drop(&mut self) {
+        self.syncing.lock().remove(&self.uid);
+    }
 }
 
 impl PodCache {
+    /// Marks `uid`'s sync as in flight until the returned guard drops. A relist does not read
+    /// such a pod's status: the sync reads it after its changes, later than the relist's list,
+    /// or else (no changes) its next sync, which the relist's events bring, reads it.
+    pub fn syncing(&self, uid: &str) -> SyncInFlight {
+        self.syncing.lock().insert(uid.to_string());
+        SyncInFlight {
+            syncing: Arc::clone(&self.syncing),
+            uid: uid.to_string(),
+        }
+    }
+
+    /// Whether `uid`'s worker is syncing it.
+    pub fn is_syncing(&self, uid: &str) -> bool {
+        self.syncing.lock().contains(uid)
+    }
+
     /// The cached status of `uid` and when its read began.
     pub fn get(&self, uid: &str) -> Option<(PodStatus, Instant)> {
         self.inner.read().get(uid).cloned()
@@ -85,6 +116,21 @@ impl PodCache {
             .read()
             .get(uid)
             .is_some_and(|(_, read_at)| *read_at >= t)
+    }
+
+    /// Whether a status of `uid` is cached.
+    pub fn contains(&self, uid: &str) -> bool {
+        self.inner.read().contains_key(uid)
+    }
+
+    /// Whether the cached status of `uid` shows what a relist listed for it: the same
+    /// sandboxes and containers, each in the same state. Reading it again would show nothing
+    /// new that the relist can see.
+    pub fn shows(&self, uid: &str, listed: &RuntimePod) -> bool {
+        self.inner
+            .read()
+            .get(uid)
+            .is_some_and(|(s, _)| status_shows(s, listed))
     }
 
     /// Store `status`, whose read began at `read_at`. An older read than the cached one does
@@ -141,6 +187,35 @@ impl PlegState {
     pub fn has_relisted(&self) -> bool {
         self.last_relist.read().is_some()
     }
+
+    /// Whether the last relist's listing (sorted by pod UID) had anything of pod `uid`
+    /// (`None` before the first relist).
+    pub fn listed(&self, uid: &str) -> Option<bool> {
+        let pods = self.pods.read();
+        pods.1?;
+        Some(pods.0.binary_search_by(|p| p.id.as_str().cmp(uid)).is_ok())
+    }
+}
+
+/// Whether `status` has exactly the sandboxes and containers of `listed`, each in the listed
+/// state (a listed sandbox is `Running` when ready).
+fn status_shows(status: &PodStatus, listed: &RuntimePod) -> bool {
+    use crate::container::SandboxState;
+    let sandboxes_match = status.sandbox_statuses.len() == listed.sandboxes.len()
+        && listed.sandboxes.iter().all(|l| {
+            status.sandbox_statuses.iter().any(|s| {
+                s.id == l.id
+                    && (s.state == SandboxState::Ready) == (l.state == ContainerState::Running)
+            })
+        });
+    sandboxes_match
+        && status.container_statuses.len() == listed.containers.len()
+        && listed.containers.iter().all(|l| {
+            status
+                .container_statuses
+                .iter()
+                .any(|c| c.id.id == l.id && c.state == l.state)
+        })
 }
 
 fn states(p: Option<&RuntimePod>) -> HashMap<&str, ContainerState> {
@@ -288,8 +363,10 @@ impl GenericPleg {
         // A pod whose read failed keeps its old record, its events are held back, and it is
         // looked at again on the next relist, which generates them anew (upstream "Ignoring
         // events for pod" + `needsReinspection`).
-        // A status read that began after this relist listed the runtime (a pod worker's read
-        // after its sync's changes) already shows what the list saw: it is not read again.
+        // A cached status that shows what the list saw (read after this relist listed the
+        // runtime, or before with the same sandboxes and containers in the same states: a pod
+        // worker's read after its sync's changes) is not read again; nor is a pod whose worker
+        // is syncing it (it reads after its changes; see `PodCache::syncing`).
         let reads: Vec<_> = events
             .keys()
             .filter_map(|uid| current.get(uid).cloned())
@@ -297,7 +374,10 @@ impl GenericPleg {
                 let rt = self.runtime.clone();
                 let cache = self.cache.clone();
                 async move {
-                    if cache.is_read_since(&p.id, start) {
+                    if cache.is_read_since(&p.id, start)
+                        || cache.shows(&p.id, &p)
+                        || cache.is_syncing(&p.id)
+                    {
                         return (p, None);
                     }
                     let read_at = Instant::now();
@@ -582,23 +662,37 @@ mod tests {
                 .unwrap_or_default()
         }
 
-        /// A changed pod whose cached status was read after the relist listed the runtime (a
-        /// pod worker's read after its changes) is not read again: its events go with that
-        /// status. An older cached read is not enough.
+        fn app_id_running(b: &Bed) -> String {
+            b.fake
+                .containers()
+                .into_iter()
+                .find(|(_, c)| {
+                    c.metadata.as_ref().is_some_and(|m| m.name == "app")
+                        && c.state
+                            == cri_proto::runtime::v1::ContainerState::ContainerRunning as i32
+                })
+                .map(|(_, c)| c.id)
+                .unwrap_or_default()
+        }
+
+        /// A changed pod whose cached status shows what the relist listed is not read again:
+        /// its events go with that status. That is a status read after the relist listed the
+        /// runtime (a pod worker's read after its changes), or one read before that already
+        /// has the same sandboxes and containers in the same states. Any other is read.
         #[tokio::test(start_paused = true)]
-        async fn a_status_read_after_the_relist_listed_is_not_read_again() {
+        async fn a_cached_status_that_shows_the_listing_is_not_read_again() {
             let mut b = bed().await;
             start_pod(&b, "p1").await;
             b.pleg.relist().await;
             drain(&mut b);
-            b.fake.exit_container(&app_id(&b), 1);
-            // Read before this relist lists: read again.
-            let before = b
+            // Read while the container ran; the relist lists it exited: read again.
+            let running = b
                 .runtime
                 .get_pod_status("p1", "pod-p1", "default")
                 .await
                 .expect("status");
-            b.cache.set("p1", before.clone(), Instant::now());
+            b.cache.set("p1", running, Instant::now());
+            b.fake.exit_container(&app_id(&b), 1);
             b.fake.clear_calls();
             b.pleg.relist().await;
             assert_eq!(
@@ -611,15 +705,15 @@ mod tests {
                 drain(&mut b),
                 vec![("p1".to_string(), PodLifecycleEventType::ContainerDied)]
             );
-            // A read the cache says began after the relist's list (stamped ahead here): no read.
+            // Read (before the relist lists) after a new container started: it shows the
+            // listing, no read.
             start_pod(&b, "p1").await;
-            let after = b
+            let shows = b
                 .runtime
                 .get_pod_status("p1", "pod-p1", "default")
                 .await
                 .expect("status");
-            b.cache
-                .set("p1", after, Instant::now() + Duration::from_secs(1));
+            b.cache.set("p1", shows, Instant::now());
             b.fake.clear_calls();
             b.pleg.relist().await;
             assert_eq!(
@@ -634,6 +728,110 @@ mod tests {
                     .any(|(u, t)| u == "p1" && *t == PodLifecycleEventType::ContainerStarted),
                 "the events still go"
             );
+            // A read the cache says began after the relist's list (stamped ahead here), with
+            // the container since gone from it: not read either.
+            let mut stale = b.cache.get("p1").expect("cached").0;
+            b.fake.exit_container(&app_id_running(&b), 2);
+            stale.container_statuses.clear();
+            b.cache
+                .set("p1", stale, Instant::now() + Duration::from_secs(1));
+            b.fake.clear_calls();
+            b.pleg.relist().await;
+            assert_eq!(
+                b.fake.call_count("podsandbox_status"),
+                0,
+                "{:?}",
+                b.fake.calls()
+            );
+        }
+
+        /// A pod whose worker is syncing is left to it: the relist sends its events without
+        /// reading its status; once the sync is over, a change is read again.
+        #[tokio::test(start_paused = true)]
+        async fn a_pod_being_synced_is_not_read_by_a_relist() {
+            let mut b = bed().await;
+            let in_flight = b.cache.syncing("p3");
+            start_pod(&b, "p3").await;
+            b.fake.clear_calls();
+            b.pleg.relist().await;
+            assert_eq!(
+                b.fake.call_count("podsandbox_status"),
+                0,
+                "{:?}",
+                b.fake.calls()
+            );
+            assert_eq!(drain(&mut b).len(), 2, "sandbox and container started");
+            assert!(b.cache.get("p3").is_none());
+            drop(in_flight);
+            assert!(!b.cache.is_syncing("p3"));
+            b.fake.exit_container(&app_id(&b), 1);
+            b.pleg.relist().await;
+            assert_eq!(b.fake.call_count("podsandbox_status"), 1);
+            assert!(b.cache.get("p3").is_some());
+        }
+
+        /// The cache compares sandboxes and containers by id and state, and their number.
+        #[test]
+        fn a_status_shows_a_listing_with_the_same_ids_and_states() {
+            use crate::container::{ContainerID, ContainerStatus, SandboxState, SandboxStatus};
+            let listed = RuntimePod {
+                id: "u".into(),
+                sandboxes: vec![RuntimeContainer {
+                    id: "s1".into(),
+                    name: String::new(),
+                    state: ContainerState::Running,
+                    grace_period: None,
+                    created_at: 0,
+                }],
+                ..pod(&[("c1", ContainerState::Running)])
+            };
+            let status = |sandbox: SandboxState, c: &[(&str, ContainerState)]| PodStatus {
+                sandbox_statuses: vec![SandboxStatus {
+                    id: "s1".into(),
+                    state: sandbox,
+                    ..Default::default()
+                }],
+                container_statuses: c
+                    .iter()
+                    .map(|(id, state)| ContainerStatus {
+                        id: ContainerID::new("fake", *id),
+                        state: *state,
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            let cache = PodCache::default();
+            let check = |s: PodStatus| {
+                cache.delete("u");
+                cache.set("u", s, Instant::now());
+                cache.shows("u", &listed)
+            };
+            assert!(check(status(
+                SandboxState::Ready,
+                &[("c1", ContainerState::Running)]
+            )));
+            assert!(!check(status(
+                SandboxState::NotReady,
+                &[("c1", ContainerState::Running)]
+            )));
+            assert!(!check(status(
+                SandboxState::Ready,
+                &[("c1", ContainerState::Exited)]
+            )));
+            assert!(!check(status(
+                SandboxState::Ready,
+                &[("c2", ContainerState::Running)]
+            )));
+            assert!(!check(status(SandboxState::Ready, &[])));
+            assert!(!check(status(
+                SandboxState::Ready,
+                &[
+                    ("c1", ContainerState::Running),
+                    ("c0", ContainerState::Exited)
+                ]
+            )));
+            assert!(!PodCache::default().shows("u", &listed), "nothing cached");
         }
 
         #[tokio::test(start_paused = true)]

@@ -690,4 +690,55 @@ mod tests {
         assert_eq!(m.len(), 1);
         assert_eq!(m["a"].0, "CrashLoopBackOff");
     }
+
+    /// A pod's status read asks for its sandboxes' statuses at once, not one after the other,
+    /// and still lists them newest first with the newest ready one's IP.
+    #[tokio::test(start_paused = true)]
+    async fn a_status_read_asks_for_its_sandboxes_at_once() {
+        use crate::cri::RuntimeService;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (fake, manager) = KubeGenericRuntimeManager::fake(dir.path()).await;
+        let mut ids = vec![];
+        for attempt in 0..3 {
+            let config = cri::PodSandboxConfig {
+                metadata: Some(cri::PodSandboxMetadata {
+                    name: "p".into(),
+                    uid: "u".into(),
+                    namespace: "default".into(),
+                    attempt,
+                }),
+                labels: [(POD_UID_LABEL.to_string(), "u".to_string())].into(),
+                ..Default::default()
+            };
+            let id = fake.run_pod_sandbox(config, "").await.expect("run");
+            if attempt < 2 {
+                fake.stop_pod_sandbox(&id).await.expect("stop");
+            }
+            ids.push(id);
+            tokio::time::advance(Duration::from_secs(1)).await;
+        }
+        fake.set_sandbox_status_latency(Duration::from_secs(2));
+        let started = Instant::now();
+        let status = manager
+            .get_pod_status("u", "p", "default")
+            .await
+            .expect("status");
+        assert_eq!(fake.sandbox_status_max_in_flight(), 3);
+        assert!(
+            started.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        let order: Vec<(String, u32)> = status
+            .sandbox_statuses
+            .iter()
+            .map(|s| (s.id.clone(), s.attempt))
+            .collect();
+        ids.reverse();
+        assert_eq!(order, ids.into_iter().zip([2, 1, 0]).collect::<Vec<_>>());
+        assert_eq!(
+            status.sandbox_statuses[0].state,
+            crate::container::SandboxState::Ready
+        );
+    }
 }

@@ -109,21 +109,39 @@ impl KubeGenericRuntimeManager {
         name: &str,
         namespace: &str,
     ) -> Result<PodStatus, RuntimeError> {
+        // Upstream makes these calls one after the other; here the two lists go together,
+        // then every sandbox's and container's status together: a read costs two round trips
+        // to a busy runtime instead of 2 + one per sandbox and container, and it is on the
+        // path of every pod start (the status after the sync's changes).
         let sel = HashMap::from([(POD_UID_LABEL.to_string(), uid.to_string())]);
-        let mut sandboxes = self.list_sandboxes(sel.clone()).await?;
+        let (mut sandboxes, mut containers) =
+            futures::try_join!(self.list_sandboxes(sel.clone()), self.list_containers(sel))?;
         sandboxes.sort_by_key(|c| std::cmp::Reverse(c.created_at));
+        containers.sort_by_key(|c| std::cmp::Reverse(c.created_at));
+        let (sandbox_reads, container_reads) = futures::join!(
+            futures::future::join_all(
+                sandboxes
+                    .iter()
+                    .map(|s| self.runtime.pod_sandbox_status(&s.id))
+            ),
+            futures::future::join_all(
+                containers
+                    .iter()
+                    .map(|c| self.runtime.container_status(&c.id))
+            )
+        );
         let mut status = PodStatus {
             id: uid.to_string(),
             name: name.to_string(),
             namespace: namespace.to_string(),
             ..Default::default()
         };
-        for (i, s) in sandboxes.iter().enumerate() {
-            let id = s.id.clone();
+        for (i, (s, read)) in sandboxes.iter().zip(sandbox_reads).enumerate() {
+            let id = &s.id;
             // Removed between the list and now: as if the list had not shown it. Any other
             // error (the runtime or Docker unreachable) fails the whole status, as upstream's:
             // a pod whose sandbox cannot be read must not look like a pod without a sandbox.
-            let st = match self.runtime.pod_sandbox_status(&id).await {
+            let st = match read {
                 Ok(st) => st,
                 Err(e) if e.code() == Some(tonic::Code::NotFound) => {
                     tracing::debug!(sandbox = %id, error = %e, "sandbox vanished while reading status");
@@ -166,11 +184,9 @@ impl KubeGenericRuntimeManager {
                 created_at: ts(st.created_at),
             });
         }
-        let mut containers = self.list_containers(sel).await?;
-        containers.sort_by_key(|c| std::cmp::Reverse(c.created_at));
-        for c in containers {
-            let id = c.id.clone();
-            let st = match self.runtime.container_status(&id).await {
+        for (c, read) in containers.into_iter().zip(container_reads) {
+            let id = &c.id;
+            let st = match read {
                 Ok(st) => st,
                 Err(e) if e.code() == Some(tonic::Code::NotFound) => {
                     tracing::debug!(container = %id, error = %e, "container vanished while reading status");

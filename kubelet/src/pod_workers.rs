@@ -415,12 +415,13 @@ pub async fn sync_pod(
 
 /// A worker's first sync of a pod that the runtime had nothing of when the PLEG last listed
 /// it, and the cache knows nothing of: its status, empty, without asking the runtime (upstream's
-/// first sync takes the cache's default status once a relist has run). Only the pod's own
-/// worker creates its sandboxes, and this is that worker's first sync, so nothing was created
-/// since the listing; a terminated pod whose removal failed keeps its cache entry (see
-/// [`sync_terminated_pod`]), so a pod added again with its UID reads the runtime.
+/// first sync takes the cache's default status once a relist has run). Only the pod's workers
+/// create its sandboxes, and this is this worker's first sync, so nothing was created since
+/// the listing unless an earlier worker of the same UID ran after it: a pod terminated since
+/// the listing (and added again) reads the runtime.
 fn new_pod_status(ctx: &SyncContext, uid: &str, name: &str, ns: &str) -> Option<PodStatus> {
-    if ctx.pleg.listed(uid) != Some(false) || ctx.cache.contains(uid) {
+    let (listed, at) = ctx.pleg.listed(uid)?;
+    if listed || ctx.cache.contains(uid) || ctx.cache.terminated_since(uid, at) {
         return None;
     }
     Some(PodStatus {
@@ -530,12 +531,10 @@ pub fn evicted_status(
 #[tracing::instrument(name = "sync_terminated_pod", skip_all, fields(pod = %pod_full_name(&work.pod), pod_uid = %meta(&work.pod).0))]
 pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
     let (uid, _, _) = meta(&work.pod);
-    match ctx.runtime.remove_pod(uid).await {
-        Ok(()) => ctx.cache.delete(uid),
-        // Its cached status stays until a relist finds the pod gone: a pod added again with
-        // this UID reads the runtime first (see `new_pod_status`).
-        Err(e) => tracing::warn!(error = %e, "cannot remove the containers of a terminated pod"),
+    if let Err(e) = ctx.runtime.remove_pod(uid).await {
+        tracing::warn!(error = %e, "cannot remove the containers of a terminated pod");
     }
+    ctx.cache.delete_terminated(uid);
     ctx.tokens.forget(uid);
     if work.evict.is_none() {
         ctx.status.remove(uid);
@@ -776,8 +775,8 @@ mod tests {
             Arc::default(),
         );
         pleg.relist().await;
-        assert_eq!(b.ctx.pleg.listed("f1"), Some(true));
-        assert_eq!(b.ctx.pleg.listed("f2"), Some(false));
+        assert_eq!(b.ctx.pleg.listed("f1").map(|l| l.0), Some(true));
+        assert_eq!(b.ctx.pleg.listed("f2").map(|l| l.0), Some(false));
 
         // A pod the listing lacks: its sandbox is the first call, then the status is read
         // once, after the changes.
@@ -844,10 +843,12 @@ mod tests {
         assert!(r.is_ok(), "{:?}", r.errors);
     }
 
-    /// A terminated pod whose removal failed keeps its cached status, so that the same pod
-    /// added again reads the runtime before acting even when the listing predates it.
+    /// A pod terminated after the PLEG's last listing and added again reads the runtime
+    /// before acting, even though that listing predates it (whatever its old worker left, a
+    /// sandbox whose removal failed, is not in it); once a relist lists after the
+    /// termination, the listing answers again.
     #[tokio::test(start_paused = true)]
-    async fn a_terminated_pod_whose_removal_failed_stays_cached() {
+    async fn a_pod_added_again_after_its_termination_reads_until_a_relist() {
         let mut b = bed().await;
         let (tx, _events) = mpsc::channel(100);
         let mut pleg = crate::pleg::GenericPleg::new(
@@ -864,11 +865,11 @@ mod tests {
             .inject_error("remove_podsandbox", tonic::Status::unavailable("busy"));
         b.workers.update_pod(work(pod("r1", &["app"]), true));
         assert!(b.next_done().await.terminated);
-        assert!(b.ctx.cache.contains("r1"));
+        assert_eq!(b.fake.sandboxes().len(), 1, "its sandbox was left");
         assert_eq!(
-            b.ctx.pleg.listed("r1"),
+            b.ctx.pleg.listed("r1").map(|l| l.0),
             Some(false),
-            "listed before it started"
+            "listed before it"
         );
         b.workers.forget("r1");
         b.fake.clear_calls();
@@ -876,6 +877,18 @@ mod tests {
         b.next_done().await;
         let calls = b.fake.calls();
         assert_eq!(read_or_run(&calls), Some("list_podsandbox"), "{calls:?}");
+
+        // Terminated and removed; a relist lists after that: the next one starts at once.
+        b.workers.update_pod(work(pod("r1", &["app"]), true));
+        assert!(b.next_done().await.terminated);
+        b.workers.forget("r1");
+        tokio::time::advance(Duration::from_millis(10)).await;
+        pleg.relist().await;
+        b.fake.clear_calls();
+        b.workers.update_pod(work(pod("r1", &["app"]), false));
+        b.next_done().await;
+        let calls = b.fake.calls();
+        assert_eq!(read_or_run(&calls), Some("run_podsandbox"), "{calls:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -62,6 +62,8 @@ pub struct PodLifecycleEvent {
 pub struct PodCache {
     inner: Arc<RwLock<HashMap<String, (PodStatus, Instant)>>>,
     syncing: Arc<parking_lot::Mutex<HashSet<String>>>,
+    /// When the workers of terminated pods finished, until a relist lists after that.
+    terminated: Arc<parking_lot::Mutex<HashMap<String, Instant>>>,
 }
 
 /// A pod worker's sync in flight ([`PodCache::syncing`]), until dropped.
@@ -147,6 +149,26 @@ impl PodCache {
     pub fn delete(&self, uid: &str) {
         self.inner.write().remove(uid);
     }
+
+    /// Forget `uid`, whose worker terminated it now: until a relist lists the runtime after
+    /// this, a listing without the pod does not show that nothing of it is left
+    /// ([`Self::terminated_since`]).
+    pub fn delete_terminated(&self, uid: &str) {
+        self.delete(uid);
+        self.terminated
+            .lock()
+            .insert(uid.to_string(), Instant::now());
+    }
+
+    /// Whether a worker of `uid` terminated it at `t` or later.
+    pub fn terminated_since(&self, uid: &str, t: Instant) -> bool {
+        self.terminated.lock().get(uid).is_some_and(|at| *at >= t)
+    }
+
+    /// A relist listed the runtime at `t`: terminations before that are in its listing.
+    fn listed_at(&self, t: Instant) {
+        self.terminated.lock().retain(|_, at| *at >= t);
+    }
 }
 
 /// What the PLEG publishes for the rest of the kubelet.
@@ -188,12 +210,15 @@ impl PlegState {
         self.last_relist.read().is_some()
     }
 
-    /// Whether the last relist's listing (sorted by pod UID) had anything of pod `uid`
-    /// (`None` before the first relist).
-    pub fn listed(&self, uid: &str) -> Option<bool> {
+    /// Whether the last relist's listing (sorted by pod UID) had anything of pod `uid`, and
+    /// when the runtime was listed (`None` before the first relist).
+    pub fn listed(&self, uid: &str) -> Option<(bool, Instant)> {
         let pods = self.pods.read();
-        pods.1?;
-        Some(pods.0.binary_search_by(|p| p.id.as_str().cmp(uid)).is_ok())
+        let at = pods.1?;
+        Some((
+            pods.0.binary_search_by(|p| p.id.as_str().cmp(uid)).is_ok(),
+            at,
+        ))
     }
 }
 
@@ -426,6 +451,7 @@ impl GenericPleg {
         }
         self.records = current;
         *self.state.pods.write() = (pods, Some(start));
+        self.cache.listed_at(start);
         *self.state.last_relist.write() = Some(Instant::now());
         self.metrics.observe_relist(start.elapsed());
     }

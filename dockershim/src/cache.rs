@@ -51,7 +51,7 @@ struct ListState {
     watching: bool,
     /// The sequence number taken just before the cached listing was requested, when it was
     /// taken, and the listing.
-    listing: Option<(u64, Instant, Vec<ContainerSummary>)>,
+    listing: Option<(u64, Instant, SharedListing)>,
     /// Containers found running, by the id the client gave: the ticket taken before the
     /// inspect, when, and the full id.
     running: HashMap<String, (u64, Instant, String)>,
@@ -59,13 +59,14 @@ struct ListState {
     in_flight: Option<(u64, watch::Receiver<Option<SharedListing>>)>,
 }
 
-/// A listing handed to every caller that waited for it.
+/// A listing, shared by every caller that is handed it (never copied: with 220 containers a
+/// copy per ListContainers/ListPodSandbox was most of dockershim's allocations).
 pub type SharedListing = Arc<Vec<ContainerSummary>>;
 
 /// What [`ListCache::lookup`] tells a caller to do.
 pub enum Lookup {
     /// The cached listing, still fresh.
-    Cached(Vec<ContainerSummary>),
+    Cached(SharedListing),
     /// Wait for the listing in flight (requested after every change known so far). If its
     /// leader fails or is cancelled, the receiver reports the sender gone: list yourself.
     Join(watch::Receiver<Option<SharedListing>>),
@@ -119,10 +120,10 @@ impl ListCache {
     }
 
     /// The cached listing, if it can be trusted.
-    pub fn get(&self) -> Option<Vec<ContainerSummary>> {
+    pub fn get(&self) -> Option<SharedListing> {
         let s = self.state.lock();
         let (taken, at, list) = s.listing.as_ref()?;
-        s.fresh(*taken, *at).then(|| list.clone())
+        s.fresh(*taken, *at).then(|| Arc::clone(list))
     }
 
     /// The full id of container `id` if an inspect found it running and nothing changed since.
@@ -155,7 +156,7 @@ impl ListCache {
         if let Some((taken, at, list)) = s.listing.as_ref()
             && s.fresh(*taken, *at)
         {
-            return Lookup::Cached(list.clone());
+            return Lookup::Cached(Arc::clone(list));
         }
         if let Some((ticket, rx)) = s.in_flight.as_ref()
             && s.watching
@@ -172,11 +173,8 @@ impl ListCache {
     }
 
     /// The leader's listing: stored like [`ListCache::store`] and handed to those waiting.
-    pub fn finish(
-        &self,
-        leader: ListingLeader,
-        list: Vec<ContainerSummary>,
-    ) -> Vec<ContainerSummary> {
+    pub fn finish(&self, leader: ListingLeader, list: Vec<ContainerSummary>) -> SharedListing {
+        let list = Arc::new(list);
         self.store(leader.ticket, &list);
         {
             let mut s = self.state.lock();
@@ -187,10 +185,9 @@ impl ListCache {
                 s.in_flight = None;
             }
         }
-        // Once the slot is cleared only callers that joined hold a receiver: copy the listing
-        // for them only if there are any.
+        // Once the slot is cleared only callers that joined hold a receiver.
         if leader.tx.receiver_count() > 0 {
-            leader.tx.send_replace(Some(Arc::new(list.clone())));
+            leader.tx.send_replace(Some(Arc::clone(&list)));
         }
         list
     }
@@ -203,10 +200,10 @@ impl ListCache {
     }
 
     /// Stores a listing requested after `ticket` was taken, unless a newer one is stored.
-    pub fn store(&self, ticket: u64, list: &[ContainerSummary]) {
+    pub fn store(&self, ticket: u64, list: &SharedListing) {
         let mut s = self.state.lock();
         if s.listing.as_ref().is_none_or(|(t, _, _)| *t < ticket) {
-            s.listing = Some((ticket, Instant::now(), list.to_vec()));
+            s.listing = Some((ticket, Instant::now(), Arc::clone(list)));
         }
     }
 }
@@ -572,13 +569,17 @@ mod tests {
         let c = ListCache::default();
         assert!(c.get().is_none(), "nothing stored");
         let t = c.ticket();
-        c.store(t, &[summary("a")]);
+        c.store(t, &Arc::new(vec![summary("a")]));
         assert!(c.get().is_none(), "not trusted without the event stream");
         c.set_watching(true);
         assert!(c.get().is_none(), "connecting invalidates older listings");
         let t = c.ticket();
-        c.store(t, &[summary("a")]);
+        let stored = Arc::new(vec![summary("a")]);
+        c.store(t, &stored);
         assert_eq!(c.get().map(|l| l.len()), Some(1));
+        // Every caller shares the stored listing; none gets a copy.
+        assert!(c.get().is_some_and(|l| Arc::ptr_eq(&l, &stored)));
+        assert!(matches!(c.lookup(), Lookup::Cached(l) if Arc::ptr_eq(&l, &stored)));
         c.invalidate();
         assert!(c.get().is_none(), "a change makes it stale");
     }
@@ -589,7 +590,7 @@ mod tests {
         c.set_watching(true);
         let t = c.ticket();
         c.invalidate(); // a container changed while the listing was in flight
-        c.store(t, &[summary("a")]);
+        c.store(t, &Arc::new(vec![summary("a")]));
         assert!(c.get().is_none());
     }
 
@@ -599,8 +600,8 @@ mod tests {
         c.set_watching(true);
         let older = c.ticket();
         let newer = c.ticket();
-        c.store(newer, &[summary("new")]);
-        c.store(older, &[summary("old")]);
+        c.store(newer, &Arc::new(vec![summary("new")]));
+        c.store(older, &Arc::new(vec![summary("old")]));
         let got = c.get().expect("fresh");
         assert_eq!(got[0].id.as_deref(), Some("new"));
     }
@@ -690,7 +691,7 @@ mod tests {
         let c = ListCache::default();
         c.set_watching(true);
         let t = c.ticket();
-        c.store(t, &[summary("a")]);
+        c.store(t, &Arc::new(vec![summary("a")]));
         assert!(c.get().is_some());
         c.set_watching(false);
         assert!(c.get().is_none());
@@ -757,7 +758,7 @@ mod tests {
         let c = ListCache::default();
         c.set_watching(true);
         let t = c.ticket();
-        c.store(t, &[summary("a")]);
+        c.store(t, &Arc::new(vec![summary("a")]));
         assert!(c.get().is_some());
         tokio::time::advance(LIST_MAX_AGE - Duration::from_millis(1)).await;
         assert!(c.get().is_some());

@@ -11,7 +11,7 @@ use cri_proto::runtime::v1 as cri;
 
 use crate::docker::DockerApi;
 use crate::errors::Result;
-use crate::filter::{id_matches, matches_selector, summary_label};
+use crate::filter::{id_matches, matches_selector, may_match_selector, summary_label};
 use crate::labels;
 use crate::naming;
 use crate::shim::Shim;
@@ -51,10 +51,11 @@ impl<D: DockerApi> Shim<D> {
         let filter = filter.unwrap_or_default();
         let list = self.our_containers().await?;
         let mut out = Vec::with_capacity(list.len());
-        for c in list.into_iter().filter(|c| {
+        for c in list.iter().filter(|c| {
             summary_label(c, labels::CONTAINER_TYPE_LABEL_KEY)
                 == Some(labels::CONTAINER_TYPE_LABEL_CONTAINER)
                 && id_matches(c, &filter.id)
+                && may_match_selector(c, &filter.label_selector)
                 && (filter.pod_sandbox_id.is_empty()
                     || summary_label(c, labels::SANDBOX_ID_LABEL_KEY)
                         == Some(filter.pod_sandbox_id.as_str()))

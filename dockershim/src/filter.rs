@@ -17,6 +17,16 @@ pub fn id_matches(c: &ContainerSummary, filter: &str) -> bool {
     filter.is_empty() || c.id.as_deref().is_some_and(|id| id.starts_with(filter))
 }
 
+/// Can a listed container match CRI label selector `selector`? Its CRI labels are a subset of
+/// its Docker labels with the same values, so one whose Docker labels miss a pair cannot: the
+/// list RPCs skip it before extracting its labels.
+pub fn may_match_selector(c: &ContainerSummary, selector: &HashMap<String, String>) -> bool {
+    selector.is_empty()
+        || c.labels
+            .as_ref()
+            .is_some_and(|l| matches_selector(l, selector))
+}
+
 /// Does `labels` match every `key=value` of `selector` (CRI label selectors are equality only)?
 pub fn matches_selector(
     labels: &HashMap<String, String>,
@@ -45,6 +55,23 @@ mod tests {
         assert!(!matches_selector(
             &labels,
             &[("c".into(), "1".into())].into()
+        ));
+    }
+
+    #[test]
+    fn a_container_without_a_selector_pair_among_its_docker_labels_cannot_match() {
+        let c = ContainerSummary {
+            labels: Some([("k".to_string(), "v".to_string())].into()),
+            ..Default::default()
+        };
+        assert!(may_match_selector(&c, &HashMap::new()));
+        assert!(may_match_selector(&c, &[("k".into(), "v".into())].into()));
+        assert!(!may_match_selector(&c, &[("k".into(), "w".into())].into()));
+        let bare = ContainerSummary::default();
+        assert!(may_match_selector(&bare, &HashMap::new()));
+        assert!(!may_match_selector(
+            &bare,
+            &[("k".into(), "v".into())].into()
         ));
     }
 

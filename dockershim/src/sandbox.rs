@@ -17,7 +17,7 @@ use crate::checkpoint::{
 use crate::creation::NameReservation;
 use crate::docker::DockerApi;
 use crate::errors::{Result, ShimError};
-use crate::filter::{id_matches, matches_selector, summary_label};
+use crate::filter::{id_matches, matches_selector, may_match_selector, summary_label};
 use crate::labels;
 use crate::naming::{self, SandboxNameParts};
 use crate::network::PodNetwork;
@@ -402,9 +402,9 @@ impl<D: DockerApi> Shim<D> {
         };
         if let Some(list) = self.listing.get() {
             return Ok(list
-                .into_iter()
+                .iter()
                 .filter(|c| of_sandbox(c))
-                .filter_map(|c| c.id)
+                .filter_map(|c| c.id.clone())
                 .collect());
         }
         let filters = HashMap::from([(
@@ -578,10 +578,11 @@ impl<D: DockerApi> Shim<D> {
         let list = self.our_containers().await?;
         let mut out = Vec::with_capacity(list.len());
         let mut seen = std::collections::HashSet::new();
-        for c in list.into_iter().filter(|c| {
+        for c in list.iter().filter(|c| {
             summary_label(c, labels::CONTAINER_TYPE_LABEL_KEY)
                 == Some(labels::CONTAINER_TYPE_LABEL_SANDBOX)
                 && id_matches(c, &filter.id)
+                && may_match_selector(c, &filter.label_selector)
         }) {
             let Some(id) = c.id.clone() else { continue };
             let Some(parts) = c

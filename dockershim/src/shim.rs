@@ -9,13 +9,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bollard::models::{ContainerInspectResponse, ContainerSummary};
+use bollard::models::ContainerInspectResponse;
 use cri_proto::runtime::v1 as cri;
 use parking_lot::Mutex;
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-use crate::cache::{CpuUsageCache, Fact, FactCache, ImageRefCache, ListCache, Lookup, SizeCache};
+use crate::cache::{
+    CpuUsageCache, Fact, FactCache, ImageRefCache, ListCache, Lookup, SharedListing, SizeCache,
+};
 use crate::cgroups::CgroupCache;
 use crate::checkpoint::CheckpointStore;
 use crate::config::ShimConfig;
@@ -85,14 +87,14 @@ impl<D: DockerApi> Shim<D> {
     /// Every container and sandbox of ours (any state), from the listing cache when nothing
     /// changed since it was taken, otherwise from Docker: the listing another caller has in
     /// flight if nothing changed since it was requested, else one of our own.
-    pub async fn our_containers(&self) -> Result<Vec<ContainerSummary>> {
+    pub async fn our_containers(&self) -> Result<SharedListing> {
         let leader = match self.listing.lookup() {
             Lookup::Cached(list) => return Ok(list),
             Lookup::Join(mut rx) => {
                 if let Ok(list) = rx.wait_for(Option::is_some).await
                     && let Some(list) = list.as_ref()
                 {
-                    return Ok(list.as_ref().clone());
+                    return Ok(Arc::clone(list));
                 }
                 // The leader failed or was cancelled: list without it.
                 None
@@ -110,6 +112,7 @@ impl<D: DockerApi> Shim<D> {
         Ok(match leader {
             Some(leader) => self.listing.finish(leader, list),
             None => {
+                let list = Arc::new(list);
                 self.listing.store(ticket, &list);
                 list
             }

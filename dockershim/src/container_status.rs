@@ -51,6 +51,7 @@ impl<D: DockerApi> Shim<D> {
         let filter = filter.unwrap_or_default();
         let list = self.our_containers().await?;
         let mut out = Vec::with_capacity(list.len());
+        let no_labels = HashMap::new();
         for c in list.iter().filter(|c| {
             summary_label(c, labels::CONTAINER_TYPE_LABEL_KEY)
                 == Some(labels::CONTAINER_TYPE_LABEL_CONTAINER)
@@ -69,12 +70,11 @@ impl<D: DockerApi> Shim<D> {
             else {
                 continue;
             };
-            let docker_labels = c.labels.clone().unwrap_or_default();
-            let sandbox_id = docker_labels
-                .get(labels::SANDBOX_ID_LABEL_KEY)
-                .cloned()
-                .unwrap_or_default();
-            let (labels, annotations) = labels::extract_labels(&docker_labels);
+            let sandbox_id = summary_label(c, labels::SANDBOX_ID_LABEL_KEY)
+                .unwrap_or_default()
+                .to_string();
+            let (labels, annotations) =
+                labels::extract_labels(c.labels.as_ref().unwrap_or(&no_labels));
             let state = container_state(c.state.as_ref().map(|s| s.to_string()).as_deref());
             if filter
                 .state

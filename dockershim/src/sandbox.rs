@@ -578,6 +578,7 @@ impl<D: DockerApi> Shim<D> {
         let list = self.our_containers().await?;
         let mut out = Vec::with_capacity(list.len());
         let mut seen = std::collections::HashSet::new();
+        let no_labels = HashMap::new();
         for c in list.iter().filter(|c| {
             summary_label(c, labels::CONTAINER_TYPE_LABEL_KEY)
                 == Some(labels::CONTAINER_TYPE_LABEL_SANDBOX)
@@ -595,7 +596,7 @@ impl<D: DockerApi> Shim<D> {
             };
             seen.insert(id.clone());
             let (labels, annotations) =
-                labels::extract_labels(&c.labels.clone().unwrap_or_default());
+                labels::extract_labels(c.labels.as_ref().unwrap_or(&no_labels));
             let running = c.state.as_ref().map(|s| s.to_string()) == Some("running".to_string());
             out.push(cri::PodSandbox {
                 id,

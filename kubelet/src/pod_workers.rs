@@ -665,6 +665,24 @@ mod tests {
                 .is_err()
         }
 
+        /// A PLEG on the workers' runtime, cache and listing, and its event receiver.
+        fn pleg(
+            &self,
+        ) -> (
+            crate::pleg::GenericPleg,
+            mpsc::Receiver<crate::pleg::PodLifecycleEvent>,
+        ) {
+            let (tx, events) = mpsc::channel(100);
+            let pleg = crate::pleg::GenericPleg::new(
+                self.ctx.runtime.clone(),
+                tx,
+                self.ctx.cache.clone(),
+                Arc::clone(&self.ctx.pleg),
+                Arc::default(),
+            );
+            (pleg, events)
+        }
+
         fn container_names(&self) -> Vec<String> {
             let mut v: Vec<String> = self
                 .fake
@@ -766,14 +784,7 @@ mod tests {
         b.next_done().await;
         assert_eq!(read_or_run(&b.fake.calls()), Some("list_podsandbox"));
 
-        let (tx, _events) = mpsc::channel(100);
-        let mut pleg = crate::pleg::GenericPleg::new(
-            b.ctx.runtime.clone(),
-            tx,
-            b.ctx.cache.clone(),
-            Arc::clone(&b.ctx.pleg),
-            Arc::default(),
-        );
+        let (mut pleg, _events) = b.pleg();
         pleg.relist().await;
         assert_eq!(b.ctx.pleg.listed("f1").map(|l| l.0), Some(true));
         assert_eq!(b.ctx.pleg.listed("f2").map(|l| l.0), Some(false));
@@ -800,7 +811,9 @@ mod tests {
         );
 
         // A pod the listing has (as after a kubelet restart), with a new worker: read first.
-        start_outside(&b, "f3").await;
+        // Started without a worker, as by an earlier kubelet.
+        crate::kuberuntime::manager::testing::run_pod(&b.ctx.runtime, "f3", "busybox:1", "Always")
+            .await;
         pleg.relist().await;
         b.fake.clear_calls();
         b.workers.update_pod(work(pod("f3", &["app"]), false));
@@ -822,27 +835,6 @@ mod tests {
             .find(|c| *c == "list_podsandbox" || *c == "run_podsandbox")
     }
 
-    /// Pod `uid` started on the runtime without a worker (as by an earlier kubelet).
-    async fn start_outside(b: &Bed, uid: &str) {
-        let status = b
-            .ctx
-            .runtime
-            .get_pod_status(uid, &format!("pod-{uid}"), "default")
-            .await
-            .expect("status");
-        let r = b
-            .ctx
-            .runtime
-            .sync_pod(
-                &pod(uid, &["app"]),
-                &status,
-                &crate::apiobjects::ApiObjects::standalone("default"),
-                &mut Backoff::default(),
-            )
-            .await;
-        assert!(r.is_ok(), "{:?}", r.errors);
-    }
-
     /// A pod terminated after the PLEG's last listing and added again reads the runtime
     /// before acting, even though that listing predates it (whatever its old worker left, a
     /// sandbox whose removal failed, is not in it); once a relist lists after the
@@ -850,14 +842,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_pod_added_again_after_its_termination_reads_until_a_relist() {
         let mut b = bed().await;
-        let (tx, _events) = mpsc::channel(100);
-        let mut pleg = crate::pleg::GenericPleg::new(
-            b.ctx.runtime.clone(),
-            tx,
-            b.ctx.cache.clone(),
-            Arc::clone(&b.ctx.pleg),
-            Arc::default(),
-        );
+        let (mut pleg, _events) = b.pleg();
         pleg.relist().await;
         b.workers.update_pod(work(pod("r1", &["app"]), false));
         b.next_done().await;

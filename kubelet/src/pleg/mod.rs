@@ -166,7 +166,7 @@ impl PodCache {
     }
 
     /// A relist listed the runtime at `t`: terminations before that are in its listing.
-    fn listed_at(&self, t: Instant) {
+    fn forget_terminations_before(&self, t: Instant) {
         self.terminated.lock().retain(|_, at| *at >= t);
     }
 }
@@ -451,7 +451,7 @@ impl GenericPleg {
         }
         self.records = current;
         *self.state.pods.write() = (pods, Some(start));
-        self.cache.listed_at(start);
+        self.cache.forget_terminations_before(start);
         *self.state.last_relist.write() = Some(Instant::now());
         self.metrics.observe_relist(start.elapsed());
     }
@@ -594,12 +594,8 @@ mod tests {
     /// A relisting PLEG on the fake runtime, and a way to start a pod on it.
     mod on_fake_runtime {
         use super::*;
-        use crate::apiobjects::ApiObjects;
         use crate::cri::RuntimeService;
         use crate::cri::fake::FakeRuntime;
-        use crate::kuberuntime::backoff::Backoff;
-        use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
         struct Bed {
             fake: Arc<FakeRuntime>,
@@ -636,39 +632,26 @@ mod tests {
         }
 
         async fn start_pod(b: &Bed, uid: &str) {
-            let pod = Pod {
-                metadata: ObjectMeta {
-                    name: Some(format!("pod-{uid}")),
-                    namespace: Some("default".into()),
-                    uid: Some(uid.into()),
-                    ..Default::default()
-                },
-                spec: Some(PodSpec {
-                    containers: vec![Container {
-                        name: "app".into(),
-                        image: Some("busybox:1".into()),
-                        ..Default::default()
-                    }],
-                    ..Default::default()
-                }),
-                status: None,
-            };
-            let status = b
-                .runtime
+            crate::kuberuntime::manager::testing::run_pod(&b.runtime, uid, "busybox:1", "Always")
+                .await;
+        }
+
+        /// Pod `uid`'s status as the runtime has it now.
+        async fn read_status(b: &Bed, uid: &str) -> PodStatus {
+            b.runtime
                 .get_pod_status(uid, &format!("pod-{uid}"), "default")
                 .await
-                .expect("status");
-            let mut backoff = Backoff::default();
-            let r = b
-                .runtime
-                .sync_pod(
-                    &pod,
-                    &status,
-                    &ApiObjects::standalone("default"),
-                    &mut backoff,
-                )
-                .await;
-            assert!(r.is_ok(), "{:?}", r.errors);
+                .expect("status")
+        }
+
+        /// Asserts how many PodSandboxStatus calls (one per pod status read) the fake got.
+        fn assert_sandbox_reads(b: &Bed, n: usize) {
+            assert_eq!(
+                b.fake.call_count("podsandbox_status"),
+                n,
+                "{:?}",
+                b.fake.calls()
+            );
         }
 
         fn drain(b: &mut Bed) -> Vec<(String, PodLifecycleEventType)> {
@@ -712,21 +695,12 @@ mod tests {
             b.pleg.relist().await;
             drain(&mut b);
             // Read while the container ran; the relist lists it exited: read again.
-            let running = b
-                .runtime
-                .get_pod_status("p1", "pod-p1", "default")
-                .await
-                .expect("status");
+            let running = read_status(&b, "p1").await;
             b.cache.set("p1", running, Instant::now());
             b.fake.exit_container(&app_id(&b), 1);
             b.fake.clear_calls();
             b.pleg.relist().await;
-            assert_eq!(
-                b.fake.call_count("podsandbox_status"),
-                1,
-                "{:?}",
-                b.fake.calls()
-            );
+            assert_sandbox_reads(&b, 1);
             assert_eq!(
                 drain(&mut b),
                 vec![("p1".to_string(), PodLifecycleEventType::ContainerDied)]
@@ -734,20 +708,11 @@ mod tests {
             // Read (before the relist lists) after a new container started: it shows the
             // listing, no read.
             start_pod(&b, "p1").await;
-            let shows = b
-                .runtime
-                .get_pod_status("p1", "pod-p1", "default")
-                .await
-                .expect("status");
+            let shows = read_status(&b, "p1").await;
             b.cache.set("p1", shows, Instant::now());
             b.fake.clear_calls();
             b.pleg.relist().await;
-            assert_eq!(
-                b.fake.call_count("podsandbox_status"),
-                0,
-                "{:?}",
-                b.fake.calls()
-            );
+            assert_sandbox_reads(&b, 0);
             assert!(
                 drain(&mut b)
                     .iter()
@@ -763,12 +728,7 @@ mod tests {
                 .set("p1", stale, Instant::now() + Duration::from_secs(1));
             b.fake.clear_calls();
             b.pleg.relist().await;
-            assert_eq!(
-                b.fake.call_count("podsandbox_status"),
-                0,
-                "{:?}",
-                b.fake.calls()
-            );
+            assert_sandbox_reads(&b, 0);
         }
 
         /// A pod whose worker is syncing is left to it: the relist sends its events without
@@ -780,19 +740,14 @@ mod tests {
             start_pod(&b, "p3").await;
             b.fake.clear_calls();
             b.pleg.relist().await;
-            assert_eq!(
-                b.fake.call_count("podsandbox_status"),
-                0,
-                "{:?}",
-                b.fake.calls()
-            );
+            assert_sandbox_reads(&b, 0);
             assert_eq!(drain(&mut b).len(), 2, "sandbox and container started");
             assert!(b.cache.get("p3").is_none());
             drop(in_flight);
             assert!(!b.cache.is_syncing("p3"));
             b.fake.exit_container(&app_id(&b), 1);
             b.pleg.relist().await;
-            assert_eq!(b.fake.call_count("podsandbox_status"), 1);
+            assert_sandbox_reads(&b, 1);
             assert!(b.cache.get("p3").is_some());
         }
 

@@ -41,11 +41,17 @@ async fn full_pass(kind: RuntimeKind) {
     };
     let reports =
         conformance::run(ctx, conformance::cases::all(), 4, Duration::from_secs(120)).await;
-    println!("{}", report::table(&rt.endpoint, &reports));
     let failed: Vec<_> = reports
         .iter()
         .filter(|r| matches!(r.outcome, Outcome::Fail(_)))
         .collect();
+    // The failures first: a CI log keeps the head of a long output, not its tail.
+    for r in &failed {
+        if let Outcome::Fail(why) = &r.outcome {
+            println!("FAILED on {}: {}: {why}", kind.name(), r.name);
+        }
+    }
+    println!("{}", report::table(&rt.endpoint, &reports));
     assert!(
         failed.is_empty(),
         "failed cases on {}: {failed:#?}",

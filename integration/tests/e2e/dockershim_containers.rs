@@ -55,8 +55,10 @@ async fn dockershim_oom_killed() {
             let mut c = busybox_container(
                 "oom",
                 &ctx.tb.busybox_image,
-                // The shell itself (PID 1) grows past the limit: the container is killed.
-                "x=$(head -c 200m /dev/zero | tr '\\0' a); echo survived ${#x}",
+                // The shell itself (PID 1) grows past the limit: the container is killed. A
+                // second first: the runtime watches the container's OOM events only once it has
+                // started it, and a kill before that (a busy host) is an exit without the OOM.
+                "sleep 1; x=$(head -c 200m /dev/zero | tr '\\0' a); echo survived ${#x}",
             );
             c.linux = Some(cri::LinuxContainerConfig {
                 resources: Some(cri::LinuxContainerResources {

@@ -659,12 +659,14 @@ impl RuntimeService for FakeRuntime {
 
     async fn list_pod_sandbox_stats(
         &self,
-        _filter: Option<cri::PodSandboxStatsFilter>,
+        filter: Option<cri::PodSandboxStatsFilter>,
     ) -> Result<Vec<cri::PodSandboxStats>> {
         self.enter("list_podsandbox_stats")?;
+        let id = filter.map(|f| f.id).unwrap_or_default();
         Ok(self.with(|s| {
             s.sandboxes
                 .values()
+                .filter(|sb| id.is_empty() || sb.id == id)
                 .map(|sb| cri::PodSandboxStats {
                     attributes: Some(cri::PodSandboxAttributes {
                         id: sb.id.clone(),

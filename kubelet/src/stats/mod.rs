@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use cri_proto::runtime::v1 as cri;
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::cri::RuntimeService;
 use crate::fsstats::{dir_usage, fs_stats};
 use crate::kuberuntime::sandbox::build_pod_logs_directory;
 use crate::kuberuntime::{KubeGenericRuntimeManager, RuntimeError};
@@ -439,12 +440,16 @@ impl StatsProvider {
         let rt = runtime.runtime_service();
         let sandbox_stats = async {
             if scope == Scope::CpuAndMemory {
-                return Ok(Vec::new());
+                return Ok(Some(Vec::new()));
             }
             // A runtime without it (Unimplemented): pods without network figures.
             match rt.list_pod_sandbox_stats(None).await {
-                Err(e) if e.code() == Some(tonic::Code::Unimplemented) => Ok(Vec::new()),
-                other => other,
+                Err(e) if e.code() == Some(tonic::Code::Unimplemented) => Ok(Some(Vec::new())),
+                Err(e) => {
+                    tracing::debug!(error = %e, "listing every sandbox's stats failed; asking this node's sandboxes one by one");
+                    Ok(None)
+                }
+                Ok(v) => Ok(Some(v)),
             }
         };
         let (sandboxes, containers, stats, sandbox_stats) = tokio::try_join!(
@@ -453,6 +458,11 @@ impl StatsProvider {
             rt.list_container_stats(None),
             sandbox_stats,
         )?;
+        let uids: HashSet<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        let sandbox_stats = match sandbox_stats {
+            Some(v) => v,
+            None => own_sandbox_stats(rt.as_ref(), &sandboxes, &uids).await,
+        };
         let listing = RuntimeListing {
             sandboxes,
             containers,
@@ -470,7 +480,6 @@ impl StatsProvider {
             let s = cgroup::read(Path::new(node::CGROUP_ROOT), cgroups.get(uid)?)?;
             Some((now_ns(), s))
         };
-        let uids: HashSet<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
         let pod_stats = self.pod_stats(&listing, &uids, &read_cgroup, scope);
         let mut node = self.node_stats(node_name, root_dir, scope);
         if scope == Scope::CpuAndMemory {
@@ -503,6 +512,36 @@ impl StatsProvider {
             .collect();
         Ok(Summary { node, pods })
     }
+}
+
+/// The stats of this node's ready sandboxes (those of `uids`), asked one by one; a sandbox
+/// that stopped meanwhile is left out. The fallback when listing every sandbox's stats fails:
+/// containerd 1.6 fails the whole list when one sandbox stops between its listing and its
+/// figures, and on a runtime shared by several kubelets (or with a pod being torn down) that
+/// must not fail the summary.
+async fn own_sandbox_stats(
+    rt: &dyn RuntimeService,
+    sandboxes: &[cri::PodSandbox],
+    uids: &HashSet<String>,
+) -> Vec<cri::PodSandboxStats> {
+    let asks = sandboxes
+        .iter()
+        .filter(|s| {
+            s.state == cri::PodSandboxState::SandboxReady as i32
+                && s.metadata.as_ref().is_some_and(|m| uids.contains(&m.uid))
+        })
+        .map(|s| {
+            rt.list_pod_sandbox_stats(Some(cri::PodSandboxStatsFilter {
+                id: s.id.clone(),
+                ..Default::default()
+            }))
+        });
+    futures::future::join_all(asks)
+        .await
+        .into_iter()
+        .filter_map(Result::ok)
+        .flatten()
+        .collect()
 }
 
 /// Upstream `addPodCPUMemoryStats` without a pod cgroup: the containers' figures added up, at

@@ -342,3 +342,50 @@ fn live_sandboxes_are_the_ready_ones_or_the_newest() {
         ["a", "d"]
     );
 }
+
+fn sandbox_config(name: &str, uid: &str) -> cri::PodSandboxConfig {
+    cri::PodSandboxConfig {
+        metadata: Some(cri::PodSandboxMetadata {
+            name: name.into(),
+            uid: uid.into(),
+            namespace: "default".into(),
+            attempt: 0,
+        }),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn when_the_list_fails_the_nodes_ready_sandboxes_are_asked_one_by_one() {
+    use crate::cri::fake::FakeRuntime;
+    let rt = FakeRuntime::new();
+    let mine = rt
+        .run_pod_sandbox(sandbox_config("a-node1", "u-a"), "")
+        .await
+        .expect("run a");
+    let stopped = rt
+        .run_pod_sandbox(sandbox_config("b-node1", "u-b"), "")
+        .await
+        .expect("run b");
+    rt.stop_pod_sandbox(&stopped).await.expect("stop b");
+    rt.run_pod_sandbox(sandbox_config("c-node2", "u-c"), "")
+        .await
+        .expect("run c");
+    let sandboxes = rt.list_pod_sandbox(None).await.expect("list");
+    let uids: HashSet<String> = ["u-a", "u-b"].map(String::from).into();
+    rt.clear_calls();
+    let got = own_sandbox_stats(&rt, &sandboxes, &uids).await;
+    let ids: Vec<String> = got
+        .iter()
+        .filter_map(|s| s.attributes.as_ref().map(|a| a.id.clone()))
+        .collect();
+    // Only the ready sandbox of a known pod, asked by its id.
+    assert_eq!(ids, vec![mine.clone()]);
+    assert_eq!(rt.calls(), vec!["list_podsandbox_stats"]);
+    // A sandbox whose own call fails (it stopped meanwhile) is left out, not an error.
+    rt.inject_error(
+        "list_podsandbox_stats",
+        tonic::Status::unknown("sandbox container is not in ready state"),
+    );
+    assert!(own_sandbox_stats(&rt, &sandboxes, &uids).await.is_empty());
+}

@@ -127,7 +127,10 @@ impl<D: DockerApi> Shim<D> {
     fn note_change(self: &Arc<Self>, ev: &EventMessage) {
         let action = ev.action.as_deref().unwrap_or_default();
         match ev.typ {
-            Some(EventMessageTypeEnum::IMAGE) => self.note_image_change(ev),
+            Some(EventMessageTypeEnum::IMAGE) => {
+                self.images.clear();
+                self.note_image_change(ev)
+            }
             Some(EventMessageTypeEnum::CONTAINER) if action == "oom" => {
                 let actor = ev.actor.as_ref();
                 let ours = actor
@@ -199,6 +202,7 @@ impl<D: DockerApi> Shim<D> {
                 let mut stream = shim.docker.events(Some(since));
                 shim.listing.set_watching(true);
                 shim.image_refs.set_watching(true);
+                shim.images.set_watching(true);
                 shim.facts.clear();
                 loop {
                     let next = tokio::select! {
@@ -229,6 +233,7 @@ impl<D: DockerApi> Shim<D> {
                 since = chrono::Utc::now().timestamp() - 1;
                 shim.listing.set_watching(false);
                 shim.image_refs.set_watching(false);
+                shim.images.set_watching(false);
                 tokio::select! {
                     _ = shim.shutdown.cancelled() => return,
                     _ = tokio::time::sleep(backoff) => {}

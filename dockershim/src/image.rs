@@ -118,7 +118,7 @@ impl<D: DockerApi> Shim<D> {
             .map(|i| i.image)
             .filter(|i| !i.is_empty())
             .ok_or_else(|| ShimError::invalid("ImageStatus: image is required"))?;
-        let img = match self.docker.inspect_image(&reference).await {
+        let img = match self.inspect_image_cached(&reference).await {
             Ok(img) => img,
             Err(e) if e.is_not_found() => return Ok(cri::ImageStatusResponse::default()),
             Err(e) => return Err(e.into()),
@@ -142,14 +142,28 @@ impl<D: DockerApi> Shim<D> {
         })
     }
 
+    /// Docker's inspect of image `reference`, from the image cache when it holds it.
+    async fn inspect_image_cached(
+        &self,
+        reference: &str,
+    ) -> std::result::Result<std::sync::Arc<ImageInspect>, crate::docker::DockerError> {
+        if let Some(img) = self.images.get(reference) {
+            return Ok(img);
+        }
+        let ticket = self.images.ticket();
+        let img = std::sync::Arc::new(self.docker.inspect_image(reference).await?);
+        self.images.put(ticket, reference, img.clone());
+        Ok(img)
+    }
+
     /// PullImage: credentials from the request; answers the repo digest, or the id of an image
     /// without one. The repo digest cache forgets the pulled image (it may have gained a
     /// digest), or everything when the pull failed, as which image it changed is unknown.
     pub async fn pull_image(&self, req: cri::PullImageRequest) -> Result<String> {
-        let img = self
-            .pull_and_inspect(req)
-            .await
-            .inspect_err(|_| self.image_refs.clear())?;
+        let pulled = self.pull_and_inspect(req).await;
+        // Whatever the pull did (a tag may name another image now), before the answer.
+        self.images.clear();
+        let img = pulled.inspect_err(|_| self.image_refs.clear())?;
         if let Some(id) = &img.id {
             self.image_refs.invalidate(id);
         }
@@ -210,7 +224,9 @@ impl<D: DockerApi> Shim<D> {
     /// the images Docker deleted; when an image only lost a reference (or the call failed) it
     /// forgets everything, as which image changed is unknown.
     pub async fn remove_image(&self, req: cri::RemoveImageRequest) -> Result<()> {
-        match self.remove_image_ids(req).await {
+        let removed = self.remove_image_ids(req).await;
+        self.images.clear();
+        match removed {
             Ok(deleted) if !deleted.is_empty() => {
                 for id in &deleted {
                     self.image_refs.invalidate(id);
@@ -282,14 +298,15 @@ impl<D: DockerApi> Shim<D> {
     /// the embedded pause program (air-gapped hosts need no registry).
     pub async fn ensure_pod_infra_image(&self) -> Result<()> {
         let image = self.config.pod_infra_image.clone();
-        if self.docker.inspect_image(&image).await.is_ok() {
+        if self.inspect_image_cached(&image).await.is_ok() {
             return Ok(());
         }
-        match self
+        let pulled = self
             .docker
             .pull_image(&image, None, self.config.image_pull_progress_deadline, None)
-            .await
-        {
+            .await;
+        self.images.clear();
+        match pulled {
             Ok(()) => return Ok(()),
             Err(e) => {
                 warn!(image = %image, error = %e, "cannot pull the pod infra image; building it from the embedded pause program")
@@ -297,7 +314,9 @@ impl<D: DockerApi> Shim<D> {
         }
         let archive =
             crate::pause_image::pause_image_archive(&image).map_err(ShimError::internal)?;
-        self.docker.load_image(archive).await?;
+        let loaded = self.docker.load_image(archive).await;
+        self.images.clear();
+        loaded?;
         info!(image = %image, "built the pod infra image locally from the embedded pause program");
         Ok(())
     }

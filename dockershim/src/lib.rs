@@ -34,6 +34,7 @@ pub mod filter;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
 pub mod image;
+pub mod image_cache;
 pub mod labels;
 pub mod logs;
 pub mod naming;
@@ -179,6 +180,7 @@ pub(crate) async fn build_shim_with<D: DockerApi>(
         sizes: cache::SizeCache::default(),
         listing: cache::ListCache::default(),
         image_refs: Arc::new(cache::ImageRefCache::default()),
+        images: image_cache::ImageCache::default(),
         facts: cache::FactCache::default(),
         cgroups: cgroups::CgroupCache::default(),
         container_cpu: Default::default(),

@@ -51,6 +51,8 @@ pub struct Shim<D: DockerApi> {
     pub listing: ListCache,
     /// Repo digests by image id, for ContainerStatus.
     pub image_refs: Arc<ImageRefCache>,
+    /// Image inspects by reference, for ImageStatus and the pod infra image check.
+    pub images: crate::image_cache::ImageCache,
     /// What never changes about our containers (kind, log path), by whole id.
     pub facts: FactCache,
     /// Cgroup directories of the containers whose stats were asked for.

@@ -375,3 +375,71 @@ async fn container_status_keeps_its_image_digests_across_other_images_changes() 
         .await
         .expect("an event about the image itself forgets its digests");
 }
+
+/// ImageStatus asks Docker once per reference while no image changes (the kubelet asks before
+/// every container start). dockershim's own removal and pull forget what it cached before they
+/// answer, so a status right after them shows them; any image event forgets it too.
+#[tokio::test]
+async fn image_status_asks_docker_once_until_an_image_changes() {
+    let fx = Fixture::new().await;
+    let asks = || {
+        fx.docker
+            .calls_to(&format!("inspect_image {BUSYBOX}"))
+            .len()
+    };
+    // Does an ImageStatus come (within a second) that asks Docker nothing?
+    let answered_from_cache = || async {
+        for _ in 0..200 {
+            let before = asks();
+            assert!(image_status(&fx, BUSYBOX).await.is_some());
+            if asks() == before {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        false
+    };
+    // Until the event pump follows Docker's events nothing is cached: wait for it.
+    assert!(
+        answered_from_cache().await,
+        "cached once events are followed"
+    );
+    let before = asks();
+    for _ in 0..5 {
+        assert!(image_status(&fx, BUSYBOX).await.is_some());
+    }
+    assert_eq!(asks(), before, "five more asks, no Docker call");
+
+    remove(&fx, BUSYBOX).await.expect("RemoveImage");
+    assert_eq!(
+        image_status(&fx, BUSYBOX).await,
+        None,
+        "right after the removal"
+    );
+    fx.docker.allow_pull(BUSYBOX);
+    fx.svc
+        .pull_image(Request::new(cri::PullImageRequest {
+            image: spec(BUSYBOX),
+            ..Default::default()
+        }))
+        .await
+        .expect("PullImage");
+    assert!(
+        image_status(&fx, BUSYBOX).await.is_some(),
+        "right after the pull"
+    );
+    assert!(answered_from_cache().await, "cached again");
+
+    // Somebody else tags an image: the event forgets the cache.
+    let before = asks();
+    fx.docker.emit(image_event("tag", "sha256:elsewhere"));
+    let forgotten = async {
+        while asks() == before {
+            image_status(&fx, BUSYBOX).await;
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), forgotten)
+        .await
+        .expect("an image event forgets the cached inspects");
+}

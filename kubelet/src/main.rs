@@ -180,6 +180,45 @@ fn fail(status: u8, line: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(status)
 }
 
+/// Starts the embedded dockershim on a tokio runtime of its own, on threads of its own, as if
+/// it were its own process: the kubelet's bursts (a relist, 110 pods' statuses, a `/pods`
+/// answer) then do not hold up the shim's calls behind them on shared worker threads, and the
+/// kernel shares the CPUs between the two as between cri-dockerd and the Go kubelet. Answers,
+/// once the shim serves CRI, a receiver that completes when it has stopped.
+async fn start_embedded_dockershim(
+    config: dockershim::config::ShimConfig,
+    cancel: CancellationToken,
+) -> anyhow::Result<tokio::sync::oneshot::Receiver<()>> {
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let (stopped_tx, stopped_rx) = tokio::sync::oneshot::channel();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_name("dockershim")
+        .enable_all()
+        .build()
+        .context("starting the embedded dockershim's tokio runtime")?;
+    std::thread::Builder::new()
+        .name("dockershim".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                match dockershim::start(config, cancel).await {
+                    Ok(running) => {
+                        let _ = ready_tx.send(Ok(()));
+                        let _ = running.server.await;
+                    }
+                    Err(e) => {
+                        let _ = ready_tx.send(Err(e));
+                    }
+                }
+            });
+            let _ = stopped_tx.send(());
+        })
+        .context("starting the embedded dockershim's thread")?;
+    ready_rx
+        .await
+        .context("the embedded dockershim's thread ended while starting")??;
+    Ok(stopped_rx)
+}
+
 fn main() -> ExitCode {
     // Before any thread starts (see node_common::memory).
     node_common::memory::one_arena();
@@ -350,10 +389,11 @@ async fn run(
                 });
             }
             tracing::info!(endpoint = %endpoint, docker = %shim.docker_endpoint, cni = shim.cni.is_some(), "starting embedded dockershim");
-            let running = dockershim::start(shim, shim_cancel.clone())
-                .await
-                .context("starting the embedded dockershim")?;
-            shim_server = Some(running.server);
+            shim_server = Some(
+                start_embedded_dockershim(shim, shim_cancel.clone())
+                    .await
+                    .context("starting the embedded dockershim")?,
+            );
             endpoint
         }
     };
@@ -484,9 +524,9 @@ async fn run(
     cancel.cancel();
     let _ = run.await;
     shim_cancel.cancel();
-    if let Some(s) = shim_server {
+    if let Some(stopped) = shim_server {
         // In-flight calls (a StopContainer waiting out a grace period) need not finish.
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), s).await;
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(3), stopped).await;
     }
     tracing::info!("kubelet stopped");
     Ok(())

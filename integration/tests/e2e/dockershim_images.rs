@@ -371,6 +371,7 @@ async fn dockershim_container_status_keeps_its_image_digests_across_other_pulls(
             )
             .await;
         assert!(asked_again, "tagging the image itself forgets its digests");
+        ctx.stop_remove_sandbox(&sb).await;
     };
     dockershim_support::with_dockershim_on(tapped, name, Duration::from_secs(180), body).await;
 }

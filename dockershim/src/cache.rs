@@ -208,18 +208,50 @@ impl ListCache {
     }
 }
 
+/// The trust rules of a cache that Docker's events keep honest: nothing is trusted while the
+/// event stream is not followed; tickets and changes share one sequence; and a result
+/// requested at or before the last change of unknown extent (the floor) is never stored.
+#[derive(Default)]
+pub(crate) struct EventTrust {
+    /// Is the event stream connected (otherwise changes could go unnoticed)?
+    pub(crate) watching: bool,
+    /// Bumped by every change and every ticket.
+    seq: u64,
+    /// Nothing requested at or before this ticket is stored.
+    floor: u64,
+}
+
+impl EventTrust {
+    /// The next number of the sequence: a ticket to take before asking Docker, or a change.
+    pub(crate) fn next(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Something changed and what is unknown: nothing requested before now is stored.
+    pub(crate) fn distrust_all(&mut self) {
+        self.floor = self.next();
+    }
+
+    /// The event stream is (re)connected or lost: what was cached may be stale either way.
+    pub(crate) fn set_watching(&mut self, watching: bool) {
+        self.distrust_all();
+        self.watching = watching;
+    }
+
+    /// May a result requested after `ticket` be stored?
+    pub(crate) fn admits(&self, ticket: u64) -> bool {
+        self.watching && ticket > self.floor
+    }
+}
+
 /// How many image ids [`ImageRefCache`] remembers changes of before it summarises them all as
 /// one (everything older than that point is no longer trusted).
 const IMAGE_CHANGES_MAX: usize = 4096;
 
 #[derive(Default)]
 struct ImageRefState {
-    /// Is the event stream connected (otherwise changes could go unnoticed)?
-    watching: bool,
-    /// Bumped by every change and every ticket.
-    seq: u64,
-    /// Nothing requested at or before this ticket is stored (a change of unknown extent).
-    floor: u64,
+    trust: EventTrust,
     /// Image id -> the sequence number of its last change.
     changed: HashMap<String, u64>,
     /// Image id -> its repo digests.
@@ -246,7 +278,7 @@ impl ImageRefCache {
     /// reference is being resolved.
     pub fn get(&self, image_id: &str) -> Option<Vec<String>> {
         let s = self.state.lock();
-        if !s.watching || s.unresolved > 0 {
+        if !s.trust.watching || s.unresolved > 0 {
             return None;
         }
         s.digests.get(image_id).cloned()
@@ -255,9 +287,7 @@ impl ImageRefCache {
     /// A ticket to take before inspecting an image whose digests [`ImageRefCache::put`] will
     /// store.
     pub fn ticket(&self) -> u64 {
-        let mut s = self.state.lock();
-        s.seq += 1;
-        s.seq
+        self.state.lock().trust.next()
     }
 
     /// Remembers the repo digests of `image_id` found by an inspect requested after `ticket`,
@@ -265,7 +295,7 @@ impl ImageRefCache {
     pub fn put(&self, ticket: u64, image_id: &str, digests: Vec<String>) {
         let mut s = self.state.lock();
         let changed = s.changed.get(image_id).copied().unwrap_or(0);
-        if s.watching && ticket > s.floor && ticket > changed {
+        if s.trust.admits(ticket) && ticket > changed {
             s.digests.insert(image_id.to_string(), digests);
         }
     }
@@ -273,12 +303,11 @@ impl ImageRefCache {
     /// Image `image_id` changed (tagged, untagged, pulled, removed): forget it.
     pub fn invalidate(&self, image_id: &str) {
         let mut s = self.state.lock();
-        s.seq += 1;
-        let seq = s.seq;
+        let seq = s.trust.next();
         s.digests.remove(image_id);
         if s.changed.len() >= IMAGE_CHANGES_MAX {
             s.changed.clear();
-            s.floor = seq;
+            s.trust.distrust_all();
         }
         s.changed.insert(image_id.to_string(), seq);
     }
@@ -286,8 +315,7 @@ impl ImageRefCache {
     /// Some image changed and which one is unknown: forget everything.
     pub fn clear(&self) {
         let mut s = self.state.lock();
-        s.seq += 1;
-        s.floor = s.seq;
+        s.trust.distrust_all();
         s.changed.clear();
         s.digests.clear();
     }
@@ -305,8 +333,10 @@ impl ImageRefCache {
 
     /// The event stream is (re)connected or lost; either way what was cached may be stale.
     pub fn set_watching(&self, watching: bool) {
-        self.clear();
-        self.state.lock().watching = watching;
+        let mut s = self.state.lock();
+        s.trust.set_watching(watching);
+        s.changed.clear();
+        s.digests.clear();
     }
 }
 

@@ -16,17 +16,14 @@ use std::sync::Arc;
 use bollard::models::ImageInspect;
 use parking_lot::Mutex;
 
+use crate::cache::EventTrust;
+
 /// How many references the cache holds at most (it forgets them all beyond).
 const IMAGES_MAX: usize = 1024;
 
 #[derive(Default)]
 struct State {
-    /// Is the event stream connected (otherwise changes could go unnoticed)?
-    watching: bool,
-    /// Bumped by every ticket and every change.
-    seq: u64,
-    /// Nothing requested at or before this ticket is stored.
-    floor: u64,
+    trust: EventTrust,
     images: HashMap<String, Arc<ImageInspect>>,
 }
 
@@ -40,7 +37,7 @@ impl ImageCache {
     /// The inspect of `reference`, if cached and the event stream is followed.
     pub fn get(&self, reference: &str) -> Option<Arc<ImageInspect>> {
         let s = self.state.lock();
-        if !s.watching {
+        if !s.trust.watching {
             return None;
         }
         s.images.get(reference).cloned()
@@ -48,16 +45,14 @@ impl ImageCache {
 
     /// A ticket to take before inspecting an image that [`ImageCache::put`] will store.
     pub fn ticket(&self) -> u64 {
-        let mut s = self.state.lock();
-        s.seq += 1;
-        s.seq
+        self.state.lock().trust.next()
     }
 
     /// Stores the inspect of `reference` requested after `ticket`, unless an image changed
     /// since.
     pub fn put(&self, ticket: u64, reference: &str, image: Arc<ImageInspect>) {
         let mut s = self.state.lock();
-        if !s.watching || ticket <= s.floor {
+        if !s.trust.admits(ticket) {
             return;
         }
         if s.images.len() >= IMAGES_MAX {
@@ -69,18 +64,15 @@ impl ImageCache {
     /// Some image changed: forget everything, and every inspect still in flight.
     pub fn clear(&self) {
         let mut s = self.state.lock();
-        s.seq += 1;
-        s.floor = s.seq;
+        s.trust.distrust_all();
         s.images.clear();
     }
 
     /// The event stream is (re)connected or lost; either way what was cached may be stale.
     pub fn set_watching(&self, watching: bool) {
         let mut s = self.state.lock();
-        s.seq += 1;
-        s.floor = s.seq;
+        s.trust.set_watching(watching);
         s.images.clear();
-        s.watching = watching;
     }
 }
 

@@ -658,6 +658,20 @@ mod tests {
             }
         }
 
+        /// Pod `uid` (container `app`) added and synced once: which came first, a status read
+        /// (its ListPodSandbox) or a sandbox's creation, and every call of that sync.
+        async fn first_sync(&mut self, uid: &str) -> (Option<String>, Vec<String>) {
+            self.fake.clear_calls();
+            self.workers.update_pod(work(pod(uid, &["app"]), false));
+            self.next_done().await;
+            let calls = self.fake.calls();
+            let first = calls
+                .iter()
+                .find(|c| *c == "list_podsandbox" || *c == "run_podsandbox")
+                .cloned();
+            (first, calls)
+        }
+
         /// True when no report arrives within a (paused-clock) second.
         async fn quiet(&mut self) -> bool {
             tokio::time::timeout(Duration::from_secs(1), self.done.recv())
@@ -780,9 +794,8 @@ mod tests {
     async fn a_first_sync_reads_no_status_of_a_pod_the_runtime_did_not_list() {
         let mut b = bed().await;
         // No relist yet: the first sync reads.
-        b.workers.update_pod(work(pod("f1", &["app"]), false));
-        b.next_done().await;
-        assert_eq!(read_or_run(&b.fake.calls()), Some("list_podsandbox"));
+        let (first, calls) = b.first_sync("f1").await;
+        assert_eq!(first.as_deref(), Some("list_podsandbox"), "{calls:?}");
 
         let (mut pleg, _events) = b.pleg();
         pleg.relist().await;
@@ -791,11 +804,8 @@ mod tests {
 
         // A pod the listing lacks: its sandbox is the first call, then the status is read
         // once, after the changes.
-        b.fake.clear_calls();
-        b.workers.update_pod(work(pod("f2", &["app"]), false));
-        b.next_done().await;
-        let calls = b.fake.calls();
-        assert_eq!(read_or_run(&calls), Some("run_podsandbox"), "{calls:?}");
+        let (first, calls) = b.first_sync("f2").await;
+        assert_eq!(first.as_deref(), Some("run_podsandbox"), "{calls:?}");
         assert_eq!(b.fake.call_count("list_podsandbox"), 1, "{calls:?}");
         assert_eq!(
             b.container_names(),
@@ -815,24 +825,13 @@ mod tests {
         crate::kuberuntime::manager::testing::run_pod(&b.ctx.runtime, "f3", "busybox:1", "Always")
             .await;
         pleg.relist().await;
-        b.fake.clear_calls();
-        b.workers.update_pod(work(pod("f3", &["app"]), false));
-        b.next_done().await;
-        let calls = b.fake.calls();
-        assert_eq!(read_or_run(&calls), Some("list_podsandbox"), "{calls:?}");
+        let (first, calls) = b.first_sync("f3").await;
+        assert_eq!(first.as_deref(), Some("list_podsandbox"), "{calls:?}");
         assert_eq!(
             b.fake.call_count("run_podsandbox"),
             0,
             "adopted, not created again"
         );
-    }
-
-    /// Which came first: a status read (its ListPodSandbox) or a sandbox's creation.
-    fn read_or_run(calls: &[String]) -> Option<&str> {
-        calls
-            .iter()
-            .map(String::as_str)
-            .find(|c| *c == "list_podsandbox" || *c == "run_podsandbox")
     }
 
     /// A pod terminated after the PLEG's last listing and added again reads the runtime
@@ -857,11 +856,8 @@ mod tests {
             "listed before it"
         );
         b.workers.forget("r1");
-        b.fake.clear_calls();
-        b.workers.update_pod(work(pod("r1", &["app"]), false));
-        b.next_done().await;
-        let calls = b.fake.calls();
-        assert_eq!(read_or_run(&calls), Some("list_podsandbox"), "{calls:?}");
+        let (first, calls) = b.first_sync("r1").await;
+        assert_eq!(first.as_deref(), Some("list_podsandbox"), "{calls:?}");
 
         // Terminated and removed; a relist lists after that: the next one starts at once.
         b.workers.update_pod(work(pod("r1", &["app"]), true));
@@ -869,11 +865,8 @@ mod tests {
         b.workers.forget("r1");
         tokio::time::advance(Duration::from_millis(10)).await;
         pleg.relist().await;
-        b.fake.clear_calls();
-        b.workers.update_pod(work(pod("r1", &["app"]), false));
-        b.next_done().await;
-        let calls = b.fake.calls();
-        assert_eq!(read_or_run(&calls), Some("run_podsandbox"), "{calls:?}");
+        let (first, calls) = b.first_sync("r1").await;
+        assert_eq!(first.as_deref(), Some("run_podsandbox"), "{calls:?}");
     }
 
     #[tokio::test(start_paused = true)]

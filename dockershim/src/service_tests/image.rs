@@ -284,6 +284,41 @@ fn image_event(action: &str, actor: &str) -> bollard::models::EventMessage {
     }
 }
 
+/// Does a call of `ask` come, within a second, that makes none of the Docker calls
+/// `docker_calls` counts? (Nothing is cached until the event pump follows Docker's events.)
+async fn answered_from_cache<F: std::future::Future>(
+    docker_calls: impl Fn() -> usize,
+    ask: impl Fn() -> F,
+) -> bool {
+    for _ in 0..200 {
+        let before = docker_calls();
+        ask().await;
+        if docker_calls() == before {
+            return true;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    false
+}
+
+/// Does a call of `ask` come, within ten seconds, that makes one of the Docker calls
+/// `docker_calls` counts (the cache forgot)?
+async fn asks_docker_again<F: std::future::Future>(
+    docker_calls: impl Fn() -> usize,
+    ask: impl Fn() -> F,
+) -> bool {
+    let before = docker_calls();
+    let forgotten = async {
+        while docker_calls() == before {
+            ask().await;
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), forgotten)
+        .await
+        .is_ok()
+}
+
 /// ContainerStatus asks Docker for the repo digests of the container's image once. Another
 /// image's pull or removal keeps them (issue 14: any pull or removal forgot them all, so in
 /// cri-bench every ContainerStatus cost two Docker calls, as cri-dockerd's always does); an
@@ -315,21 +350,9 @@ async fn container_status_keeps_its_image_digests_across_other_images_changes() 
             .await
             .expect("ContainerStatus")
     };
-    // Does a ContainerStatus come (within a second) that asks Docker nothing about the image?
-    let answered_from_cache = || async {
-        for _ in 0..200 {
-            let before = lookups();
-            status().await;
-            if lookups() == before {
-                return true;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        false
-    };
     // Until the event pump follows Docker's events nothing is cached: wait for it.
     assert!(
-        answered_from_cache().await,
+        answered_from_cache(lookups, status).await,
         "the digests are cached once the events are followed"
     );
 
@@ -359,21 +382,15 @@ async fn container_status_keeps_its_image_digests_across_other_images_changes() 
         .await
         .expect("the pulled reference is looked up");
     assert!(
-        answered_from_cache().await,
+        answered_from_cache(lookups, status).await,
         "trusted again once the reference is resolved"
     );
 
-    let before = lookups();
     fx.docker.emit(image_event("tag", &busybox));
-    let forgotten = async {
-        while lookups() == before {
-            status().await;
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), forgotten)
-        .await
-        .expect("an event about the image itself forgets its digests");
+    assert!(
+        asks_docker_again(lookups, status).await,
+        "an event about the image itself forgets its digests"
+    );
 }
 
 /// ImageStatus asks Docker once per reference while no image changes (the kubelet asks before
@@ -387,21 +404,10 @@ async fn image_status_asks_docker_once_until_an_image_changes() {
             .calls_to(&format!("inspect_image {BUSYBOX}"))
             .len()
     };
-    // Does an ImageStatus come (within a second) that asks Docker nothing?
-    let answered_from_cache = || async {
-        for _ in 0..200 {
-            let before = asks();
-            assert!(image_status(&fx, BUSYBOX).await.is_some());
-            if asks() == before {
-                return true;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-        false
-    };
+    let status = || async { assert!(image_status(&fx, BUSYBOX).await.is_some()) };
     // Until the event pump follows Docker's events nothing is cached: wait for it.
     assert!(
-        answered_from_cache().await,
+        answered_from_cache(asks, status).await,
         "cached once events are followed"
     );
     let before = asks();
@@ -428,18 +434,12 @@ async fn image_status_asks_docker_once_until_an_image_changes() {
         image_status(&fx, BUSYBOX).await.is_some(),
         "right after the pull"
     );
-    assert!(answered_from_cache().await, "cached again");
+    assert!(answered_from_cache(asks, status).await, "cached again");
 
     // Somebody else tags an image: the event forgets the cache.
-    let before = asks();
     fx.docker.emit(image_event("tag", "sha256:elsewhere"));
-    let forgotten = async {
-        while asks() == before {
-            image_status(&fx, BUSYBOX).await;
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), forgotten)
-        .await
-        .expect("an image event forgets the cached inspects");
+    assert!(
+        asks_docker_again(asks, status).await,
+        "an image event forgets the cached inspects"
+    );
 }

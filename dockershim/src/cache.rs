@@ -10,7 +10,9 @@
 //! of our containers an inspect found running, so that Exec / Attach / PortForward can check
 //! "exists and is running" without asking Docker again. [`ImageRefCache`] keeps the repo
 //! digests of image ids for ContainerStatus; an image event forgets only the image it is about. Both own only
-//! their maps; the event pump in `events` feeds them. [`SizeCache`] keeps the writable-layer
+//! their maps; the event pump in `events` feeds them. Their trust rules (the event stream followed,
+//! tickets, a floor below which nothing is stored) are one `EventTrust`, which `image_cache`
+//! shares. [`SizeCache`] keeps the writable-layer
 //! sizes: Docker computes them only when asked, which is expensive, so a background task
 //! refreshes them once a minute and the stats RPCs never compute sizes on the request path.
 //! [`CpuUsageCache`] keeps each container's (and sandbox's) last CPU sample, from which the
@@ -42,13 +44,52 @@ pub fn changes_listing(action: &str) -> bool {
     )
 }
 
+/// The trust rules of a cache that Docker's events keep honest: nothing is trusted while the
+/// event stream is not followed; tickets and changes share one sequence; and a result
+/// requested at or before the last change of unknown extent (the floor) is never stored.
+#[derive(Default)]
+pub(crate) struct EventTrust {
+    /// Is the event stream connected (otherwise changes could go unnoticed)?
+    pub(crate) watching: bool,
+    /// Bumped by every change and every ticket.
+    seq: u64,
+    /// Nothing requested at or before this ticket is stored.
+    floor: u64,
+}
+
+impl EventTrust {
+    /// The next number of the sequence: a ticket to take before asking Docker, or a change.
+    pub(crate) fn next(&mut self) -> u64 {
+        self.seq += 1;
+        self.seq
+    }
+
+    /// Something changed and what is unknown: nothing requested before now is stored.
+    pub(crate) fn distrust_all(&mut self) {
+        self.floor = self.next();
+    }
+
+    /// The event stream is (re)connected or lost: what was cached may be stale either way.
+    pub(crate) fn set_watching(&mut self, watching: bool) {
+        self.distrust_all();
+        self.watching = watching;
+    }
+
+    /// May a result requested after `ticket` be stored (or served)?
+    pub(crate) fn admits(&self, ticket: u64) -> bool {
+        self.watching && self.after_floor(ticket)
+    }
+
+    /// Was `ticket` taken after the last change of unknown extent?
+    pub(crate) fn after_floor(&self, ticket: u64) -> bool {
+        ticket > self.floor
+    }
+}
+
 #[derive(Default)]
 struct ListState {
-    /// Bumped by every change; a listing is fresh if taken after the last one.
-    seq: u64,
-    last_change: u64,
-    /// Is the event stream connected (otherwise changes could go unnoticed)?
-    watching: bool,
+    /// A listing is fresh if its ticket was taken after the last change.
+    trust: EventTrust,
     /// The sequence number taken just before the cached listing was requested, when it was
     /// taken, and the listing.
     listing: Option<(u64, Instant, SharedListing)>,
@@ -89,7 +130,7 @@ impl ListingLeader {
 
 impl ListState {
     fn fresh(&self, ticket: u64, at: Instant) -> bool {
-        self.watching && ticket > self.last_change && at.elapsed() < LIST_MAX_AGE
+        self.trust.admits(ticket) && at.elapsed() < LIST_MAX_AGE
     }
 }
 
@@ -105,18 +146,13 @@ pub struct ListCache {
 impl ListCache {
     /// Something changed (an event, or a mutation we made): the listing is stale.
     pub fn invalidate(&self) {
-        let mut s = self.state.lock();
-        s.seq += 1;
-        s.last_change = s.seq;
+        self.state.lock().trust.distrust_all();
     }
 
     /// The event stream is (re)connected or lost. Connecting also invalidates: events may have
     /// been missed while it was down.
     pub fn set_watching(&self, watching: bool) {
-        let mut s = self.state.lock();
-        s.watching = watching;
-        s.seq += 1;
-        s.last_change = s.seq;
+        self.state.lock().trust.set_watching(watching);
     }
 
     /// The cached listing, if it can be trusted.
@@ -138,8 +174,8 @@ impl ListCache {
     pub fn store_running(&self, ticket: u64, id: &str, full_id: &str) {
         let mut s = self.state.lock();
         // Forget what a change already made stale, and everything if it grew too big.
-        let last = s.last_change;
-        s.running.retain(|_, (t, _, _)| *t > last);
+        let ListState { trust, running, .. } = &mut *s;
+        running.retain(|_, (t, _, _)| trust.after_floor(*t));
         if s.running.len() >= RUNNING_MAX {
             s.running.clear();
         }
@@ -159,14 +195,12 @@ impl ListCache {
             return Lookup::Cached(Arc::clone(list));
         }
         if let Some((ticket, rx)) = s.in_flight.as_ref()
-            && s.watching
-            && *ticket > s.last_change
+            && s.trust.admits(*ticket)
             && rx.has_changed().is_ok()
         {
             return Lookup::Join(rx.clone());
         }
-        s.seq += 1;
-        let ticket = s.seq;
+        let ticket = s.trust.next();
         let (tx, rx) = watch::channel(None);
         s.in_flight = Some((ticket, rx));
         Lookup::Lead(ListingLeader { ticket, tx })
@@ -194,9 +228,7 @@ impl ListCache {
 
     /// A ticket to take before requesting a fresh listing from Docker.
     pub fn ticket(&self) -> u64 {
-        let mut s = self.state.lock();
-        s.seq += 1;
-        s.seq
+        self.state.lock().trust.next()
     }
 
     /// Stores a listing requested after `ticket` was taken, unless a newer one is stored.
@@ -205,43 +237,6 @@ impl ListCache {
         if s.listing.as_ref().is_none_or(|(t, _, _)| *t < ticket) {
             s.listing = Some((ticket, Instant::now(), Arc::clone(list)));
         }
-    }
-}
-
-/// The trust rules of a cache that Docker's events keep honest: nothing is trusted while the
-/// event stream is not followed; tickets and changes share one sequence; and a result
-/// requested at or before the last change of unknown extent (the floor) is never stored.
-#[derive(Default)]
-pub(crate) struct EventTrust {
-    /// Is the event stream connected (otherwise changes could go unnoticed)?
-    pub(crate) watching: bool,
-    /// Bumped by every change and every ticket.
-    seq: u64,
-    /// Nothing requested at or before this ticket is stored.
-    floor: u64,
-}
-
-impl EventTrust {
-    /// The next number of the sequence: a ticket to take before asking Docker, or a change.
-    pub(crate) fn next(&mut self) -> u64 {
-        self.seq += 1;
-        self.seq
-    }
-
-    /// Something changed and what is unknown: nothing requested before now is stored.
-    pub(crate) fn distrust_all(&mut self) {
-        self.floor = self.next();
-    }
-
-    /// The event stream is (re)connected or lost: what was cached may be stale either way.
-    pub(crate) fn set_watching(&mut self, watching: bool) {
-        self.distrust_all();
-        self.watching = watching;
-    }
-
-    /// May a result requested after `ticket` be stored?
-    pub(crate) fn admits(&self, ticket: u64) -> bool {
-        self.watching && ticket > self.floor
     }
 }
 

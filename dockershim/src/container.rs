@@ -8,7 +8,10 @@
 use std::path::Path;
 use std::time::Duration;
 
-use bollard::models::{ContainerCreateBody, ContainerUpdateBody, DeviceMapping, HostConfig};
+use bollard::models::{
+    ContainerCreateBody, ContainerUpdateBody, DeviceMapping, HealthConfig, HostConfig,
+    RestartPolicy, RestartPolicyNameEnum,
+};
 use cri_proto::runtime::v1 as cri;
 use tracing::{debug, info};
 
@@ -196,6 +199,11 @@ impl<D: DockerApi> Shim<D> {
                     })
                     .collect()
             }),
+            // Docker's default ("no"), named as cri-dockerd names it.
+            restart_policy: Some(RestartPolicy {
+                name: Some(RestartPolicyNameEnum::NO),
+                maximum_retry_count: None,
+            }),
             ..Default::default()
         };
         if let Some(parent) = sandbox_config
@@ -231,6 +239,12 @@ impl<D: DockerApi> Shim<D> {
             open_stdin: Some(config.stdin),
             stdin_once: Some(config.stdin_once),
             attach_stdin: Some(config.stdin),
+            // An image's HEALTHCHECK is not run: the kubelet probes (upstream dockershim and
+            // cri-dockerd disable Docker's health check the same way).
+            healthcheck: Some(HealthConfig {
+                test: Some(vec!["NONE".to_string()]),
+                ..Default::default()
+            }),
             user,
             host_config: Some(hc),
             ..Default::default()

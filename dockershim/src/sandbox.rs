@@ -41,6 +41,10 @@ fn ns_mode(
         .unwrap_or(cri::NamespaceMode::Pod)
 }
 
+/// The pause container's CPU shares, the least Docker takes (upstream's
+/// `defaultSandboxCPUshares`).
+pub const DEFAULT_SANDBOX_CPU_SHARES: i64 = 2;
+
 /// Renders a resolv.conf for a sandbox's DNS config.
 pub fn resolv_conf(dns: &cri::DnsConfig) -> String {
     let mut out = String::new();
@@ -85,6 +89,7 @@ impl<D: DockerApi> Shim<D> {
         let mut hc = HostConfig {
             ipc_mode: Some(if host_ipc { "host" } else { "shareable" }.to_string()),
             oom_score_adj: Some(self.sandbox_oom_score_adj),
+            cpu_shares: Some(DEFAULT_SANDBOX_CPU_SHARES),
             ..Default::default()
         };
         if host_pid {

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use bollard::models::RestartPolicyNameEnum;
 use bytes::Bytes;
 use cri_proto::RuntimeService;
 use cri_proto::runtime::v1 as cri;
@@ -161,6 +162,16 @@ async fn create_container_names_labels_and_translates_the_config() {
     assert_eq!(
         hc.security_opt,
         Some(vec!["seccomp=unconfined".to_string()])
+    );
+    assert_eq!(
+        hc.restart_policy.and_then(|p| p.name),
+        Some(RestartPolicyNameEnum::NO),
+        "the kubelet restarts containers, Docker does not"
+    );
+    assert_eq!(
+        b.healthcheck.as_ref().and_then(|h| h.test.clone()),
+        Some(vec!["NONE".to_string()]),
+        "an image's HEALTHCHECK is not run"
     );
 }
 

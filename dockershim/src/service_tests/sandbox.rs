@@ -138,6 +138,7 @@ async fn run_pod_sandbox_starts_a_named_labelled_pause_container_and_checkpoints
         Some(vec!["seccomp=unconfined".to_string()]),
         "no security context means CRI's default: unconfined"
     );
+    assert_eq!(hc.cpu_shares, Some(2), "the pause container weighs least");
 
     assert!(fx.checkpoint_path(&id).is_file());
     let cp = fx.shim.checkpoints.get(&id).expect("checkpoint");

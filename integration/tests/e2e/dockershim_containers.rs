@@ -389,3 +389,100 @@ async fn dockershim_update_container_resources() {
     })
     .await;
 }
+
+/// What Docker is told beyond the CRI config, as cri-dockerd tells it: an image's HEALTHCHECK
+/// is not run (the kubelet probes; Docker's checks would exec into the container for nothing),
+/// and the pause container has the least CPU weight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dockershim_runs_no_image_healthcheck_and_weighs_the_pause_least() {
+    use bollard::query_parameters::{
+        CommitContainerOptions, CreateContainerOptions, InspectContainerOptions,
+        RemoveContainerOptions, RemoveImageOptions,
+    };
+    with_dockershim(
+        "dockershim_healthcheck",
+        Duration::from_secs(120),
+        |mut ctx| async move {
+            let d = dockershim_support::docker(&ctx.tb);
+            // busybox with a HEALTHCHECK that runs every second.
+            let src = integration::fixtures::unique_name("healthcheck-src");
+            d.create_container(
+                Some(CreateContainerOptions {
+                    name: Some(src.clone()),
+                    ..Default::default()
+                }),
+                bollard::models::ContainerCreateBody {
+                    image: Some(ctx.tb.busybox_image.clone()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("create the image's container");
+            let repo = format!(
+                "cri-e2e/{}",
+                integration::fixtures::unique_name("healthcheck")
+            );
+            d.commit_container(
+                CommitContainerOptions {
+                    container: Some(src.clone()),
+                    repo: Some(repo.clone()),
+                    tag: Some("1".into()),
+                    ..Default::default()
+                },
+                bollard::models::ContainerConfig {
+                    healthcheck: Some(bollard::models::HealthConfig {
+                        test: Some(vec!["CMD".into(), "true".into()]),
+                        interval: Some(1_000_000_000),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("commit");
+            let _ = d
+                .remove_container(
+                    &src,
+                    Some(RemoveContainerOptions {
+                        force: true,
+                        ..Default::default()
+                    }),
+                )
+                .await;
+            let image = format!("{repo}:1");
+
+            let sconfig = ctx.sandbox_config("health");
+            let sid = ctx.run_sandbox(&sconfig).await;
+            let c = busybox_container("app", &image, "exec tail -f /dev/null");
+            let id = ctx.run_container(&sid, &sconfig, &c).await;
+            // Three of the image's intervals.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let app = d
+                .inspect_container(&id, None::<InspectContainerOptions>)
+                .await
+                .expect("inspect the container");
+            let test = app
+                .config
+                .as_ref()
+                .and_then(|c| c.healthcheck.as_ref())
+                .and_then(|h| h.test.clone());
+            let health = app.state.as_ref().and_then(|s| s.health.clone());
+            let pause = d
+                .inspect_container(&sid, None::<InspectContainerOptions>)
+                .await
+                .expect("inspect the pause container");
+
+            ctx.stop_remove_sandbox(&sid).await;
+            d.remove_image(&image, None::<RemoveImageOptions>, None)
+                .await
+                .expect("remove the test image");
+            assert_eq!(test, Some(vec!["NONE".to_string()]));
+            assert!(
+                health.is_none(),
+                "Docker ran the image's health check: {health:?}"
+            );
+            assert_eq!(pause.host_config.and_then(|h| h.cpu_shares), Some(2));
+        },
+    )
+    .await;
+}

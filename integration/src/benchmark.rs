@@ -82,6 +82,10 @@ pub struct OpStats {
     pub max_ms: f64,
     /// Operations per second over the phases' wall time (all workers together).
     pub ops_per_sec: f64,
+    /// For every endpoint but the first: a 95 % interval of its p50 ratio to the first
+    /// endpoint's, by a paired bootstrap over the rounds (see [`ratio_interval`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p50_ratio_ci95: Option<[f64; 2]>,
 }
 
 /// The whole report.
@@ -104,6 +108,9 @@ struct Samples {
     latencies: Vec<Duration>,
     errors: usize,
     wall: Duration,
+    /// (round, end): the latencies of `round` end before index `end` (and begin at the end of
+    /// the entry before).
+    round_ends: Vec<(usize, usize)>,
 }
 
 /// The `p`-th percentile of sorted samples, in milliseconds.
@@ -133,8 +140,72 @@ impl Samples {
             } else {
                 0.0
             },
+            p50_ratio_ci95: None,
         }
     }
+
+    /// Marks the end of `round`'s samples.
+    fn end_round(&mut self, round: usize) {
+        self.round_ends.push((round, self.latencies.len()));
+    }
+
+    /// The latencies of each round, by round.
+    fn by_round(&self) -> BTreeMap<usize, &[Duration]> {
+        let mut out = BTreeMap::new();
+        let mut begin = 0;
+        for &(round, end) in &self.round_ends {
+            if end > begin {
+                out.insert(round, &self.latencies[begin..end]);
+            }
+            begin = end;
+        }
+        out
+    }
+}
+
+/// Resamples in [`ratio_interval`].
+const BOOTSTRAP_RESAMPLES: usize = 2000;
+
+/// A 95 % interval of `other`'s p50 over `base`'s, by a paired bootstrap over rounds: each
+/// resample draws rounds with replacement and takes both endpoints' samples of those rounds, so
+/// the machine's drift from round to round (which the interleaving puts on both alike) stays
+/// paired. `None` with fewer than 5 rounds that both have samples of. A ratio whose interval
+/// holds 1.0 is within what this run can tell apart.
+fn ratio_interval(base: &Samples, other: &Samples, seed: u64) -> Option<[f64; 2]> {
+    use rand::{RngExt, SeedableRng};
+    let (a, b) = (base.by_round(), other.by_round());
+    let rounds: Vec<(&[Duration], &[Duration])> = a
+        .iter()
+        .filter_map(|(r, x)| b.get(r).map(|y| (*x, *y)))
+        .collect();
+    if rounds.len() < 5 {
+        return None;
+    }
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut ratios = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for _ in 0..BOOTSTRAP_RESAMPLES {
+        xs.clear();
+        ys.clear();
+        for _ in 0..rounds.len() {
+            let (x, y) = rounds[rng.random_range(0..rounds.len())];
+            xs.extend_from_slice(x);
+            ys.extend_from_slice(y);
+        }
+        xs.sort();
+        ys.sort();
+        let base_p50 = percentile(&xs, 50.0);
+        if base_p50 > 0.0 {
+            ratios.push(percentile(&ys, 50.0) / base_p50);
+        }
+    }
+    if ratios.is_empty() {
+        return None;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let at =
+        |q: f64| ratios[((q * (ratios.len() - 1) as f64).round() as usize).min(ratios.len() - 1)];
+    Some([at(0.025), at(0.975)])
 }
 
 /// Runs `f` for every worker at once; records each latency and the phase's wall time.
@@ -645,6 +716,9 @@ pub async fn run(targets: &mut [Target], s: &Settings) -> Report {
             let i = (r + k) % n;
             round(&targets[i], s, &mut samples[i], &mut leftovers[i]).await;
             image_round(&targets[i], s, &mut samples[i], &mut left_images[i]).await;
+            for sm in samples[i].values_mut() {
+                sm.end_round(r);
+            }
         }
     }
     for (i, sid) in populations {
@@ -654,9 +728,10 @@ pub async fn run(targets: &mut [Target], s: &Settings) -> Report {
         cleanup_sandboxes(&mut t.rt, ids).await;
     }
     let mut operations: BTreeMap<String, BTreeMap<String, OpStats>> = BTreeMap::new();
-    for op in OPERATIONS {
-        for (t, sm) in targets.iter().zip(&samples) {
-            let st = sm.get(op).map(Samples::stats).unwrap_or(OpStats {
+    for (k, op) in OPERATIONS.iter().enumerate() {
+        let base = samples.first().and_then(|sm| sm.get(op));
+        for (j, (t, sm)) in targets.iter().zip(&samples).enumerate() {
+            let mut st = sm.get(op).map(Samples::stats).unwrap_or(OpStats {
                 count: 0,
                 errors: 0,
                 min_ms: 0.0,
@@ -665,7 +740,13 @@ pub async fn run(targets: &mut [Target], s: &Settings) -> Report {
                 p99_ms: 0.0,
                 max_ms: 0.0,
                 ops_per_sec: 0.0,
+                p50_ratio_ci95: None,
             });
+            if j > 0
+                && let (Some(base), Some(own)) = (base, sm.get(op))
+            {
+                st.p50_ratio_ci95 = ratio_interval(base, own, (k * 64 + j) as u64);
+            }
             operations
                 .entry(op.to_string())
                 .or_default()
@@ -694,7 +775,7 @@ pub fn markdown(r: &Report) -> String {
         "## CRI benchmark ({} workers, {} rounds, ListContainers with {} extra containers; {:.1} s)\n\n",
         r.workers, r.rounds, r.containers, r.total_seconds
     );
-    out.push_str("| operation | endpoint | n | err | min ms | p50 ms | p95 ms | p99 ms | max ms | ops/s | p50 ratio |\n");
+    out.push_str("| operation | endpoint | n | err | min ms | p50 ms | p95 ms | p99 ms | max ms | ops/s | p50 ratio (95 % interval) |\n");
     out.push_str("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     let first = r.endpoints.first().cloned().unwrap_or_default();
     for op in OPERATIONS {
@@ -704,16 +785,19 @@ pub fn markdown(r: &Report) -> String {
         let base = per.get(&first).map(|s| s.p50_ms).unwrap_or(0.0);
         for ep in &r.endpoints {
             let Some(s) = per.get(ep) else { continue };
-            let ratio = if base > 0.0 {
-                format!("{:.2}", s.p50_ms / base)
-            } else {
-                "-".into()
+            let ratio = match (base > 0.0, s.p50_ratio_ci95) {
+                (false, _) => "-".into(),
+                (true, Some([lo, hi])) => format!("{:.2} ({lo:.2}–{hi:.2})", s.p50_ms / base),
+                (true, None) => format!("{:.2}", s.p50_ms / base),
             };
             out.push_str(&format!(
                 "| {op} | {ep} | {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {ratio} |\n",
                 s.count, s.errors, s.min_ms, s.p50_ms, s.p95_ms, s.p99_ms, s.max_ms, s.ops_per_sec
             ));
         }
+    }
+    if r.endpoints.len() > 1 {
+        out.push_str("\nThe interval of a p50 ratio is a paired bootstrap over the rounds: a ratio whose interval holds 1.00 is within what this run can tell apart.\n");
     }
     for (ep, n) in &r.remove_by_tag_left_image {
         if *n > 0 {
@@ -750,10 +834,69 @@ mod tests {
             latencies: vec![Duration::from_millis(10); 4],
             errors: 1,
             wall: Duration::from_millis(20),
+            round_ends: Vec::new(),
         };
         let st = s.stats();
         assert_eq!((st.count, st.errors), (4, 1));
         assert!((st.ops_per_sec - 200.0).abs() < 1e-6);
+    }
+
+    /// Samples of `rounds` rounds, `per_round` each: `ms(round, i)` milliseconds.
+    fn rounds_of(rounds: usize, per_round: usize, ms: impl Fn(usize, usize) -> u64) -> Samples {
+        let mut s = Samples::default();
+        for r in 0..rounds {
+            for i in 0..per_round {
+                s.latencies.push(Duration::from_millis(ms(r, i)));
+            }
+            s.end_round(r);
+        }
+        s
+    }
+
+    #[test]
+    fn samples_are_split_by_round() {
+        let mut s = Samples::default();
+        s.latencies.push(Duration::from_millis(1));
+        s.end_round(0);
+        s.end_round(1); // nothing in round 1
+        s.latencies
+            .extend([Duration::from_millis(2), Duration::from_millis(3)]);
+        s.end_round(2);
+        let by = s.by_round();
+        assert_eq!(by.keys().copied().collect::<Vec<_>>(), vec![0, 2]);
+        assert_eq!(
+            by[&2],
+            &[Duration::from_millis(2), Duration::from_millis(3)]
+        );
+    }
+
+    #[test]
+    fn the_ratio_interval_holds_one_only_when_the_endpoints_do_not_differ() {
+        // Rounds drift from 10 to 24 ms, alike on both endpoints (interleaved); within a
+        // round the samples spread by 0-3 ms.
+        let base = rounds_of(15, 4, |r, i| 10 + r as u64 + i as u64);
+        let same = rounds_of(15, 4, |r, i| 10 + r as u64 + (3 - i) as u64);
+        let slower = rounds_of(15, 4, |r, i| (10 + r as u64 + i as u64) * 13 / 10);
+        let [lo, hi] = ratio_interval(&base, &same, 1).expect("interval");
+        assert!(lo <= 1.0 && 1.0 <= hi, "same: {lo}..{hi}");
+        let [lo, hi] = ratio_interval(&base, &slower, 1).expect("interval");
+        assert!(
+            lo > 1.0 && lo <= 1.3 && 1.3 <= hi + 0.05,
+            "slower: {lo}..{hi}"
+        );
+        // The same seed gives the same interval.
+        assert_eq!(
+            ratio_interval(&base, &slower, 7),
+            ratio_interval(&base, &slower, 7)
+        );
+    }
+
+    #[test]
+    fn too_few_common_rounds_give_no_interval() {
+        let base = rounds_of(4, 4, |_, _| 10);
+        let other = rounds_of(4, 4, |_, _| 11);
+        assert_eq!(ratio_interval(&base, &other, 1), None);
+        assert_eq!(ratio_interval(&base, &Samples::default(), 1), None);
     }
 
     #[test]
@@ -767,6 +910,7 @@ mod tests {
             p99_ms: p50,
             max_ms: p50,
             ops_per_sec: 1.0,
+            p50_ratio_ci95: None,
         };
         let r = Report {
             workers: 1,
@@ -775,14 +919,23 @@ mod tests {
             endpoints: vec!["a".into(), "b".into()],
             operations: BTreeMap::from([(
                 "ExecSync".to_string(),
-                BTreeMap::from([("a".to_string(), mk(10.0)), ("b".to_string(), mk(15.0))]),
+                BTreeMap::from([
+                    ("a".to_string(), mk(10.0)),
+                    (
+                        "b".to_string(),
+                        OpStats {
+                            p50_ratio_ci95: Some([1.2, 1.8]),
+                            ..mk(15.0)
+                        },
+                    ),
+                ]),
             )]),
             remove_by_tag_left_image: BTreeMap::from([("a".to_string(), 0), ("b".to_string(), 2)]),
             total_seconds: 1.0,
         };
         let md = markdown(&r);
         assert!(md.contains("| ExecSync | b | 1 | 0 |"), "{md}");
-        assert!(md.contains("| 1.50 |"), "{md}");
+        assert!(md.contains("| 1.50 (1.20–1.80) |"), "{md}");
         assert!(
             md.contains("b: RemoveImage by tag answered OK but left the image 2 time(s)"),
             "{md}"

@@ -70,6 +70,51 @@ pub fn proc_cpu_seconds(pid: u32) -> Option<f64> {
     Some((utime + stime) / hz)
 }
 
+/// The pid of the Docker daemon serving `socket` (a `unix://` endpoint or a path): the
+/// `dockerd` whose command line names the socket, or else the only `dockerd` running.
+pub fn dockerd_pid(socket: &str) -> Option<u32> {
+    let path = socket.strip_prefix("unix://").unwrap_or(socket);
+    let mut all = Vec::new();
+    for ent in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(pid) = ent.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if comm.trim() != "dockerd" {
+            continue;
+        }
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        if String::from_utf8_lossy(&cmdline).contains(path) {
+            return Some(pid);
+        }
+        all.push(pid);
+    }
+    (all.len() == 1).then(|| all[0])
+}
+
+/// The seconds every CPU of the machine has been busy (not idle or waiting for I/O) since boot,
+/// from `/proc/stat`.
+pub fn machine_busy_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let cpu = stat.lines().find(|l| l.starts_with("cpu "))?;
+    let ticks: Vec<f64> = cpu
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    // user nice system idle iowait irq softirq steal (guest time is within user).
+    let busy: f64 = ticks
+        .iter()
+        .take(8)
+        .enumerate()
+        .filter(|(i, _)| *i != 3 && *i != 4)
+        .map(|(_, v)| v)
+        .sum();
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    Some(busy / hz)
+}
+
 /// VmRSS of process `pid` in MiB.
 pub fn rss_mib(pid: u32) -> Option<f64> {
     status_mib(pid, "VmRSS:")

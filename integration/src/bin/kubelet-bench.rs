@@ -26,8 +26,9 @@ use clap::Parser;
 use cri_proto::runtime::v1 as cri;
 use integration::fixtures::{busybox_container, ensure_image, unique_name};
 use integration::kubelet_proc::{
-    KubeletProc, clear_static_pods, http_get, manifest_with_command, median, proc_cpu_seconds,
-    rss_mib, rss_parts_mib, running, start_kubelet, start_kubelet_embedded,
+    KubeletProc, clear_static_pods, dockerd_pid, http_get, machine_busy_seconds,
+    manifest_with_command, median, proc_cpu_seconds, rss_mib, rss_parts_mib, running,
+    start_kubelet, start_kubelet_embedded,
 };
 use integration::runtimes::{ShimProcess, clients};
 use integration::testbed::Testbed;
@@ -99,13 +100,41 @@ fn relist_count(metrics: &str) -> Option<f64> {
 
 /// The kubelet's CRI calls so far by operation (`kubelet_runtime_operations_total`).
 async fn runtime_operations(k: &KubeletProc) -> BTreeMap<String, f64> {
+    runtime_operation_metric(k, "kubelet_runtime_operations_total").await
+}
+
+/// The seconds the kubelet's CRI calls took so far by operation (the sum of
+/// `kubelet_runtime_operations_duration_seconds`).
+async fn runtime_operation_seconds(k: &KubeletProc) -> BTreeMap<String, f64> {
+    runtime_operation_metric(k, "kubelet_runtime_operations_duration_seconds_sum").await
+}
+
+async fn runtime_operation_metric(k: &KubeletProc, name: &str) -> BTreeMap<String, f64> {
     let metrics = http_get(k.port, "/metrics").await.unwrap_or_default();
+    let prefix = format!("{name}{{operation_type=\"");
     metrics
         .lines()
         .filter_map(|l| {
-            let rest = l.strip_prefix("kubelet_runtime_operations_total{operation_type=\"")?;
+            let rest = l.strip_prefix(&prefix)?;
             let (op, n) = rest.split_once("\"} ")?;
             Some((op.to_string(), n.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Mean milliseconds per call of each operation called between two readings: the seconds'
+/// growth over the calls' growth.
+fn mean_ms(
+    calls: (&BTreeMap<String, f64>, &BTreeMap<String, f64>),
+    seconds: (&BTreeMap<String, f64>, &BTreeMap<String, f64>),
+) -> BTreeMap<String, f64> {
+    calls
+        .1
+        .iter()
+        .filter_map(|(op, a)| {
+            let n = a - calls.0.get(op).unwrap_or(&0.0);
+            let s = seconds.1.get(op)? - seconds.0.get(op).unwrap_or(&0.0);
+            (n > 0.0).then(|| (op.clone(), s * 1000.0 / n))
         })
         .collect()
 }
@@ -123,16 +152,61 @@ fn calls_per_pod(
         .collect()
 }
 
-/// Writes `n` manifests and waits for all pods Running; returns the seconds it took, the
-/// kubelet's CRI calls per pod meanwhile and the CPU seconds it used.
+/// What the kubelet did while a batch of pods started.
+struct KubeletBatch {
+    seconds: f64,
+    /// CRI calls per pod, by operation.
+    calls_per_pod: BTreeMap<String, f64>,
+    /// Mean milliseconds per CRI call, by operation.
+    mean_ms: BTreeMap<String, f64>,
+    cpu_seconds: f64,
+    load: Load,
+}
+
+/// What a batch cost the machine: the Docker daemon's CPU seconds (when it is the runtime's)
+/// and every CPU's busy seconds.
+#[derive(Clone, Copy, Default, serde::Serialize)]
+struct Load {
+    dockerd_cpu_seconds: Option<f64>,
+    machine_busy_seconds: Option<f64>,
+}
+
+/// Readings for [`Load`]: taken before a batch, and [`LoadMeter::done`] after it.
+struct LoadMeter {
+    dockerd: Option<(u32, f64)>,
+    busy: Option<f64>,
+}
+
+impl LoadMeter {
+    fn start(dockerd: Option<u32>) -> Self {
+        Self {
+            dockerd: dockerd.and_then(|pid| Some((pid, proc_cpu_seconds(pid)?))),
+            busy: machine_busy_seconds(),
+        }
+    }
+
+    fn done(&self) -> Load {
+        Load {
+            dockerd_cpu_seconds: self
+                .dockerd
+                .and_then(|(pid, before)| Some(proc_cpu_seconds(pid)? - before)),
+            machine_busy_seconds: self.busy.and_then(|b| Some(machine_busy_seconds()? - b)),
+        }
+    }
+}
+
+/// Writes `n` manifests and waits for all pods Running.
 async fn kubelet_batch(
     k: &KubeletProc,
     image: &str,
     node: &str,
     n: usize,
     trap_term: bool,
-) -> Result<(f64, BTreeMap<String, f64>, f64)> {
+    dockerd: Option<u32>,
+) -> Result<KubeletBatch> {
+    let meter = LoadMeter::start(dockerd);
     let calls_before = runtime_operations(k).await;
+    let seconds_before = runtime_operation_seconds(k).await;
     let cpu_before = proc_cpu_seconds(k.child.id()).unwrap_or(0.0);
     let batch = unique_name("kb");
     let uids: Vec<String> = (0..n).map(|i| format!("{batch}-{i}")).collect();
@@ -159,9 +233,20 @@ async fn kubelet_batch(
         tokio::time::sleep(poll).await;
     }
     let took = start.elapsed().as_secs_f64();
+    let load = meter.done();
     let cpu = proc_cpu_seconds(k.child.id()).unwrap_or(0.0) - cpu_before;
-    let calls = calls_per_pod(&calls_before, &runtime_operations(k).await, n);
-    Ok((took, calls, cpu))
+    let calls_after = runtime_operations(k).await;
+    let seconds_after = runtime_operation_seconds(k).await;
+    Ok(KubeletBatch {
+        seconds: took,
+        calls_per_pod: calls_per_pod(&calls_before, &calls_after, n),
+        mean_ms: mean_ms(
+            (&calls_before, &calls_after),
+            (&seconds_before, &seconds_after),
+        ),
+        cpu_seconds: cpu,
+        load,
+    })
 }
 
 /// Removes the manifests and waits until no sandbox of them is left; returns the seconds.
@@ -171,22 +256,35 @@ async fn kubelet_teardown(k: &KubeletProc) -> Result<f64> {
     Ok(start.elapsed().as_secs_f64())
 }
 
+/// What the direct side did for a batch.
+struct DirectBatch {
+    up_seconds: f64,
+    down_seconds: f64,
+    /// Mean milliseconds of each start-up call, under the kubelet's operation names.
+    mean_ms: BTreeMap<String, f64>,
+    load: Load,
+}
+
 /// The same pods by direct CRI calls, all at once, then StopPodSandbox + RemovePodSandbox for
-/// all at once; returns the seconds each phase took.
+/// all at once.
 async fn direct_batch(
     endpoint: &str,
     image: &str,
     n: usize,
     logs: &Path,
     trap_term: bool,
-) -> Result<(f64, f64)> {
+    dockerd: Option<u32>,
+) -> Result<DirectBatch> {
     let (rt, _) = clients(endpoint).await?;
+    let meter = LoadMeter::start(dockerd);
     let start = Instant::now();
     let results = futures::future::join_all((0..n).map(|_| {
         let mut rt = rt.clone();
         async move {
             let mut config = integration::fixtures::sandbox_config("direct", logs);
             config.linux = Some(cri::LinuxPodSandboxConfig::default());
+            let mut took = [0.0f64; 3];
+            let t = Instant::now();
             let sid = rt
                 .run_pod_sandbox(cri::RunPodSandboxRequest {
                     config: Some(config.clone()),
@@ -195,8 +293,10 @@ async fn direct_batch(
                 .await?
                 .into_inner()
                 .pod_sandbox_id;
+            took[0] = t.elapsed().as_secs_f64();
             let mut c = busybox_container("app", image, "sleep 3600");
             c.command = command(trap_term).into_iter().map(String::from).collect();
+            let t = Instant::now();
             let cid = rt
                 .create_container(cri::CreateContainerRequest {
                     pod_sandbox_id: sid.clone(),
@@ -204,32 +304,47 @@ async fn direct_batch(
                     sandbox_config: Some(config),
                 })
                 .await;
+            took[1] = t.elapsed().as_secs_f64();
             let started = match cid {
                 Ok(cid) => {
-                    rt.start_container(cri::StartContainerRequest {
-                        container_id: cid.into_inner().container_id,
-                    })
-                    .await
+                    let t = Instant::now();
+                    let r = rt
+                        .start_container(cri::StartContainerRequest {
+                            container_id: cid.into_inner().container_id,
+                        })
+                        .await;
+                    took[2] = t.elapsed().as_secs_f64();
+                    r
                 }
                 Err(e) => Err(e),
             };
             // The sandbox exists either way: it is torn down with the others.
-            Ok::<_, tonic::Status>((sid, started.err()))
+            Ok::<_, tonic::Status>((sid, started.err(), took))
         }
     }))
     .await;
     let up = start.elapsed().as_secs_f64();
+    let load = meter.done();
     let mut ids = Vec::new();
     let mut failed = 0;
+    let mut sums = [0.0f64; 3];
     for r in results {
         match r {
-            Ok((id, err)) => {
+            Ok((id, err, took)) => {
                 ids.push(id);
                 failed += usize::from(err.is_some());
+                for (s, t) in sums.iter_mut().zip(took) {
+                    *s += t;
+                }
             }
             Err(_) => failed += 1,
         }
     }
+    let mean_ms: BTreeMap<String, f64> = ["run_podsandbox", "create_container", "start_container"]
+        .into_iter()
+        .zip(sums)
+        .map(|(op, s)| (op.to_string(), s * 1000.0 / n.max(1) as f64))
+        .collect();
     let start = Instant::now();
     let down = futures::future::join_all(ids.iter().map(|id| {
         let mut rt = rt.clone();
@@ -251,7 +366,12 @@ async fn direct_batch(
     if failed > 0 || down_failed > 0 {
         bail!("direct CRI: {failed} pod start(s) and {down_failed} teardown(s) failed");
     }
-    Ok((up, down_s))
+    Ok(DirectBatch {
+        up_seconds: up,
+        down_seconds: down_s,
+        mean_ms,
+        load,
+    })
 }
 
 /// Process CPU and relists of `k` (and CPU of `shim_pid`) over an idle window.
@@ -336,7 +456,9 @@ async fn shim_idle(
     let node = unique_name("bench-node");
     let mut k = start_kubelet(tb, &shim.endpoint, &kdir, &node, &[])?;
     k.wait_healthy(Duration::from_secs(60)).await?;
-    let (up, _, _) = kubelet_batch(&k, &tb.busybox_image, &node, n, args.trap_term).await?;
+    let up = kubelet_batch(&k, &tb.busybox_image, &node, n, args.trap_term, None)
+        .await?
+        .seconds;
     let mut v = idle_window(&k, Some(shim.pid()), n, args).await;
     let down = kubelet_teardown(&k).await?;
     v["shim"] = name.into();
@@ -401,12 +523,19 @@ async fn main() -> Result<()> {
     let (_, mut img) = clients(&direct_endpoint).await?;
     ensure_image(&mut img, &tb.busybox_image).await?;
     let logs = tmp.path().join("direct-logs");
+    // The Docker daemon's CPU is part of the cost on the embedded dockershim.
+    let dockerd = match runtime {
+        Runtime::Embedded => dockerd_pid(&tb.docker_endpoint),
+        Runtime::Endpoint(_) => None,
+    };
     let mut rows = Vec::new();
     let mut idle = serde_json::json!({});
     let repeat = args.repeat.max(1);
     for n in [1usize, args.pods] {
         let (mut kubelet_s, mut direct_s) = (Vec::new(), Vec::new());
         let (mut kubelet_calls, mut kubelet_cpu) = (Vec::new(), Vec::new());
+        let (mut kubelet_mean_ms, mut direct_mean_ms) = (Vec::new(), Vec::new());
+        let (mut kubelet_load, mut direct_load) = (Vec::new(), Vec::new());
         let (mut kubelet_down, mut direct_down) = (Vec::new(), Vec::new());
         for r in 0..repeat {
             // Alternate which goes first.
@@ -417,27 +546,32 @@ async fn main() -> Result<()> {
             };
             for kubelet_first in order {
                 if kubelet_first {
-                    let (s, calls, cpu) =
-                        kubelet_batch(&k, &tb.busybox_image, &node, n, args.trap_term).await?;
-                    kubelet_s.push(s);
-                    kubelet_calls.push(calls);
-                    kubelet_cpu.push(cpu);
+                    let b = kubelet_batch(&k, &tb.busybox_image, &node, n, args.trap_term, dockerd)
+                        .await?;
+                    kubelet_s.push(b.seconds);
+                    kubelet_calls.push(b.calls_per_pod);
+                    kubelet_mean_ms.push(b.mean_ms);
+                    kubelet_cpu.push(b.cpu_seconds);
+                    kubelet_load.push(b.load);
                     if n == args.pods && r + 1 == repeat && idle.get("rss_mib").is_none() {
                         // Idle with N pods running: CPU per relist and RSS.
                         idle = idle_window(&k, None, n, &args).await;
                     }
                     kubelet_down.push(kubelet_teardown(&k).await?);
                 } else {
-                    let (up, down) = direct_batch(
+                    let d = direct_batch(
                         &direct_endpoint,
                         &tb.busybox_image,
                         n,
                         &logs,
                         args.trap_term,
+                        dockerd,
                     )
                     .await?;
-                    direct_s.push(up);
-                    direct_down.push(down);
+                    direct_s.push(d.up_seconds);
+                    direct_down.push(d.down_seconds);
+                    direct_mean_ms.push(d.mean_ms);
+                    direct_load.push(d.load);
                 }
             }
         }
@@ -456,6 +590,10 @@ async fn main() -> Result<()> {
             "direct_down_median": ddm,
             "down_ratio": if ddm > 0.0 { kdm / ddm } else { 0.0 },
             "kubelet_cri_calls_per_pod": kubelet_calls,
+            "kubelet_cri_mean_ms": kubelet_mean_ms,
+            "direct_cri_mean_ms": direct_mean_ms,
+            "kubelet_load": kubelet_load,
+            "direct_load": direct_load,
             "kubelet_cpu_seconds": kubelet_cpu,
         }));
     }
@@ -533,6 +671,53 @@ fn print_report(
             );
         }
     }
+    // Where a start-up's time goes: how long each call waited for the runtime.
+    let show = |v: &serde_json::Value| -> String {
+        v.as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(op, ms)| format!("{op} {:.0}", f(ms)))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    for r in rows {
+        let (Some(k), Some(d)) = (
+            r["kubelet_cri_mean_ms"].as_array(),
+            r["direct_cri_mean_ms"].as_array(),
+        ) else {
+            continue;
+        };
+        for (i, (k, d)) in k.iter().zip(d).enumerate() {
+            println!(
+                "mean ms per CRI call while {} pods started (repetition {}): kubelet {}; direct {}",
+                r["pods"],
+                i + 1,
+                show(k),
+                show(d)
+            );
+        }
+        let (Some(k), Some(d)) = (r["kubelet_load"].as_array(), r["direct_load"].as_array()) else {
+            continue;
+        };
+        for (i, (k, d)) in k.iter().zip(d).enumerate() {
+            let dockerd = match (
+                k["dockerd_cpu_seconds"].as_f64(),
+                d["dockerd_cpu_seconds"].as_f64(),
+            ) {
+                (Some(k), Some(d)) => format!("; dockerd CPU {k:.2} s, direct {d:.2} s"),
+                _ => String::new(),
+            };
+            println!(
+                "machine busy while {} pods started (repetition {}): kubelet {:.1} CPU-s, direct {:.1} CPU-s{dockerd}",
+                r["pods"],
+                i + 1,
+                f(&k["machine_busy_seconds"]),
+                f(&d["machine_busy_seconds"]),
+            );
+        }
+    }
     println!();
     if let Some(cpu) = idle["cpu_ms_per_relist_upper_bound"].as_f64() {
         let rss = f(&idle["rss_mib"]);
@@ -592,5 +777,34 @@ fn print_report(
             met(r0 <= 0.5),
             met(r1 <= 0.5)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn m(kv: &[(&str, f64)]) -> BTreeMap<String, f64> {
+        kv.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn mean_ms_is_the_seconds_growth_over_the_calls_growth() {
+        let calls = (
+            m(&[("start_container", 2.0)]),
+            m(&[("start_container", 6.0), ("version", 1.0), ("list", 3.0)]),
+        );
+        let seconds = (
+            m(&[("start_container", 0.5)]),
+            m(&[("start_container", 1.3), ("version", 0.002)]),
+        );
+        let got = mean_ms((&calls.0, &calls.1), (&seconds.0, &seconds.1));
+        assert_eq!(
+            got.len(),
+            2,
+            "an operation without seconds is left out: {got:?}"
+        );
+        assert!((got["start_container"] - 200.0).abs() < 1e-9);
+        assert!((got["version"] - 2.0).abs() < 1e-9);
     }
 }

@@ -261,6 +261,8 @@ pub fn validate_key(key: &str) -> Result<(), CheckpointError> {
 #[derive(Debug, Clone)]
 pub struct CheckpointStore {
     dir: PathBuf,
+    /// Checkpoints read so far (see [`CheckpointStore::reads`]).
+    reads: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 impl CheckpointStore {
@@ -268,7 +270,16 @@ impl CheckpointStore {
     pub fn new(root_directory: impl AsRef<Path>) -> Result<Self, CheckpointError> {
         let dir = root_directory.as_ref().join(SANDBOX_CHECKPOINT_DIR);
         fs::create_dir_all(&dir).map_err(io_err(&dir))?;
-        Ok(CheckpointStore { dir })
+        Ok(CheckpointStore {
+            dir,
+            reads: Default::default(),
+        })
+    }
+
+    /// How many checkpoints [`CheckpointStore::get`] has read (each is a file read and a JSON
+    /// parse; listings should not need one per sandbox).
+    pub fn reads(&self) -> u64 {
+        self.reads.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The checkpoint directory.
@@ -306,6 +317,8 @@ impl CheckpointStore {
     /// Read and verify the checkpoint of sandbox `id`.
     pub fn get(&self, id: &str) -> Result<PodSandboxCheckpoint, CheckpointError> {
         let path = self.path(id)?;
+        self.reads
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let blob = match fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

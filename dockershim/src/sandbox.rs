@@ -618,8 +618,19 @@ impl<D: DockerApi> Shim<D> {
                 runtime_handler: String::new(),
             });
         }
-        // Checkpointed sandboxes whose container is gone.
-        for id in self.checkpoints.list().unwrap_or_default() {
+        // Checkpointed sandboxes whose container is gone: not ready and without labels, so
+        // a filter on labels or on the ready state never matches them and their checkpoints
+        // are not read (the kubelet lists each pod's sandboxes by its UID label).
+        let only_ready = filter
+            .state
+            .as_ref()
+            .is_some_and(|st| st.state == cri::PodSandboxState::SandboxReady as i32);
+        let checkpointed = if filter.label_selector.is_empty() && !only_ready {
+            self.checkpoints.list().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        for id in checkpointed {
             if seen.contains(&id) || (!filter.id.is_empty() && !id.starts_with(&filter.id)) {
                 continue;
             }

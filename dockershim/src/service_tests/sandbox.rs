@@ -422,6 +422,65 @@ async fn a_checkpoint_without_its_container_is_listed_notready_and_can_be_cleane
     assert!(list(&fx).await.is_empty());
 }
 
+/// A checkpoint without its container is a not-ready sandbox without labels: a listing by
+/// label (the kubelet's per-pod status read) or of ready sandboxes cannot match it, so it
+/// reads no checkpoint.
+#[tokio::test]
+async fn listings_by_label_or_of_ready_sandboxes_read_no_checkpoint() {
+    let fx = Fixture::new().await;
+    let orphan = fx.run_sandbox(fx.sandbox_config("orphan")).await;
+    let kept = fx.run_sandbox(fx.sandbox_config("kept")).await;
+    fx.docker
+        .remove_container(&orphan)
+        .await
+        .expect("gone behind our back");
+    fx.engine_changed();
+    let listed = |filter: cri::PodSandboxFilter| async {
+        let reads = fx.shim.checkpoints.reads();
+        let items = fx
+            .svc
+            .list_pod_sandbox(Request::new(cri::ListPodSandboxRequest {
+                filter: Some(filter),
+            }))
+            .await
+            .expect("ListPodSandbox")
+            .into_inner()
+            .items;
+        let mut ids: Vec<String> = items.into_iter().map(|s| s.id).collect();
+        ids.sort();
+        (ids, fx.shim.checkpoints.reads() - reads)
+    };
+
+    let by_label = cri::PodSandboxFilter {
+        label_selector: HashMap::from([("app".to_string(), "kept".to_string())]),
+        ..Default::default()
+    };
+    assert_eq!(listed(by_label).await, (vec![kept.clone()], 0));
+    let ready = cri::PodSandboxFilter {
+        state: Some(cri::PodSandboxStateValue {
+            state: cri::PodSandboxState::SandboxReady as i32,
+        }),
+        ..Default::default()
+    };
+    assert_eq!(listed(ready).await, (vec![kept.clone()], 0));
+    let not_ready = cri::PodSandboxFilter {
+        state: Some(cri::PodSandboxStateValue {
+            state: cri::PodSandboxState::SandboxNotready as i32,
+        }),
+        ..Default::default()
+    };
+    assert_eq!(listed(not_ready).await, (vec![orphan.clone()], 1));
+    let (mut all, reads) = listed(Default::default()).await;
+    all.sort();
+    let mut want = vec![orphan, kept];
+    want.sort();
+    assert_eq!(
+        (all, reads),
+        (want, 1),
+        "the orphan's checkpoint, read once"
+    );
+}
+
 #[tokio::test]
 async fn pod_sandbox_status_maps_dockers_view() {
     let fx = Fixture::new().await;

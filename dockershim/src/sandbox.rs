@@ -449,19 +449,28 @@ impl<D: DockerApi> Shim<D> {
         for c in self.sandbox_container_ids(&full_id).await? {
             self.remove_container_by_full_id(&c).await?;
         }
-        match self.docker.remove_container(&full_id).await {
+        // The checkpoint and the sandbox's files go while Docker removes the pause container:
+        // the network was torn down by StopPodSandbox, so nothing needs them any more, and a
+        // removal Docker fails is asked again by the kubelet (both removals are idempotent).
+        let (checkpoints, files, id) = (
+            self.checkpoints.clone(),
+            self.files.clone(),
+            full_id.clone(),
+        );
+        let our_files = tokio::task::spawn_blocking(move || {
+            checkpoints.remove(&id).map_err(ShimError::internal)?;
+            files
+                .remove(&id)
+                .map_err(|e| ShimError::internal(format!("sandbox {id}'s files: {e}")))
+        });
+        let (docker, ours) = tokio::join!(self.docker.remove_container(&full_id), our_files);
+        match docker {
             Ok(()) => {}
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e.into()),
         }
         self.facts.forget(&full_id);
-        self.checkpoints
-            .remove(&full_id)
-            .map_err(ShimError::internal)?;
-        self.files
-            .remove(&full_id)
-            .map_err(|e| ShimError::internal(format!("sandbox {full_id}'s files: {e}")))?;
-        Ok(())
+        ours.map_err(|e| ShimError::internal(format!("removing sandbox {full_id}'s files: {e}")))?
     }
 
     /// The CRI status of a sandbox from its inspect data.

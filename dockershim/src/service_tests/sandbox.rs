@@ -374,7 +374,13 @@ async fn remove_pod_sandbox_lists_only_the_pods_containers_and_inspects_nothing(
     stop(&fx, &sandbox).await.expect("stop");
     let calls_before = fx.docker.calls().len();
     remove(&fx, &sandbox).await.expect("remove");
-    let calls: Vec<String> = fx.docker.calls()[calls_before..].to_vec();
+    // What dockershim's background tasks ask meanwhile (image sizes, the event stream) is not
+    // the call's.
+    let calls: Vec<String> = fx.docker.calls()[calls_before..]
+        .iter()
+        .filter(|c| !c.starts_with("sizes") && !c.starts_with("events"))
+        .cloned()
+        .collect();
     assert_eq!(
         calls,
         vec![
@@ -390,7 +396,11 @@ async fn remove_pod_sandbox_lists_only_the_pods_containers_and_inspects_nothing(
     // Again: the same calls find nothing and answer OK.
     let calls_before = fx.docker.calls().len();
     remove(&fx, &sandbox).await.expect("removing again");
-    assert_eq!(fx.docker.calls().len() - calls_before, 2, "list + remove");
+    let again = fx.docker.calls()[calls_before..]
+        .iter()
+        .filter(|c| !c.starts_with("sizes") && !c.starts_with("events"))
+        .count();
+    assert_eq!(again, 2, "list + remove");
 }
 
 #[tokio::test]

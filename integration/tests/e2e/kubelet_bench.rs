@@ -53,6 +53,21 @@ async fn kubelet_bench_embedded_dockershim_reports_every_figure() {
             assert_eq!(samples.len(), 1, "{key}: {b}");
             assert!(samples[0].as_f64().is_some_and(|s| s > 0.0), "{key}: {b}");
         }
+        // Where the time went: each side's start-up calls, and what the batch cost.
+        for key in ["kubelet_cri_mean_ms", "direct_cri_mean_ms"] {
+            let ms = &b[key][0];
+            for op in ["run_podsandbox", "create_container", "start_container"] {
+                assert!(ms[op].as_f64().is_some_and(|x| x > 0.0), "{key}.{op}: {b}");
+            }
+        }
+        for key in ["kubelet_load", "direct_load"] {
+            let load = &b[key][0];
+            let busy = load["machine_busy_seconds"].as_f64();
+            assert!(busy.is_some_and(|x| x > 0.0), "{key}: {b}");
+            // In clock ticks of 10 ms: a pod's start may cost dockerd less than one.
+            let dockerd = load["dockerd_cpu_seconds"].as_f64();
+            assert!(dockerd.is_some_and(|x| x >= 0.0), "{key}: {b}");
+        }
     }
     let idle = &v["idle"];
     assert_eq!(idle["pods"], 3, "{idle}");

@@ -189,21 +189,35 @@ impl ListCache {
     /// after it was requested; otherwise the caller becomes the one that lists.
     pub fn lookup(&self) -> Lookup {
         let mut s = self.state.lock();
-        if let Some((taken, at, list)) = s.listing.as_ref()
-            && s.fresh(*taken, *at)
-        {
-            return Lookup::Cached(Arc::clone(list));
-        }
-        if let Some((ticket, rx)) = s.in_flight.as_ref()
-            && s.trust.admits(*ticket)
-            && rx.has_changed().is_ok()
-        {
-            return Lookup::Join(rx.clone());
+        if let Some(found) = Self::found(&s) {
+            return found;
         }
         let ticket = s.trust.next();
         let (tx, rx) = watch::channel(None);
         s.in_flight = Some((ticket, rx));
         Lookup::Lead(ListingLeader { ticket, tx })
+    }
+
+    /// [`Lookup::Cached`] or [`Lookup::Join`], if [`ListCache::lookup`] would answer one.
+    fn found(s: &ListState) -> Option<Lookup> {
+        if let Some((taken, at, list)) = s.listing.as_ref()
+            && s.fresh(*taken, *at)
+        {
+            return Some(Lookup::Cached(Arc::clone(list)));
+        }
+        if let Some((ticket, rx)) = s.in_flight.as_ref()
+            && s.trust.admits(*ticket)
+            && rx.has_changed().is_ok()
+        {
+            return Some(Lookup::Join(rx.clone()));
+        }
+        None
+    }
+
+    /// The cached listing if it is fresh, or the listing in flight if no change came after it
+    /// was requested; `None` where [`ListCache::lookup`] would make the caller the leader.
+    pub fn cached_or_in_flight(&self) -> Option<Lookup> {
+        Self::found(&self.state.lock())
     }
 
     /// The leader's listing: stored like [`ListCache::store`] and handed to those waiting.

@@ -49,7 +49,7 @@ impl<D: DockerApi> Shim<D> {
         filter: Option<cri::ContainerFilter>,
     ) -> Result<Vec<cri::Container>> {
         let filter = filter.unwrap_or_default();
-        let list = self.our_containers().await?;
+        let list = self.our_containers_labelled(&filter.label_selector).await?;
         let mut out = Vec::with_capacity(list.len());
         let no_labels = HashMap::new();
         for c in list.iter().filter(|c| {

@@ -589,7 +589,7 @@ impl<D: DockerApi> Shim<D> {
         filter: Option<cri::PodSandboxFilter>,
     ) -> Result<Vec<cri::PodSandbox>> {
         let filter = filter.unwrap_or_default();
-        let list = self.our_containers().await?;
+        let list = self.our_containers_labelled(&filter.label_selector).await?;
         let mut out = Vec::with_capacity(list.len());
         let mut seen = std::collections::HashSet::new();
         let no_labels = HashMap::new();

@@ -121,6 +121,46 @@ impl<D: DockerApi> Shim<D> {
         })
     }
 
+    /// Our containers and sandboxes that may carry every label of `selector` (a CRI label
+    /// selector: a superset, to be filtered by the caller). Without a selector, or when the
+    /// listing cache is fresh or a listing is in flight, the same as
+    /// [`Shim::our_containers`]; otherwise Docker is asked for the labelled ones only, as
+    /// cri-dockerd asks: the kubelet reads each pod's status by listing with its UID label,
+    /// and while pods start (every event makes the cache stale) a full listing of every
+    /// container each time cost the Engine a summary of each.
+    pub async fn our_containers_labelled(
+        &self,
+        selector: &HashMap<String, String>,
+    ) -> Result<SharedListing> {
+        // A key with `=` would not survive Docker's `key=value` filter syntax.
+        let pushed: Vec<String> = selector
+            .iter()
+            .filter(|(k, _)| !k.is_empty() && !k.contains('='))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        if pushed.is_empty() {
+            return self.our_containers().await;
+        }
+        match self.listing.cached_or_in_flight() {
+            Some(Lookup::Cached(list)) => return Ok(list),
+            Some(Lookup::Join(mut rx)) => {
+                if let Ok(list) = rx.wait_for(Option::is_some).await
+                    && let Some(list) = list.as_ref()
+                {
+                    return Ok(Arc::clone(list));
+                }
+            }
+            _ => {}
+        }
+        let mut labels = vec![labels::CONTAINER_TYPE_LABEL_KEY.to_string()];
+        labels.extend(pushed);
+        let list = self
+            .docker
+            .list_containers(HashMap::from([("label".to_string(), labels)]))
+            .await?;
+        Ok(Arc::new(list))
+    }
+
     /// The CNI network, or why networking is not ready.
     pub fn network_name(&self) -> Option<String> {
         self.network.as_ref().and_then(|n| n.current_name())

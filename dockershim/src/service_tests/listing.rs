@@ -178,6 +178,77 @@ async fn list_pod_sandbox_applies_every_filter() {
     assert_eq!(sandboxes(&fx, by_label).await, ["withapp"]);
 }
 
+/// A listing by label while the listing cache is stale asks Docker for the labelled
+/// containers only (as cri-dockerd does), not for every one of ours; the CRI filters still
+/// apply to what Docker answers. Without a label it is one full listing, kept for the next.
+#[tokio::test]
+async fn listings_by_label_ask_docker_for_the_labelled_containers_only() {
+    let fx = Fixture::new().await;
+    fx.pod_with_container("a", "web").await;
+    fx.pod_with_container("b", "db").await;
+    let lists = || fx.docker.calls_to("list");
+
+    fx.engine_changed();
+    let before = lists().len();
+    assert_eq!(
+        sandboxes(
+            &fx,
+            cri::PodSandboxFilter {
+                label_selector: selector("app", "b"),
+                ..Default::default()
+            }
+        )
+        .await,
+        ["b"]
+    );
+    let by_tier = cri::ContainerFilter {
+        label_selector: selector("tier", "web"),
+        ..Default::default()
+    };
+    assert_eq!(names(&containers(&fx, by_tier).await), ["web"]);
+    assert_eq!(
+        lists()[before..],
+        [
+            "list label=io.kubernetes.docker.type|app=b",
+            "list label=io.kubernetes.docker.type|tier=web"
+        ]
+    );
+
+    // A full listing is kept: a labelled listing after it asks Docker nothing (once the
+    // event pump has caught up with the pods' events, which make the listing stale).
+    let by_tier = cri::ContainerFilter {
+        label_selector: selector("tier", "db"),
+        ..Default::default()
+    };
+    let mut from_cache = false;
+    for _ in 0..200 {
+        assert_eq!(
+            names(&containers(&fx, Default::default()).await),
+            ["db", "web"]
+        );
+        let before = lists().len();
+        assert_eq!(names(&containers(&fx, by_tier.clone()).await), ["db"]);
+        if lists().len() == before {
+            from_cache = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(from_cache, "never answered from the cached listing");
+
+    // A key Docker's `key=value` syntax cannot carry is filtered here only.
+    fx.engine_changed();
+    let odd = cri::ContainerFilter {
+        label_selector: selector("a=b", "c"),
+        ..Default::default()
+    };
+    assert!(containers(&fx, odd).await.is_empty());
+    assert_eq!(
+        lists().last().map(String::as_str),
+        Some("list label=io.kubernetes.docker.type")
+    );
+}
+
 #[tokio::test]
 async fn container_status_maps_docker_states_and_exit_reasons() {
     let fx = Fixture::new().await;

@@ -90,35 +90,7 @@ impl<D: DockerApi> Shim<D> {
     /// changed since it was taken, otherwise from Docker: the listing another caller has in
     /// flight if nothing changed since it was requested, else one of our own.
     pub async fn our_containers(&self) -> Result<SharedListing> {
-        let leader = match self.listing.lookup() {
-            Lookup::Cached(list) => return Ok(list),
-            Lookup::Join(mut rx) => {
-                if let Ok(list) = rx.wait_for(Option::is_some).await
-                    && let Some(list) = list.as_ref()
-                {
-                    return Ok(Arc::clone(list));
-                }
-                // The leader failed or was cancelled: list without it.
-                None
-            }
-            Lookup::Lead(leader) => Some(leader),
-        };
-        let ticket = leader
-            .as_ref()
-            .map_or_else(|| self.listing.ticket(), |l| l.ticket());
-        let filters = HashMap::from([(
-            "label".to_string(),
-            vec![labels::CONTAINER_TYPE_LABEL_KEY.to_string()],
-        )]);
-        let list = self.docker.list_containers(filters).await?;
-        Ok(match leader {
-            Some(leader) => self.listing.finish(leader, list),
-            None => {
-                let list = Arc::new(list);
-                self.listing.store(ticket, &list);
-                list
-            }
-        })
+        self.our_containers_labelled(&HashMap::new()).await
     }
 
     /// Our containers and sandboxes that may carry every label of `selector` (a CRI label
@@ -132,16 +104,22 @@ impl<D: DockerApi> Shim<D> {
         &self,
         selector: &HashMap<String, String>,
     ) -> Result<SharedListing> {
+        let mut labels = vec![labels::CONTAINER_TYPE_LABEL_KEY.to_string()];
         // A key with `=` would not survive Docker's `key=value` filter syntax.
-        let pushed: Vec<String> = selector
-            .iter()
-            .filter(|(k, _)| !k.is_empty() && !k.contains('='))
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        if pushed.is_empty() {
-            return self.our_containers().await;
-        }
-        match self.listing.cached_or_in_flight() {
+        labels.extend(
+            selector
+                .iter()
+                .filter(|(k, _)| !k.is_empty() && !k.contains('='))
+                .map(|(k, v)| format!("{k}={v}")),
+        );
+        let full = labels.len() == 1;
+        // Only a full listing leads (others wait for it) and is kept.
+        let found = if full {
+            Some(self.listing.lookup())
+        } else {
+            self.listing.cached_or_in_flight()
+        };
+        let leader = match found {
             Some(Lookup::Cached(list)) => return Ok(list),
             Some(Lookup::Join(mut rx)) => {
                 if let Ok(list) = rx.wait_for(Option::is_some).await
@@ -149,16 +127,28 @@ impl<D: DockerApi> Shim<D> {
                 {
                     return Ok(Arc::clone(list));
                 }
+                // The leader failed or was cancelled: list without it.
+                None
             }
-            _ => {}
-        }
-        let mut labels = vec![labels::CONTAINER_TYPE_LABEL_KEY.to_string()];
-        labels.extend(pushed);
+            Some(Lookup::Lead(leader)) => Some(leader),
+            None => None,
+        };
+        // Taken before asking Docker, for a full listing nobody leads (see `ListCache::store`).
+        let ticket = (full && leader.is_none()).then(|| self.listing.ticket());
         let list = self
             .docker
             .list_containers(HashMap::from([("label".to_string(), labels)]))
             .await?;
-        Ok(Arc::new(list))
+        Ok(match leader {
+            Some(leader) => self.listing.finish(leader, list),
+            None => {
+                let list = Arc::new(list);
+                if let Some(ticket) = ticket {
+                    self.listing.store(ticket, &list);
+                }
+                list
+            }
+        })
     }
 
     /// The CNI network, or why networking is not ready.

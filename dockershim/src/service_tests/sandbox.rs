@@ -67,12 +67,40 @@ async fn remove(fx: &Fixture, id: &str) -> Result<(), tonic::Status> {
 }
 
 async fn list(fx: &Fixture) -> Vec<cri::PodSandbox> {
+    list_with(fx, Default::default()).await
+}
+
+async fn list_with(fx: &Fixture, filter: cri::PodSandboxFilter) -> Vec<cri::PodSandbox> {
     fx.svc
-        .list_pod_sandbox(Request::new(cri::ListPodSandboxRequest::default()))
+        .list_pod_sandbox(Request::new(cri::ListPodSandboxRequest {
+            filter: Some(filter),
+        }))
         .await
         .expect("ListPodSandbox")
         .into_inner()
         .items
+}
+
+/// A sandbox `name` whose pause container was removed behind dockershim's back: only its
+/// checkpoint is left.
+async fn orphan_sandbox(fx: &Fixture, name: &str) -> String {
+    let id = fx.run_sandbox(fx.sandbox_config(name)).await;
+    fx.docker
+        .remove_container(&id)
+        .await
+        .expect("gone behind our back");
+    fx.engine_changed();
+    id
+}
+
+/// The Docker calls made since the `before`-th, without what dockershim's background tasks
+/// ask meanwhile (image sizes, the event stream).
+fn calls_since(fx: &Fixture, before: usize) -> Vec<String> {
+    fx.docker.calls()[before..]
+        .iter()
+        .filter(|c| !c.starts_with("sizes") && !c.starts_with("events"))
+        .cloned()
+        .collect()
 }
 
 #[tokio::test]
@@ -374,13 +402,7 @@ async fn remove_pod_sandbox_lists_only_the_pods_containers_and_inspects_nothing(
     stop(&fx, &sandbox).await.expect("stop");
     let calls_before = fx.docker.calls().len();
     remove(&fx, &sandbox).await.expect("remove");
-    // What dockershim's background tasks ask meanwhile (image sizes, the event stream) is not
-    // the call's.
-    let calls: Vec<String> = fx.docker.calls()[calls_before..]
-        .iter()
-        .filter(|c| !c.starts_with("sizes") && !c.starts_with("events"))
-        .cloned()
-        .collect();
+    let calls = calls_since(&fx, calls_before);
     assert_eq!(
         calls,
         vec![
@@ -396,22 +418,13 @@ async fn remove_pod_sandbox_lists_only_the_pods_containers_and_inspects_nothing(
     // Again: the same calls find nothing and answer OK.
     let calls_before = fx.docker.calls().len();
     remove(&fx, &sandbox).await.expect("removing again");
-    let again = fx.docker.calls()[calls_before..]
-        .iter()
-        .filter(|c| !c.starts_with("sizes") && !c.starts_with("events"))
-        .count();
-    assert_eq!(again, 2, "list + remove");
+    assert_eq!(calls_since(&fx, calls_before).len(), 2, "list + remove");
 }
 
 #[tokio::test]
 async fn a_checkpoint_without_its_container_is_listed_notready_and_can_be_cleaned_up() {
     let fx = Fixture::new().await;
-    let id = fx.run_sandbox(fx.sandbox_config("orphan")).await;
-    fx.docker
-        .remove_container(&id)
-        .await
-        .expect("gone behind our back");
-    fx.engine_changed();
+    let id = orphan_sandbox(&fx, "orphan").await;
 
     let items = list(&fx).await;
     assert_eq!(items.len(), 1);
@@ -438,24 +451,11 @@ async fn a_checkpoint_without_its_container_is_listed_notready_and_can_be_cleane
 #[tokio::test]
 async fn listings_by_label_or_of_ready_sandboxes_read_no_checkpoint() {
     let fx = Fixture::new().await;
-    let orphan = fx.run_sandbox(fx.sandbox_config("orphan")).await;
     let kept = fx.run_sandbox(fx.sandbox_config("kept")).await;
-    fx.docker
-        .remove_container(&orphan)
-        .await
-        .expect("gone behind our back");
-    fx.engine_changed();
+    let orphan = orphan_sandbox(&fx, "orphan").await;
     let listed = |filter: cri::PodSandboxFilter| async {
         let reads = fx.shim.checkpoints.reads();
-        let items = fx
-            .svc
-            .list_pod_sandbox(Request::new(cri::ListPodSandboxRequest {
-                filter: Some(filter),
-            }))
-            .await
-            .expect("ListPodSandbox")
-            .into_inner()
-            .items;
+        let items = list_with(&fx, filter).await;
         let mut ids: Vec<String> = items.into_iter().map(|s| s.id).collect();
         ids.sort();
         (ids, fx.shim.checkpoints.reads() - reads)

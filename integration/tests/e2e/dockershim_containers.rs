@@ -395,60 +395,26 @@ async fn dockershim_update_container_resources() {
 /// and the pause container has the least CPU weight.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dockershim_runs_no_image_healthcheck_and_weighs_the_pause_least() {
-    use bollard::query_parameters::{
-        CommitContainerOptions, CreateContainerOptions, InspectContainerOptions,
-        RemoveContainerOptions, RemoveImageOptions,
-    };
+    use bollard::query_parameters::{InspectContainerOptions, RemoveImageOptions};
     with_dockershim(
         "dockershim_healthcheck",
         Duration::from_secs(120),
         |mut ctx| async move {
             let d = dockershim_support::docker(&ctx.tb);
             // busybox with a HEALTHCHECK that runs every second.
-            let src = integration::fixtures::unique_name("healthcheck-src");
-            d.create_container(
-                Some(CreateContainerOptions {
-                    name: Some(src.clone()),
-                    ..Default::default()
-                }),
-                bollard::models::ContainerCreateBody {
-                    image: Some(ctx.tb.busybox_image.clone()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .expect("create the image's container");
             let repo = format!(
                 "cri-e2e/{}",
                 integration::fixtures::unique_name("healthcheck")
             );
-            d.commit_container(
-                CommitContainerOptions {
-                    container: Some(src.clone()),
-                    repo: Some(repo.clone()),
-                    tag: Some("1".into()),
+            let healthcheck = bollard::models::ContainerConfig {
+                healthcheck: Some(bollard::models::HealthConfig {
+                    test: Some(vec!["CMD".into(), "true".into()]),
+                    interval: Some(1_000_000_000),
                     ..Default::default()
-                },
-                bollard::models::ContainerConfig {
-                    healthcheck: Some(bollard::models::HealthConfig {
-                        test: Some(vec!["CMD".into(), "true".into()]),
-                        interval: Some(1_000_000_000),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-            )
-            .await
-            .expect("commit");
-            let _ = d
-                .remove_container(
-                    &src,
-                    Some(RemoveContainerOptions {
-                        force: true,
-                        ..Default::default()
-                    }),
-                )
-                .await;
+                }),
+                ..Default::default()
+            };
+            dockershim_support::commit_busybox(&ctx.tb, &repo, "1", None, healthcheck).await;
             let image = format!("{repo}:1");
 
             let sconfig = ctx.sandbox_config("health");

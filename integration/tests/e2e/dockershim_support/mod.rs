@@ -281,19 +281,24 @@ pub fn docker(tb: &Testbed) -> bollard::Docker {
         .expect("docker")
 }
 
-/// Pushes `<registry>/<repo>:1`, busybox plus a layer of `bytes` random bytes that no other
-/// image has, and removes it from Docker again, so that pulling it downloads that layer on any
-/// runtime (an image of its own for a test that pulls and removes, whatever else runs).
-pub async fn push_fresh_image(tb: &Testbed, repo: &str, bytes: usize) {
+/// Commits `<image>:<tag>` from the test bed's busybox in Docker: after running `sh -c cmd` in
+/// it to its end when `cmd` is given, with `config` (a HEALTHCHECK, say) over busybox's own.
+pub async fn commit_busybox(
+    tb: &Testbed,
+    image: &str,
+    tag: &str,
+    cmd: Option<String>,
+    config: bollard::models::ContainerConfig,
+) {
     use bollard::query_parameters::{
-        CommitContainerOptions, CreateContainerOptions, PushImageOptions, RemoveContainerOptions,
-        RemoveImageOptions, StartContainerOptions, WaitContainerOptions,
+        CommitContainerOptions, CreateContainerOptions, RemoveContainerOptions,
+        StartContainerOptions, WaitContainerOptions,
     };
     use futures::StreamExt;
 
     let d = docker(tb);
-    let name = integration::fixtures::unique_name("fresh-image-src");
-    let cmd = format!("head -c {bytes} /dev/urandom > /blob");
+    let name = integration::fixtures::unique_name("commit-src");
+    let run = cmd.is_some();
     d.create_container(
         Some(CreateContainerOptions {
             name: Some(name.clone()),
@@ -301,31 +306,32 @@ pub async fn push_fresh_image(tb: &Testbed, repo: &str, bytes: usize) {
         }),
         bollard::models::ContainerCreateBody {
             image: Some(tb.busybox_image.clone()),
-            cmd: Some(vec!["sh".into(), "-c".into(), cmd]),
+            cmd: cmd.map(|c| vec!["sh".into(), "-c".into(), c]),
             ..Default::default()
         },
     )
     .await
     .expect("create the image's container");
-    d.start_container(&name, None::<StartContainerOptions>)
-        .await
-        .expect("start it");
-    let _ = d
-        .wait_container(&name, None::<WaitContainerOptions>)
-        .collect::<Vec<_>>()
+    if run {
+        d.start_container(&name, None::<StartContainerOptions>)
+            .await
+            .expect("start it");
+        let _ = d
+            .wait_container(&name, None::<WaitContainerOptions>)
+            .collect::<Vec<_>>()
+            .await;
+    }
+    let committed = d
+        .commit_container(
+            CommitContainerOptions {
+                container: Some(name.clone()),
+                repo: Some(image.to_string()),
+                tag: Some(tag.to_string()),
+                ..Default::default()
+            },
+            config,
+        )
         .await;
-    let image = format!("{}/{repo}", tb.registry);
-    d.commit_container(
-        CommitContainerOptions {
-            container: Some(name.clone()),
-            repo: Some(image.clone()),
-            tag: Some("1".into()),
-            ..Default::default()
-        },
-        bollard::models::ContainerConfig::default(),
-    )
-    .await
-    .expect("commit");
     let _ = d
         .remove_container(
             &name,
@@ -335,6 +341,20 @@ pub async fn push_fresh_image(tb: &Testbed, repo: &str, bytes: usize) {
             }),
         )
         .await;
+    committed.expect("commit");
+}
+
+/// Pushes `<registry>/<repo>:1`, busybox plus a layer of `bytes` random bytes that no other
+/// image has, and removes it from Docker again, so that pulling it downloads that layer on any
+/// runtime (an image of its own for a test that pulls and removes, whatever else runs).
+pub async fn push_fresh_image(tb: &Testbed, repo: &str, bytes: usize) {
+    use bollard::query_parameters::{PushImageOptions, RemoveImageOptions};
+    use futures::StreamExt;
+
+    let image = format!("{}/{repo}", tb.registry);
+    let cmd = format!("head -c {bytes} /dev/urandom > /blob");
+    commit_busybox(tb, &image, "1", Some(cmd), Default::default()).await;
+    let d = docker(tb);
     let pushed = d
         .push_image(
             &image,

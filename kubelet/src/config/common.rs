@@ -132,6 +132,42 @@ fn parse<T: for<'de> Deserialize<'de>>(data: &str) -> Result<T, DecodeError> {
     }
 }
 
+/// A manifest's text, with its JSON form: the text itself when it looks like JSON, else its
+/// YAML converted to JSON (upstream's `yaml.ToJSON`), or none when that conversion failed.
+///
+/// Decoding tries the JSON form first, so every manifest that decodes as upstream would decode
+/// it (YAML → JSON → the JSON decoder) takes the one serde_json path for each type. Only what
+/// that path refuses is decoded by [`parse`] as before: straight from the YAML, where
+/// serde-saphyr reads a plain scalar as whatever the field wants (`version: 1` into a label),
+/// and whose errors carry the line and column. Why not always straight from the YAML: that
+/// decoder is a second copy of the code for every API type, megabytes the kubelet would page in
+/// for its manifests and keep resident (issue 14); this way it runs only for those exceptions.
+struct Source<'a> {
+    text: &'a str,
+    json: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl<'a> Source<'a> {
+    fn new(text: &'a str) -> Self {
+        let json = if is_json(text) {
+            Some(text.into())
+        } else {
+            serde_saphyr::from_str_with_options::<serde_json::Value>(text, yaml_options())
+                .ok()
+                .and_then(|value| serde_json::to_string(&value).ok())
+                .map(Into::into)
+        };
+        Source { text, json }
+    }
+
+    fn decode<T: for<'de> Deserialize<'de>>(&self) -> Result<T, DecodeError> {
+        if let Some(Ok(decoded)) = self.json.as_deref().map(serde_json::from_str) {
+            return Ok(decoded);
+        }
+        parse(self.text)
+    }
+}
+
 /// Decode a manifest: a `Pod`, or (`allow_list`) a `PodList`. A missing `kind` means Pod.
 /// Over [`MAX_MANIFEST_BYTES`] it is refused unparsed.
 pub fn decode_manifest(data: &[u8], allow_list: bool) -> Result<Manifest, DecodeError> {
@@ -144,13 +180,14 @@ pub fn decode_manifest(data: &[u8], allow_list: bool) -> Result<Manifest, Decode
     if text.trim().is_empty() {
         return Err(DecodeError::Empty);
     }
-    let tm: TypeMeta = parse(text)?;
+    let source = Source::new(text);
+    let tm: TypeMeta = source.decode()?;
     let api_version = tm.api_version.unwrap_or_default();
     let kind = tm.kind.unwrap_or_default();
     let core_v1 = api_version.is_empty() || api_version == "v1";
     match kind.as_str() {
-        "" | "Pod" if core_v1 => Ok(Manifest::Pod(Box::new(parse(text)?))),
-        "PodList" if core_v1 && allow_list => Ok(Manifest::PodList(parse(text)?)),
+        "" | "Pod" if core_v1 => Ok(Manifest::Pod(Box::new(source.decode()?))),
+        "PodList" if core_v1 && allow_list => Ok(Manifest::PodList(source.decode()?)),
         _ => Err(DecodeError::WrongKind {
             kind,
             api_version,
@@ -342,6 +379,41 @@ mod tests {
             Ok(Manifest::PodList(_))
         ));
         assert!(decode_manifest(list.as_bytes(), false).is_err());
+    }
+
+    /// Decoding through the JSON form gives exactly what decoding straight from the YAML gives,
+    /// and the usual manifests (the examples, anchors, quantities, int-or-string ports, block
+    /// scalars) take the JSON path; what it refuses (a number where a string belongs) falls back
+    /// to the straight decode, which accepts it as it always did.
+    #[test]
+    fn the_json_path_decodes_what_the_yaml_decoder_does() {
+        let straight = |doc: &str| -> Pod {
+            serde_saphyr::from_str_with_options(doc, yaml_options()).expect("straight decode")
+        };
+        let json_path = |doc: &str| -> Option<Pod> {
+            serde_json::from_str(Source::new(doc).json.as_deref()?).ok()
+        };
+        let usual = [
+            include_str!("../../../examples/web.yaml"),
+            include_str!("../../../examples/init.yaml"),
+            include_str!("../../../examples/sidecar.yaml"),
+            YAML,
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: q\n  labels: {app: q, tier: \"1\"}\nspec:\n  containers:\n  - &c\n    name: a\n    image: busybox\n    resources:\n      limits: {cpu: 0.5, memory: 64Mi}\n      requests: {cpu: 1, memory: 1.5e3}\n    livenessProbe:\n      httpGet: {port: 8080, path: /}\n    readinessProbe:\n      tcpSocket: {port: http}\n    env:\n    - {name: A, value: \"true\"}\n    - name: B\n      value: |\n        two\n        lines\n  - <<: *c\n    name: b\n  terminationGracePeriodSeconds: 2\n  hostNetwork: false\n  nodeSelector: ~\n",
+        ];
+        for doc in usual {
+            let via_json = json_path(doc).unwrap_or_else(|| panic!("JSON path refused:\n{doc}"));
+            assert_eq!(via_json, straight(doc), "{doc}");
+            assert_eq!(decode_pod(doc), via_json);
+        }
+        // Plain scalars that are not strings where strings belong: upstream refuses them, the
+        // JSON path too, and the straight decode reads them as strings.
+        let lenient = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: l\n  labels:\n    version: 1\n    canary: true\nspec:\n  containers:\n  - name: a\n    image: busybox\n    env:\n    - {name: N, value: 3}\n";
+        assert!(json_path(lenient).is_none());
+        let p = decode_pod(lenient);
+        assert_eq!(p, straight(lenient));
+        let labels = p.metadata.labels.expect("labels");
+        assert_eq!(labels.get("version").map(String::as_str), Some("1"));
+        assert_eq!(labels.get("canary").map(String::as_str), Some("true"));
     }
 
     #[test]

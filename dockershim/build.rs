@@ -1,11 +1,16 @@
 //! Builds the project's pause program (`images/pause/pause.c`) as a static
-//! binary that `src/pause_image.rs` embeds into an in-memory image.
+//! binary that `src/pause_image.rs` embeds into an in-memory image, and sets the `dockershim`
+//! binary's link options (see `common/build/pack_relocs.rs`).
 
 use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
+include!("../common/build/pack_relocs.rs");
+
 fn main() {
+    println!("cargo:rerun-if-changed=../common/build/pack_relocs.rs");
+    pack_relative_relocations();
     let src = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"))
         .join("../images/pause/pause.c");
     println!("cargo:rerun-if-changed={}", src.display());

@@ -10,6 +10,7 @@ mod dockershim_support;
 mod kubelet_support;
 
 mod apiserver_fixture;
+mod binaries;
 mod conformance;
 mod cri_bench;
 mod cri_hardening;

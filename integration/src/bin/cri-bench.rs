@@ -56,6 +56,11 @@ struct Args {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // Interrupted, it stops what it started (integration::interrupt).
+    integration::interrupt::until_interrupted(run())?.await
+}
+
+async fn run() -> Result<()> {
     let args = Args::parse();
     let tmp = tempfile::Builder::new().prefix("cri-bench-").tempdir()?;
     let tb = Testbed::get("cri-bench");

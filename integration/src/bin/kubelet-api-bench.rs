@@ -175,6 +175,11 @@ fn classify(seen: &[integration::apiserver::Seen]) -> BTreeMap<String, usize> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // Interrupted, it stops what it started (integration::interrupt).
+    integration::interrupt::until_interrupted(run())?.await
+}
+
+async fn run() -> Result<()> {
     let args = Args::parse();
     let tb = Testbed::get("kubelet-api-bench")
         .ok_or_else(|| anyhow!("needs the test bed (root, hack/testbed.sh up)"))?;

@@ -479,6 +479,11 @@ fn met(ok: bool) -> &'static str {
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // Interrupted, it stops what it started (integration::interrupt).
+    integration::interrupt::until_interrupted(run())?.await
+}
+
+async fn run() -> Result<()> {
     let args = Args::parse();
     let tb = Testbed::get("kubelet-bench")
         .ok_or_else(|| anyhow!("needs the test bed (root, hack/testbed.sh up)"))?;

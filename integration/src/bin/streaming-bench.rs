@@ -371,6 +371,11 @@ fn sample_order(round: usize, runtimes: usize, transports: usize) -> Vec<(usize,
 
 #[tokio::main(flavor = "multi_thread")]
 async fn main() -> Result<()> {
+    // Interrupted, it stops what it started (integration::interrupt).
+    integration::interrupt::until_interrupted(run())?.await
+}
+
+async fn run() -> Result<()> {
     let args = Args::parse();
     let tb = Testbed::get("streaming-bench").ok_or_else(|| anyhow!("no test bed"))?;
     let logs = tempfile::tempdir()?;

@@ -36,6 +36,11 @@ use summary::{OpResult, ScaleResult, Summary, fmt_ms, mib, summarize};
 
 #[tokio::main]
 async fn main() -> Result<()> {
+    // Interrupted, it stops what it started (integration::interrupt).
+    integration::interrupt::until_interrupted(run())?.await
+}
+
+async fn run() -> Result<()> {
     let args = Args::parse();
     let tb = Testbed::get("dockershim-bench")
         .ok_or_else(|| anyhow!("the test bed is needed (root, hack/testbed.sh up)"))?;

@@ -65,9 +65,13 @@ pub fn proc_cpu_seconds(pid: u32) -> Option<f64> {
     let f: Vec<&str> = after.split_whitespace().collect();
     let utime: f64 = f.get(11)?.parse().ok()?;
     let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / clock_ticks_per_second())
+}
+
+/// The unit of the CPU times in `/proc` (`USER_HZ`).
+fn clock_ticks_per_second() -> f64 {
     // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some((utime + stime) / hz)
+    unsafe { libc::sysconf(libc::_SC_CLK_TCK) as f64 }
 }
 
 /// The pid of the Docker daemon serving `socket` (a `unix://` endpoint or a path): the
@@ -110,9 +114,7 @@ pub fn machine_busy_seconds() -> Option<f64> {
         .filter(|(i, _)| *i != 3 && *i != 4)
         .map(|(_, v)| v)
         .sum();
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some(busy / hz)
+    Some(busy / clock_ticks_per_second())
 }
 
 /// VmRSS of process `pid` in MiB.

@@ -256,6 +256,13 @@ async fn kubelet_teardown(k: &KubeletProc) -> Result<f64> {
     Ok(start.elapsed().as_secs_f64())
 }
 
+/// `call`'s output and the seconds it took.
+async fn timed<T>(call: impl std::future::Future<Output = T>) -> (T, f64) {
+    let start = Instant::now();
+    let out = call.await;
+    (out, start.elapsed().as_secs_f64())
+}
+
 /// What the direct side did for a batch.
 struct DirectBatch {
     up_seconds: f64,
@@ -283,42 +290,31 @@ async fn direct_batch(
         async move {
             let mut config = integration::fixtures::sandbox_config("direct", logs);
             config.linux = Some(cri::LinuxPodSandboxConfig::default());
-            let mut took = [0.0f64; 3];
-            let t = Instant::now();
-            let sid = rt
-                .run_pod_sandbox(cri::RunPodSandboxRequest {
-                    config: Some(config.clone()),
-                    runtime_handler: String::new(),
-                })
-                .await?
-                .into_inner()
-                .pod_sandbox_id;
-            took[0] = t.elapsed().as_secs_f64();
+            let (sid, run_s) = timed(rt.run_pod_sandbox(cri::RunPodSandboxRequest {
+                config: Some(config.clone()),
+                runtime_handler: String::new(),
+            }))
+            .await;
+            let sid = sid?.into_inner().pod_sandbox_id;
             let mut c = busybox_container("app", image, "sleep 3600");
             c.command = command(trap_term).into_iter().map(String::from).collect();
-            let t = Instant::now();
-            let cid = rt
-                .create_container(cri::CreateContainerRequest {
-                    pod_sandbox_id: sid.clone(),
-                    config: Some(c),
-                    sandbox_config: Some(config),
-                })
-                .await;
-            took[1] = t.elapsed().as_secs_f64();
-            let started = match cid {
+            let (cid, create_s) = timed(rt.create_container(cri::CreateContainerRequest {
+                pod_sandbox_id: sid.clone(),
+                config: Some(c),
+                sandbox_config: Some(config),
+            }))
+            .await;
+            let (started, start_s) = match cid {
                 Ok(cid) => {
-                    let t = Instant::now();
-                    let r = rt
-                        .start_container(cri::StartContainerRequest {
-                            container_id: cid.into_inner().container_id,
-                        })
-                        .await;
-                    took[2] = t.elapsed().as_secs_f64();
-                    r
+                    timed(rt.start_container(cri::StartContainerRequest {
+                        container_id: cid.into_inner().container_id,
+                    }))
+                    .await
                 }
-                Err(e) => Err(e),
+                Err(e) => (Err(e), 0.0),
             };
             // The sandbox exists either way: it is torn down with the others.
+            let took = [run_s, create_s, start_s];
             Ok::<_, tonic::Status>((sid, started.err(), took))
         }
     }))

@@ -63,24 +63,13 @@ fn response(
     r
 }
 
-/// The `/pods` body: `{"kind":"PodList","apiVersion":"v1","metadata":{},"items":[...]}`.
-/// Written straight from the pods, without a `serde_json::Value` of them in between (each
-/// poll of `/pods` with 110 pods built one).
+/// The `/pods` body: `{"apiVersion":"v1","kind":"PodList","items":[...],"metadata":{}}`,
+/// written straight from the pods (no `serde_json::Value` of them in between: each poll of
+/// `/pods` with 110 pods built one).
 pub fn pod_list_json(shared: &KubeletShared) -> Vec<u8> {
-    #[derive(serde::Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct PodList<'a> {
-        kind: &'static str,
-        api_version: &'static str,
-        metadata: serde_json::Map<String, serde_json::Value>,
-        items: &'a [k8s_openapi::api::core::v1::Pod],
-    }
-    let items = shared.pods_with_status();
-    serde_json::to_vec(&PodList {
-        kind: "PodList",
-        api_version: "v1",
-        metadata: serde_json::Map::new(),
-        items: &items,
+    serde_json::to_vec(&k8s_openapi::List {
+        items: shared.pods_with_status(),
+        metadata: Default::default(),
     })
     .unwrap_or_default()
 }

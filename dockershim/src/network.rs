@@ -1,8 +1,9 @@
 //! Pod networking in CNI mode (upstream `network/cni`): [`CniNetwork`] picks the default network
 //! (the first valid config in `--cni-conf-dir`, re-read on every use so a config that appears
 //! later makes the node ready), sets a pod's loopback and default network up in the sandbox's
-//! network namespace (ADD of both at once, with the portmap capability), tears it down (DEL, also after the
-//! namespace is gone, from the cached result), and reads pod IPs back from the result cache.
+//! network namespace (ADD of both at once, with the portmap capability), tears both down (DEL of
+//! both at once, also after the namespace is gone, from the cached results), and reads pod IPs
+//! back from the result cache.
 
 use cri_proto::runtime::v1 as cri;
 
@@ -116,10 +117,26 @@ impl CniNetwork {
             .collect())
     }
 
-    /// DEL of the default network (tolerates a missing namespace).
+    /// DEL of the loopback and the default network, side by side (tolerates a missing
+    /// namespace). As upstream's `TearDownPod`, the loopback's DEL failing is logged, not
+    /// fatal; the default network's is the answer. Both DELs remove their network's cached
+    /// result, so no `cni-loopback-<sandbox>-lo` file is left behind per pod.
     pub async fn teardown(&self, pod: &PodNetwork) -> Result<(), CniError> {
         let net = self.default_network()?;
-        self.runner.del(&net, &self.args(pod)).await
+        let args = self.args(pod);
+        let lo_args = PodNetworkArgs {
+            ifname: "lo".to_string(),
+            ..args.clone()
+        };
+        let loopback = NetworkConfigList::loopback();
+        let (lo, res) = tokio::join!(
+            self.runner.del(&loopback, &lo_args),
+            self.runner.del(&net, &args)
+        );
+        if let Err(e) = lo {
+            tracing::warn!(sandbox = %pod.sandbox_id, error = %e, "CNI failed to delete the loopback network");
+        }
+        res
     }
 
     /// Pod IPs from the cached ADD result (IPv4 first).
@@ -212,5 +229,94 @@ printf '%s' '{{"cniVersion":"1.0.0","interfaces":[{{"name":"eth0","sandbox":"/ns
                 && lines[2..].iter().all(|l| l.starts_with("end ")),
             "both started before either ended: {order}"
         );
+    }
+
+    /// A plugin that notes each command it runs (`<name> <CNI_COMMAND>`), answers an address,
+    /// and fails a DEL when `<rec>/fail-del-<name>` exists.
+    fn recording_plugin(bin: &Path, rec: &Path, name: &str) {
+        let script = format!(
+            r#"#!/bin/sh
+cat > /dev/null
+echo "{name} $CNI_COMMAND" >> "{rec}/calls"
+if [ "$CNI_COMMAND" = DEL ] && [ -e "{rec}/fail-del-{name}" ]; then
+  printf '%s' '{{"code":11,"msg":"refused"}}'; exit 1
+fi
+printf '%s' '{{"cniVersion":"1.0.0","interfaces":[{{"name":"eth0","sandbox":"/ns"}}],"ips":[{{"address":"10.1.2.3/24","interface":0}}]}}'
+"#,
+            rec = rec.display()
+        );
+        let path = bin.join(name);
+        std::fs::write(&path, script).expect("write plugin");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    }
+
+    #[tokio::test]
+    async fn teardown_deletes_the_loopback_too_and_leaves_no_cached_result() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let (bin, rec, conf, cache) = (
+            tmp.path().join("bin"),
+            tmp.path().join("rec"),
+            tmp.path().join("conf"),
+            tmp.path().join("cache"),
+        );
+        for d in [&bin, &rec, &conf] {
+            std::fs::create_dir_all(d).expect("mkdir");
+        }
+        recording_plugin(&bin, &rec, "loopback");
+        recording_plugin(&bin, &rec, "plug");
+        std::fs::write(
+            conf.join("10-test.conflist"),
+            r#"{"cniVersion":"1.0.0","name":"testnet","plugins":[{"type":"plug"}]}"#,
+        )
+        .expect("conf");
+        let net = CniNetwork::new(CniSettings {
+            bin_dirs: vec![bin],
+            conf_dir: conf,
+            cache_dir: cache.clone(),
+        });
+        let pod = |id: &str| PodNetwork {
+            name: "web".into(),
+            namespace: "default".into(),
+            uid: "uid-1".into(),
+            sandbox_id: id.into(),
+            netns: "/proc/1/ns/net".into(),
+            port_mappings: Vec::new(),
+        };
+        let cached = || {
+            let mut names: Vec<String> = std::fs::read_dir(cache.join("results"))
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names
+        };
+        let calls = || std::fs::read_to_string(rec.join("calls")).unwrap_or_default();
+
+        net.setup(&pod("abc")).await.expect("setup");
+        assert_eq!(cached(), ["cni-loopback-abc-lo", "testnet-abc-eth0"]);
+        net.teardown(&pod("abc")).await.expect("teardown");
+        let c = calls();
+        assert!(
+            c.contains("loopback DEL") && c.contains("plug DEL"),
+            "both networks are deleted: {c}"
+        );
+        assert!(cached().is_empty(), "left behind: {:?}", cached());
+
+        // A loopback that refuses its DEL is logged, not fatal (upstream's TearDownPod); the
+        // default network is still deleted.
+        net.setup(&pod("def")).await.expect("setup");
+        std::fs::write(rec.join("fail-del-loopback"), "").expect("marker");
+        net.teardown(&pod("def"))
+            .await
+            .expect("a failed loopback DEL is not fatal");
+        assert_eq!(cached(), ["cni-loopback-def-lo"]);
+        // The default network's DEL failing is the answer.
+        std::fs::remove_file(rec.join("fail-del-loopback")).expect("marker");
+        net.setup(&pod("ghi")).await.expect("setup");
+        std::fs::write(rec.join("fail-del-plug"), "").expect("marker");
+        assert!(net.teardown(&pod("ghi")).await.is_err());
     }
 }

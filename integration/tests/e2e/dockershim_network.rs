@@ -1,4 +1,5 @@
-//! dockershim on real Docker, CNI mode: pod IPs reachable from the host, host-network pods,
+//! dockershim on real Docker, CNI mode: pod IPs reachable from the host (and no cached CNI
+//! result left after teardown), host-network pods,
 //! hostPort mappings through the portmap plugin, DNS config and hostname.
 
 use crate::dockershim_support;
@@ -79,7 +80,33 @@ async fn dockershim_pod_ip_reachable_from_host() {
                 .await;
             let addrs = ctx.sh_ok(&cid, "ip -4 addr show eth0").await;
             assert!(addrs.contains(&format!("inet {ip}/")), "{addrs}");
+            // Both networks' ADD results are cached (libcni's layout); teardown's DELs remove
+            // them, the loopback's too (upstream's TearDownPod deletes both): nothing is left
+            // behind per pod.
+            let results = ctx.tb.dockershim_cni_cache_dir.join("results");
+            let cached = |sid: &str| -> Vec<String> {
+                std::fs::read_dir(&results)
+                    .map(|d| {
+                        d.filter_map(|e| e.ok())
+                            .map(|e| e.file_name().to_string_lossy().into_owned())
+                            .filter(|n| n.contains(sid))
+                            .collect()
+                    })
+                    .unwrap_or_default()
+            };
+            let before = cached(&sid);
+            assert!(
+                before.contains(&format!("cni-loopback-{sid}-lo"))
+                    && before.iter().any(|n| n.ends_with(&format!("-{sid}-eth0"))),
+                "cached ADD results of {sid}: {before:?}"
+            );
             ctx.stop_remove_sandbox(&sid).await;
+            assert_eq!(
+                cached(&sid),
+                Vec::<String>::new(),
+                "left in {}",
+                results.display()
+            );
             // After teardown the address no longer answers.
             assert!(http_get(SocketAddr::from((ip, 8080))).await.is_err());
         },

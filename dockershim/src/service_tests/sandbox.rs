@@ -633,15 +633,20 @@ async fn in_cni_mode_the_pod_network_is_set_up_in_the_pause_netns_and_torn_down_
     fx.docker.set_pid(&id, i64::from(std::process::id()));
     stop(&fx, &id).await.expect("stop");
     let order = order();
-    let del = order.lines().nth(2).expect("a DEL");
-    let held = del
-        .strip_prefix(&format!("DEL fakenet /proc/{}/fd/", std::process::id()))
-        .and_then(|rest| rest.strip_suffix(" eth0"));
-    assert!(
-        held.is_some_and(|fd| fd.parse::<u32>().is_ok()),
-        "DEL in a held netns: {order}"
-    );
-    assert_eq!(order.lines().count(), 3, "{order}");
+    // Both networks are deleted (upstream's TearDownPod), side by side: either may come first.
+    let mut dels: Vec<&str> = order.lines().skip(2).collect();
+    dels.sort();
+    assert_eq!(dels.len(), 2, "{order}");
+    let pid = std::process::id();
+    for (del, net, ifname) in [(dels[0], "fakenet", "eth0"), (dels[1], "loopback", "lo")] {
+        let held = del
+            .strip_prefix(&format!("DEL {net} /proc/{pid}/fd/"))
+            .and_then(|rest| rest.strip_suffix(&format!(" {ifname}")));
+        assert!(
+            held.is_some_and(|fd| fd.parse::<u32>().is_ok()),
+            "DEL in a held netns: {order}"
+        );
+    }
     // A sandbox whose pause is gone is torn down without a netns (IPAM and portmap still run).
     let stopped_order = order;
     let id = fx.run_sandbox(fx.sandbox_config("cni2")).await;
@@ -649,7 +654,12 @@ async fn in_cni_mode_the_pod_network_is_set_up_in_the_pause_netns_and_torn_down_
     stop(&fx, &id).await.expect("stop");
     let order = std::fs::read_to_string(fx.dir.path().join("cni-rec/order")).expect("order");
     assert!(order.starts_with(&stopped_order), "{order}");
-    assert_eq!(order.lines().last(), Some("DEL fakenet  eth0"), "{order}");
+    let mut last: Vec<&str> = order
+        .lines()
+        .skip(stopped_order.lines().count() + 2)
+        .collect();
+    last.sort();
+    assert_eq!(last, ["DEL fakenet  eth0", "DEL loopback  lo"], "{order}");
 }
 
 /// Without Docker's networking the sandbox has no resolv.conf or hosts of Docker's: dockershim

@@ -15,6 +15,8 @@
 //! `dockershim` (and cri-dockerd when `CRI_DOCKERD` names its binary) with a kubelet on it,
 //! RSS at start and with N pods idle, CPU over the idle window (the kubelet's relists and
 //! stats calls and Docker's events included).
+//! Each batch starts once the machine is quiet (see `settle`), so one side's teardown does not
+//! run into the other side's batch; the seconds waited are in the JSON.
 //! Prints a markdown table and optionally JSON; asserts nothing about time.
 
 use std::collections::BTreeMap;
@@ -261,6 +263,38 @@ async fn timed<T>(call: impl std::future::Future<Output = T>) -> (T, f64) {
     let start = Instant::now();
     let out = call.await;
     (out, start.elapsed().as_secs_f64())
+}
+
+/// A batch starts only once the machine is quiet: under [`QUIET_CPUS`] CPUs busy on average
+/// over [`QUIET_WINDOW`], waited for at most [`SETTLE_LIMIT`]. A teardown of 110 pods leaves
+/// plugin processes and the kernel's namespace clean-up running for seconds after its last
+/// call returns; without the wait they land in the next batch, whichever side that is.
+const QUIET_CPUS: f64 = 0.25;
+const QUIET_WINDOW: Duration = Duration::from_millis(500);
+const SETTLE_LIMIT: Duration = Duration::from_secs(30);
+
+/// Whether `busy_cpu_seconds` of CPU time over `window` is quiet enough to start a batch.
+fn is_quiet(busy_cpu_seconds: f64, window: Duration) -> bool {
+    busy_cpu_seconds < QUIET_CPUS * window.as_secs_f64()
+}
+
+/// Waits for a quiet machine (see [`QUIET_CPUS`]); returns the seconds waited. Without
+/// `/proc/stat` it does not wait.
+async fn settle() -> f64 {
+    let start = Instant::now();
+    while start.elapsed() < SETTLE_LIMIT {
+        let Some(before) = machine_busy_seconds() else {
+            break;
+        };
+        tokio::time::sleep(QUIET_WINDOW).await;
+        let Some(after) = machine_busy_seconds() else {
+            break;
+        };
+        if is_quiet(after - before, QUIET_WINDOW) {
+            break;
+        }
+    }
+    start.elapsed().as_secs_f64()
 }
 
 /// What the direct side did for a batch.
@@ -538,6 +572,7 @@ async fn run() -> Result<()> {
         let (mut kubelet_mean_ms, mut direct_mean_ms) = (Vec::new(), Vec::new());
         let (mut kubelet_load, mut direct_load) = (Vec::new(), Vec::new());
         let (mut kubelet_down, mut direct_down) = (Vec::new(), Vec::new());
+        let (mut kubelet_settle, mut direct_settle) = (Vec::new(), Vec::new());
         for r in 0..repeat {
             // Alternate which goes first.
             let order = if r % 2 == 0 {
@@ -547,6 +582,7 @@ async fn run() -> Result<()> {
             };
             for kubelet_first in order {
                 if kubelet_first {
+                    kubelet_settle.push(settle().await);
                     let b = kubelet_batch(&k, &tb.busybox_image, &node, n, args.trap_term, dockerd)
                         .await?;
                     kubelet_s.push(b.seconds);
@@ -560,6 +596,7 @@ async fn run() -> Result<()> {
                     }
                     kubelet_down.push(kubelet_teardown(&k).await?);
                 } else {
+                    direct_settle.push(settle().await);
                     let d = direct_batch(
                         &direct_endpoint,
                         &tb.busybox_image,
@@ -596,6 +633,8 @@ async fn run() -> Result<()> {
             "kubelet_load": kubelet_load,
             "direct_load": direct_load,
             "kubelet_cpu_seconds": kubelet_cpu,
+            "kubelet_settle_seconds": kubelet_settle,
+            "direct_settle_seconds": direct_settle,
         }));
     }
     let rss_idle_after = rss_mib(k.child.id());
@@ -787,6 +826,16 @@ mod tests {
 
     fn m(kv: &[(&str, f64)]) -> BTreeMap<String, f64> {
         kv.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+    }
+
+    #[test]
+    fn a_batch_waits_for_less_than_a_quarter_cpu_busy() {
+        let w = Duration::from_millis(500);
+        assert!(is_quiet(0.0, w));
+        assert!(is_quiet(0.1, w));
+        assert!(!is_quiet(0.125, w), "a quarter of a CPU is not quiet");
+        assert!(!is_quiet(1.0, w), "two CPUs busy");
+        assert!(is_quiet(0.4, Duration::from_secs(2)));
     }
 
     #[test]

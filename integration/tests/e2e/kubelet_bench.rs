@@ -54,6 +54,14 @@ async fn kubelet_bench_embedded_dockershim_reports_every_figure() {
             assert_eq!(samples.len(), 1, "{key}: {b}");
             assert!(samples[0].as_f64().is_some_and(|s| s > 0.0), "{key}: {b}");
         }
+        // Each batch waited for a quiet machine, at most the limit (30 s).
+        for key in ["kubelet_settle_seconds", "direct_settle_seconds"] {
+            let waited = b[key][0].as_f64();
+            assert!(
+                waited.is_some_and(|s| (0.0..=35.0).contains(&s)),
+                "{key}: {b}"
+            );
+        }
         // Where the time went: each side's start-up calls, and what the batch cost.
         for key in ["kubelet_cri_mean_ms", "direct_cri_mean_ms"] {
             let ms = &b[key][0];

@@ -94,17 +94,28 @@ impl CniNetwork {
         .with_port_mappings(&pod.port_mappings)
     }
 
-    /// ADD of the loopback and the default network, side by side: they configure different
-    /// interfaces of the namespace, and containerd's go-cni attaches its networks (loopback
-    /// among them) concurrently too. The pod's IPs come from the default network's result.
-    pub async fn setup(&self, pod: &PodNetwork) -> Result<Vec<String>, CniError> {
-        let net = self.default_network()?;
+    /// The pod's default network with its arguments, and the loopback network with the same
+    /// arguments for `lo`: what setup and teardown run side by side.
+    fn networks(
+        &self,
+        pod: &PodNetwork,
+    ) -> Result<[(NetworkConfigList, PodNetworkArgs); 2], CniError> {
         let args = self.args(pod);
         let lo_args = PodNetworkArgs {
             ifname: "lo".to_string(),
             ..args.clone()
         };
-        let loopback = NetworkConfigList::loopback();
+        Ok([
+            (self.default_network()?, args),
+            (NetworkConfigList::loopback(), lo_args),
+        ])
+    }
+
+    /// ADD of the loopback and the default network, side by side: they configure different
+    /// interfaces of the namespace, and containerd's go-cni attaches its networks (loopback
+    /// among them) concurrently too. The pod's IPs come from the default network's result.
+    pub async fn setup(&self, pod: &PodNetwork) -> Result<Vec<String>, CniError> {
+        let [(net, args), (loopback, lo_args)] = self.networks(pod)?;
         let (lo, res) = tokio::join!(
             self.runner.add(&loopback, &lo_args),
             self.runner.add(&net, &args)
@@ -122,13 +133,7 @@ impl CniNetwork {
     /// fatal; the default network's is the answer. Both DELs remove their network's cached
     /// result, so no `cni-loopback-<sandbox>-lo` file is left behind per pod.
     pub async fn teardown(&self, pod: &PodNetwork) -> Result<(), CniError> {
-        let net = self.default_network()?;
-        let args = self.args(pod);
-        let lo_args = PodNetworkArgs {
-            ifname: "lo".to_string(),
-            ..args.clone()
-        };
-        let loopback = NetworkConfigList::loopback();
+        let [(net, args), (loopback, lo_args)] = self.networks(pod)?;
         let (lo, res) = tokio::join!(
             self.runner.del(&loopback, &lo_args),
             self.runner.del(&net, &args)
@@ -165,63 +170,105 @@ impl CniNetwork {
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;
-    use std::path::Path;
+    use std::path::{Path, PathBuf};
 
     use super::*;
 
-    /// A plugin that notes when it starts and ends (0.3 s later) and answers an address.
-    fn slow_plugin(bin: &Path, rec: &Path, name: &str) {
-        let script = format!(
-            r#"#!/bin/sh
-cat > /dev/null
-echo "start {name}" >> "{rec}/order"
-sleep 0.3
-echo "end {name}" >> "{rec}/order"
-printf '%s' '{{"cniVersion":"1.0.0","interfaces":[{{"name":"eth0","sandbox":"/ns"}}],"ips":[{{"address":"10.1.2.3/24","interface":0}}]}}'
-"#,
-            rec = rec.display()
-        );
-        let path = bin.join(name);
-        std::fs::write(&path, script).expect("write plugin");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    /// The answer of every test plugin to ADD.
+    const ADD_RESULT: &str = r#"{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"/ns"}],"ips":[{"address":"10.1.2.3/24","interface":0}]}"#;
+
+    /// A network of a temporary directory: plugins `loopback` and `plug` (the default network
+    /// `testnet`), each a shell script whose body `plugin(name, rec)` gives (`rec` is a directory
+    /// for the scripts' records); the cache under `cache`.
+    struct Fixture {
+        _tmp: tempfile::TempDir,
+        net: CniNetwork,
+        rec: PathBuf,
+        cache: PathBuf,
+    }
+
+    impl Fixture {
+        fn new(plugin: impl Fn(&str, &Path) -> String) -> Self {
+            let tmp = tempfile::tempdir().expect("tempdir");
+            let (bin, rec, conf, cache) = (
+                tmp.path().join("bin"),
+                tmp.path().join("rec"),
+                tmp.path().join("conf"),
+                tmp.path().join("cache"),
+            );
+            for d in [&bin, &rec, &conf] {
+                std::fs::create_dir_all(d).expect("mkdir");
+            }
+            for name in ["loopback", "plug"] {
+                let script = format!(
+                    "#!/bin/sh\ncat > /dev/null\n{}printf '%s' '{ADD_RESULT}'\n",
+                    plugin(name, &rec)
+                );
+                let path = bin.join(name);
+                std::fs::write(&path, script).expect("write plugin");
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                    .expect("chmod");
+            }
+            std::fs::write(
+                conf.join("10-test.conflist"),
+                r#"{"cniVersion":"1.0.0","name":"testnet","plugins":[{"type":"plug"}]}"#,
+            )
+            .expect("conf");
+            let net = CniNetwork::new(CniSettings {
+                bin_dirs: vec![bin],
+                conf_dir: conf,
+                cache_dir: cache.clone(),
+            });
+            Self {
+                _tmp: tmp,
+                net,
+                rec,
+                cache,
+            }
+        }
+
+        fn record(&self, name: &str) -> String {
+            std::fs::read_to_string(self.rec.join(name)).unwrap_or_default()
+        }
+
+        /// The cached results' file names, sorted.
+        fn cached(&self) -> Vec<String> {
+            let mut names: Vec<String> = std::fs::read_dir(self.cache.join("results"))
+                .map(|d| {
+                    d.filter_map(|e| e.ok())
+                        .map(|e| e.file_name().to_string_lossy().into_owned())
+                        .collect()
+                })
+                .unwrap_or_default();
+            names.sort();
+            names
+        }
+    }
+
+    fn pod(sandbox_id: &str) -> PodNetwork {
+        PodNetwork {
+            name: "web".into(),
+            namespace: "default".into(),
+            uid: "uid-1".into(),
+            sandbox_id: sandbox_id.into(),
+            netns: "/proc/1/ns/net".into(),
+            port_mappings: Vec::new(),
+        }
     }
 
     #[tokio::test]
     async fn loopback_and_the_default_network_are_added_side_by_side() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let (bin, rec, conf) = (
-            tmp.path().join("bin"),
-            tmp.path().join("rec"),
-            tmp.path().join("conf"),
-        );
-        for d in [&bin, &rec, &conf] {
-            std::fs::create_dir_all(d).expect("mkdir");
-        }
-        slow_plugin(&bin, &rec, "loopback");
-        slow_plugin(&bin, &rec, "plug");
-        std::fs::write(
-            conf.join("10-test.conflist"),
-            r#"{"cniVersion":"1.0.0","name":"testnet","plugins":[{"type":"plug"}]}"#,
-        )
-        .expect("conf");
-        let net = CniNetwork::new(CniSettings {
-            bin_dirs: vec![bin],
-            conf_dir: conf,
-            cache_dir: tmp.path().join("cache"),
+        // Each plugin notes when it starts and ends (0.3 s later).
+        let fx = Fixture::new(|name, rec| {
+            let order = rec.join("order");
+            let order = order.display();
+            format!(
+                "echo \"start {name}\" >> \"{order}\"\nsleep 0.3\necho \"end {name}\" >> \"{order}\"\n"
+            )
         });
-        let ips = net
-            .setup(&PodNetwork {
-                name: "web".into(),
-                namespace: "default".into(),
-                uid: "uid-1".into(),
-                sandbox_id: "abc".into(),
-                netns: "/proc/1/ns/net".into(),
-                port_mappings: Vec::new(),
-            })
-            .await
-            .expect("setup");
+        let ips = fx.net.setup(&pod("abc")).await.expect("setup");
         assert_eq!(ips, ["10.1.2.3"]);
-        let order = std::fs::read_to_string(rec.join("order")).expect("order");
+        let order = fx.record("order");
         let lines: Vec<&str> = order.lines().collect();
         assert_eq!(lines.len(), 4, "{order}");
         assert!(
@@ -231,92 +278,42 @@ printf '%s' '{{"cniVersion":"1.0.0","interfaces":[{{"name":"eth0","sandbox":"/ns
         );
     }
 
-    /// A plugin that notes each command it runs (`<name> <CNI_COMMAND>`), answers an address,
-    /// and fails a DEL when `<rec>/fail-del-<name>` exists.
-    fn recording_plugin(bin: &Path, rec: &Path, name: &str) {
-        let script = format!(
-            r#"#!/bin/sh
-cat > /dev/null
-echo "{name} $CNI_COMMAND" >> "{rec}/calls"
-if [ "$CNI_COMMAND" = DEL ] && [ -e "{rec}/fail-del-{name}" ]; then
-  printf '%s' '{{"code":11,"msg":"refused"}}'; exit 1
-fi
-printf '%s' '{{"cniVersion":"1.0.0","interfaces":[{{"name":"eth0","sandbox":"/ns"}}],"ips":[{{"address":"10.1.2.3/24","interface":0}}]}}'
-"#,
-            rec = rec.display()
-        );
-        let path = bin.join(name);
-        std::fs::write(&path, script).expect("write plugin");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    }
-
     #[tokio::test]
     async fn teardown_deletes_the_loopback_too_and_leaves_no_cached_result() {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let (bin, rec, conf, cache) = (
-            tmp.path().join("bin"),
-            tmp.path().join("rec"),
-            tmp.path().join("conf"),
-            tmp.path().join("cache"),
-        );
-        for d in [&bin, &rec, &conf] {
-            std::fs::create_dir_all(d).expect("mkdir");
-        }
-        recording_plugin(&bin, &rec, "loopback");
-        recording_plugin(&bin, &rec, "plug");
-        std::fs::write(
-            conf.join("10-test.conflist"),
-            r#"{"cniVersion":"1.0.0","name":"testnet","plugins":[{"type":"plug"}]}"#,
-        )
-        .expect("conf");
-        let net = CniNetwork::new(CniSettings {
-            bin_dirs: vec![bin],
-            conf_dir: conf,
-            cache_dir: cache.clone(),
+        // Each plugin notes each command it runs (`<name> <CNI_COMMAND>`) and fails a DEL
+        // when `<rec>/fail-del-<name>` exists.
+        let fx = Fixture::new(|name, rec| {
+            let rec = rec.display();
+            format!(
+                "echo \"{name} $CNI_COMMAND\" >> \"{rec}/calls\"\n\
+                 if [ \"$CNI_COMMAND\" = DEL ] && [ -e \"{rec}/fail-del-{name}\" ]; then\n\
+                 printf '%s' '{{\"code\":11,\"msg\":\"refused\"}}'; exit 1\nfi\n"
+            )
         });
-        let pod = |id: &str| PodNetwork {
-            name: "web".into(),
-            namespace: "default".into(),
-            uid: "uid-1".into(),
-            sandbox_id: id.into(),
-            netns: "/proc/1/ns/net".into(),
-            port_mappings: Vec::new(),
-        };
-        let cached = || {
-            let mut names: Vec<String> = std::fs::read_dir(cache.join("results"))
-                .map(|d| {
-                    d.filter_map(|e| e.ok())
-                        .map(|e| e.file_name().to_string_lossy().into_owned())
-                        .collect()
-                })
-                .unwrap_or_default();
-            names.sort();
-            names
-        };
-        let calls = || std::fs::read_to_string(rec.join("calls")).unwrap_or_default();
 
-        net.setup(&pod("abc")).await.expect("setup");
-        assert_eq!(cached(), ["cni-loopback-abc-lo", "testnet-abc-eth0"]);
-        net.teardown(&pod("abc")).await.expect("teardown");
-        let c = calls();
+        fx.net.setup(&pod("abc")).await.expect("setup");
+        assert_eq!(fx.cached(), ["cni-loopback-abc-lo", "testnet-abc-eth0"]);
+        fx.net.teardown(&pod("abc")).await.expect("teardown");
+        let c = fx.record("calls");
         assert!(
             c.contains("loopback DEL") && c.contains("plug DEL"),
             "both networks are deleted: {c}"
         );
-        assert!(cached().is_empty(), "left behind: {:?}", cached());
+        assert!(fx.cached().is_empty(), "left behind: {:?}", fx.cached());
 
         // A loopback that refuses its DEL is logged, not fatal (upstream's TearDownPod); the
         // default network is still deleted.
-        net.setup(&pod("def")).await.expect("setup");
-        std::fs::write(rec.join("fail-del-loopback"), "").expect("marker");
-        net.teardown(&pod("def"))
+        fx.net.setup(&pod("def")).await.expect("setup");
+        std::fs::write(fx.rec.join("fail-del-loopback"), "").expect("marker");
+        fx.net
+            .teardown(&pod("def"))
             .await
             .expect("a failed loopback DEL is not fatal");
-        assert_eq!(cached(), ["cni-loopback-def-lo"]);
+        assert_eq!(fx.cached(), ["cni-loopback-def-lo"]);
         // The default network's DEL failing is the answer.
-        std::fs::remove_file(rec.join("fail-del-loopback")).expect("marker");
-        net.setup(&pod("ghi")).await.expect("setup");
-        std::fs::write(rec.join("fail-del-plug"), "").expect("marker");
-        assert!(net.teardown(&pod("ghi")).await.is_err());
+        std::fs::remove_file(fx.rec.join("fail-del-loopback")).expect("marker");
+        fx.net.setup(&pod("ghi")).await.expect("setup");
+        std::fs::write(fx.rec.join("fail-del-plug"), "").expect("marker");
+        assert!(fx.net.teardown(&pod("ghi")).await.is_err());
     }
 }

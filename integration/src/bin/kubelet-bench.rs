@@ -15,8 +15,8 @@
 //! `dockershim` (and cri-dockerd when `CRI_DOCKERD` names its binary) with a kubelet on it,
 //! RSS at start and with N pods idle, CPU over the idle window (the kubelet's relists and
 //! stats calls and Docker's events included).
-//! Each batch starts once the machine is quiet (see `settle`), so one side's teardown does not
-//! run into the other side's batch; the seconds waited are in the JSON.
+//! Each batch starts once the machine is quiet (see `settle`), so neither side starts while
+//! something else still keeps the CPUs busy; the seconds waited are in the JSON.
 //! Prints a markdown table and optionally JSON; asserts nothing about time.
 
 use std::collections::BTreeMap;
@@ -266,9 +266,9 @@ async fn timed<T>(call: impl std::future::Future<Output = T>) -> (T, f64) {
 }
 
 /// A batch starts only once the machine is quiet: under [`QUIET_CPUS`] CPUs busy on average
-/// over [`QUIET_WINDOW`], waited for at most [`SETTLE_LIMIT`]. A teardown of 110 pods leaves
-/// plugin processes and the kernel's namespace clean-up running for seconds after its last
-/// call returns; without the wait they land in the next batch, whichever side that is.
+/// over [`QUIET_WINDOW`], waited for at most [`SETTLE_LIMIT`]. Work left from before (another
+/// run's teardown, a build) would otherwise land in one side's batch and not the other's. (In
+/// the runs of docs/benchmarks.md, e21, the previous teardown had always ended by then.)
 const QUIET_CPUS: f64 = 0.25;
 const QUIET_WINDOW: Duration = Duration::from_millis(500);
 const SETTLE_LIMIT: Duration = Duration::from_secs(30);

@@ -163,7 +163,7 @@ impl Samples {
     }
 }
 
-/// Resamples in [`ratio_interval`].
+/// Resamples in [`paired_ratio_interval`].
 const BOOTSTRAP_RESAMPLES: usize = 2000;
 
 /// A 95 % interval of `other`'s p50 over `base`'s, by a paired bootstrap over rounds: each
@@ -172,12 +172,19 @@ const BOOTSTRAP_RESAMPLES: usize = 2000;
 /// paired. `None` with fewer than 5 rounds that both have samples of. A ratio whose interval
 /// holds 1.0 is within what this run can tell apart.
 fn ratio_interval(base: &Samples, other: &Samples, seed: u64) -> Option<[f64; 2]> {
-    use rand::{RngExt, SeedableRng};
     let (a, b) = (base.by_round(), other.by_round());
     let rounds: Vec<(&[Duration], &[Duration])> = a
         .iter()
         .filter_map(|(r, x)| b.get(r).map(|y| (*x, *y)))
         .collect();
+    paired_ratio_interval(&rounds, seed)
+}
+
+/// The paired bootstrap of [`ratio_interval`] over `rounds`, each a round's (base, other)
+/// samples: a 95 % interval of the p50 of `other` over the p50 of `base`. `None` with fewer
+/// than 5 rounds. kubelet-bench gives it one sample a side per repetition.
+pub fn paired_ratio_interval(rounds: &[(&[Duration], &[Duration])], seed: u64) -> Option<[f64; 2]> {
+    use rand::{RngExt, SeedableRng};
     if rounds.len() < 5 {
         return None;
     }

@@ -54,6 +54,11 @@ async fn kubelet_bench_embedded_dockershim_reports_every_figure() {
             assert_eq!(samples.len(), 1, "{key}: {b}");
             assert!(samples[0].as_f64().is_some_and(|s| s > 0.0), "{key}: {b}");
         }
+        // The ratio's interval needs 5 repetitions: with one it is there, and null.
+        assert!(
+            b.get("ratio_ci95").is_some_and(|i| i.is_null()),
+            "ratio_ci95: {b}"
+        );
         // Each batch waited for a quiet machine, at most the limit (30 s).
         for key in ["kubelet_settle_seconds", "direct_settle_seconds"] {
             let waited = b[key][0].as_f64();

@@ -165,33 +165,45 @@ struct KubeletBatch {
     load: Load,
 }
 
-/// What a batch cost the machine: the Docker daemon's CPU seconds (when it is the runtime's)
-/// and every CPU's busy seconds.
+/// What a batch cost the machine: the Docker daemon's CPU seconds (when it is the runtime's),
+/// the standalone dockershim's on the direct side (the kubelet's side counts its process,
+/// embedded dockershim included, in `kubelet_cpu_seconds`), this benchmark's own (its CRI
+/// calls, or its polls of the kubelet's `/pods`), and every CPU's busy seconds.
 #[derive(Clone, Copy, Default, serde::Serialize)]
 struct Load {
     dockerd_cpu_seconds: Option<f64>,
+    shim_cpu_seconds: Option<f64>,
+    bench_cpu_seconds: Option<f64>,
     machine_busy_seconds: Option<f64>,
 }
 
 /// Readings for [`Load`]: taken before a batch, and [`LoadMeter::done`] after it.
 struct LoadMeter {
     dockerd: Option<(u32, f64)>,
+    shim: Option<(u32, f64)>,
+    bench: Option<(u32, f64)>,
     busy: Option<f64>,
 }
 
 impl LoadMeter {
-    fn start(dockerd: Option<u32>) -> Self {
+    fn start(dockerd: Option<u32>, shim: Option<u32>) -> Self {
+        let cpu = |pid: Option<u32>| pid.and_then(|pid| Some((pid, proc_cpu_seconds(pid)?)));
         Self {
-            dockerd: dockerd.and_then(|pid| Some((pid, proc_cpu_seconds(pid)?))),
+            dockerd: cpu(dockerd),
+            shim: cpu(shim),
+            bench: cpu(Some(std::process::id())),
             busy: machine_busy_seconds(),
         }
     }
 
     fn done(&self) -> Load {
+        let grown = |p: Option<(u32, f64)>| {
+            p.and_then(|(pid, before)| Some(proc_cpu_seconds(pid)? - before))
+        };
         Load {
-            dockerd_cpu_seconds: self
-                .dockerd
-                .and_then(|(pid, before)| Some(proc_cpu_seconds(pid)? - before)),
+            dockerd_cpu_seconds: grown(self.dockerd),
+            shim_cpu_seconds: grown(self.shim),
+            bench_cpu_seconds: grown(self.bench),
             machine_busy_seconds: self.busy.and_then(|b| Some(machine_busy_seconds()? - b)),
         }
     }
@@ -214,7 +226,7 @@ async fn kubelet_batch(
     trap_term: bool,
     dockerd: Option<u32>,
 ) -> Result<KubeletBatch> {
-    let meter = LoadMeter::start(dockerd);
+    let meter = LoadMeter::start(dockerd, None);
     let calls_before = runtime_operations(k).await;
     let seconds_before = runtime_operation_seconds(k).await;
     let cpu_before = proc_cpu_seconds(k.child.id()).unwrap_or(0.0);
@@ -323,9 +335,10 @@ async fn direct_batch(
     logs: &Path,
     trap_term: bool,
     dockerd: Option<u32>,
+    shim: Option<u32>,
 ) -> Result<DirectBatch> {
     let (rt, _) = clients(endpoint).await?;
-    let meter = LoadMeter::start(dockerd);
+    let meter = LoadMeter::start(dockerd, shim);
     let start = Instant::now();
     let results = futures::future::join_all((0..n).map(|_| {
         let mut rt = rt.clone();
@@ -615,6 +628,7 @@ async fn run() -> Result<()> {
                         &logs,
                         args.trap_term,
                         dockerd,
+                        direct_shim.as_ref().map(ShimProcess::pid),
                     )
                     .await?;
                     direct_s.push(d.up_seconds);
@@ -781,8 +795,21 @@ fn print_report(
                 (Some(k), Some(d)) => format!("; dockerd CPU {k:.2} s, direct {d:.2} s"),
                 _ => String::new(),
             };
+            // The kubelet process against the direct side's standalone dockershim process.
+            let shim = match d["shim_cpu_seconds"].as_f64() {
+                Some(s) => format!(
+                    "; kubelet process CPU {:.2} s, direct dockershim process {s:.2} s",
+                    f(&r["kubelet_cpu_seconds"][i])
+                ),
+                None => String::new(),
+            };
+            let bench = format!(
+                "; this benchmark's CPU {:.2} s, direct {:.2} s",
+                f(&k["bench_cpu_seconds"]),
+                f(&d["bench_cpu_seconds"])
+            );
             println!(
-                "machine busy while {} pods started (repetition {}): kubelet {:.1} CPU-s, direct {:.1} CPU-s{dockerd}",
+                "machine busy while {} pods started (repetition {}): kubelet {:.1} CPU-s, direct {:.1} CPU-s{dockerd}{shim}{bench}",
                 r["pods"],
                 i + 1,
                 f(&k["machine_busy_seconds"]),

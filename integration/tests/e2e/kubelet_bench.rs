@@ -83,6 +83,15 @@ async fn kubelet_bench_embedded_dockershim_reports_every_figure() {
             assert!(dockerd.is_some_and(|x| x >= 0.0), "{key}: {b}");
             dockerd_total += dockerd.unwrap_or(0.0);
         }
+        // The direct side's standalone dockershim process is metered; the kubelet's side
+        // counts its own process (embedded dockershim included) in kubelet_cpu_seconds.
+        let shim = b["direct_load"][0]["shim_cpu_seconds"].as_f64();
+        assert!(shim.is_some_and(|x| x >= 0.0), "direct shim CPU: {b}");
+        assert!(b["kubelet_load"][0]["shim_cpu_seconds"].is_null(), "{b}");
+        for key in ["kubelet_load", "direct_load"] {
+            let own = b[key][0]["bench_cpu_seconds"].as_f64();
+            assert!(own.is_some_and(|x| x >= 0.0), "{key} bench CPU: {b}");
+        }
     }
     // Eight pod starts in all cost the Docker daemon more than a tick.
     assert!(dockerd_total > 0.0, "no dockerd CPU measured: {v}");

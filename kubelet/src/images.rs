@@ -319,6 +319,14 @@ mod tests {
             "free everything used"
         );
         assert_eq!(bytes_to_free(0, 0, 1, 0), None);
+        // --image-gc-high-threshold=100 (kubelet-bench's kubelets): no GC while 1 % of the
+        // disk is free; under that the usage rounds to 100 %, as upstream's integer percent.
+        assert_eq!(bytes_to_free(1000, 10, 100, 80), None, "99% used < 100%");
+        assert_eq!(
+            bytes_to_free(1000, 9, 100, 80),
+            Some(191),
+            "99.1% counts as 100%"
+        );
         let t0 = DateTime::<Utc>::from_timestamp(1_700_000_000, 0).expect("t0");
         let min = |m: i64| t0 + chrono::Duration::minutes(m);
         let img = |id: &str, tag: &str, pinned: bool| GcImage {

@@ -210,9 +210,9 @@ impl LoadMeter {
 }
 
 /// The benchmark's kubelets run without image GC (`--image-gc-high-threshold=100`, upstream's
-/// way to turn it off): on a disk near the default 85 % the GC removed the unused busybox in the
-/// middle of a timed batch, and its pods pulled it again (a containerd run, 11 pulls in one
-/// repetition).
+/// way to turn it off while 1 % of the disk is free): on a disk near the default 85 % the GC
+/// removed the unused busybox in the middle of a timed batch, and its pods pulled it again (a
+/// containerd run, 11 pulls in one repetition).
 fn no_image_gc() -> Vec<String> {
     vec!["--image-gc-high-threshold=100".to_string()]
 }
@@ -803,11 +803,13 @@ fn print_report(
                 ),
                 None => String::new(),
             };
-            let bench = format!(
-                "; this benchmark's CPU {:.2} s, direct {:.2} s",
-                f(&k["bench_cpu_seconds"]),
-                f(&d["bench_cpu_seconds"])
-            );
+            let bench = match (
+                k["bench_cpu_seconds"].as_f64(),
+                d["bench_cpu_seconds"].as_f64(),
+            ) {
+                (Some(k), Some(d)) => format!("; this benchmark's CPU {k:.2} s, direct {d:.2} s"),
+                _ => String::new(),
+            };
             println!(
                 "machine busy while {} pods started (repetition {}): kubelet {:.1} CPU-s, direct {:.1} CPU-s{dockerd}{shim}{bench}",
                 r["pods"],

@@ -97,9 +97,13 @@ async fn kubelet_bench_embedded_dockershim_reports_every_figure() {
     assert!(dockerd_total > 0.0, "no dockerd CPU measured: {v}");
     let idle = &v["idle"];
     assert_eq!(idle["pods"], 3, "{idle}");
-    for key in ["relists", "cpu_ms_per_relist_upper_bound", "rss_mib"] {
+    for key in ["relists", "rss_mib"] {
         assert!(idle[key].as_f64().is_some_and(|x| x > 0.0), "{key}: {idle}");
     }
+    // In clock ticks of 10 ms: two relists of 3 pods in 2 s may cost the kubelet less than one
+    // (a CI run read 0.0).
+    let per_relist = idle["cpu_ms_per_relist_upper_bound"].as_f64();
+    assert!(per_relist.is_some_and(|x| x >= 0.0), "{idle}");
     let shims = v["shims"].as_array().expect("shims");
     assert_eq!(shims.len(), 1, "{v}");
     assert_eq!(shims[0]["shim"], "dockershim");

@@ -352,6 +352,7 @@ impl Kubelet {
             container_gc,
             container_gc_period: self.config.container_gc_period,
             max_pods: i64::from(self.config.max_pods),
+            sysctls: self.config.sysctls.clone(),
             events: runtime.events().clone(),
             sidecar_containers: self.config.sidecar_containers,
         };
@@ -399,6 +400,8 @@ struct SyncLoop {
     container_gc_period: Duration,
     /// `--max-pods`: admission rejects a pod beyond it (`OutOfpods`).
     max_pods: i64,
+    /// The sysctl admit handler's allowlist (`SysctlForbidden`).
+    sysctls: crate::sysctl::Allowlist,
     /// Events about pods rejected at admission.
     events: crate::events::EventRecorder,
     /// Feature `SidecarContainers`.
@@ -445,6 +448,7 @@ impl SyncLoop {
         let t = crate::pod_workers::Termination {
             reason: crate::nodeshutdown::REASON.into(),
             message: crate::nodeshutdown::MESSAGE.into(),
+            disruption_target: true,
         };
         self.kill_by_kubelet(req.pod, req.grace_seconds, t);
     }
@@ -473,6 +477,62 @@ impl SyncLoop {
         });
     }
 
+    /// Upstream's active deadline handler: a running pod past `activeDeadlineSeconds` (since
+    /// its start time) is killed with its grace period and ends Failed / `DeadlineExceeded`,
+    /// with a Normal event.
+    fn kill_pods_past_active_deadline(&mut self) {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let past: Vec<Pod> = self
+            .shared
+            .pods
+            .read()
+            .values()
+            .filter(|p| {
+                p.spec
+                    .as_ref()
+                    .is_some_and(|s| s.active_deadline_seconds.is_some())
+            })
+            .filter(|p| {
+                let uid = uid_of(p);
+                let start = self
+                    .shared
+                    .status
+                    .get_pod_status(&uid)
+                    .and_then(|s| s.start_time)
+                    .or_else(|| p.status.as_ref().and_then(|s| s.start_time.clone()));
+                !self.is_evicted(&uid)
+                    && !self.workers.is_terminating(&uid)
+                    && crate::active_deadline::past_active_deadline(p, start.as_ref(), now)
+            })
+            .cloned()
+            .collect();
+        for pod in past {
+            let (reason, message) = (
+                crate::active_deadline::REASON,
+                crate::active_deadline::MESSAGE,
+            );
+            tracing::info!(pod = %crate::container::pod_full_name(&pod), "pod past its active deadline");
+            self.events.event(
+                &pod,
+                None,
+                crate::events::EventType::Normal,
+                reason,
+                message.to_string(),
+            );
+            let grace = pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+                .unwrap_or(30);
+            let t = crate::pod_workers::Termination {
+                reason: reason.into(),
+                message: message.into(),
+                disruption_target: false,
+            };
+            self.kill_by_kubelet(pod, grace, t);
+        }
+    }
+
     /// Upstream `filterOutInactivePods` over the pod manager's pods other than `except`: those
     /// not rejected or evicted, and not terminal unless still terminating.
     fn active_pods(&self, except: &str) -> Vec<Pod> {
@@ -492,8 +552,10 @@ impl SyncLoop {
             .collect()
     }
 
-    /// Upstream `canAdmitPod`: the shutdown and eviction admit handlers, then the predicate
-    /// admit handler's pod count (`--max-pods`), CPU and memory requests against allocatable. A
+    /// Upstream `canAdmitPod`: the shutdown and eviction admit handlers, the sysctl allowlist
+    /// (`SysctlForbidden`), then the predicate admit handler: the pod's OS
+    /// (`PodOSSelectorNodeLabelDoesNotMatch`, `PodOSNotSupported`), its pod count
+    /// (`--max-pods`), CPU and memory requests against allocatable. A
     /// rejected pod never starts and is Failed with reason `NodeShutdown`, `Evicted`, or
     /// `OutOfpods` / `OutOfcpu` / `OutOfmemory` with message "Pod Node didn't have enough
     /// resource: pods, requested: 1, used: N, capacity: M" and a Warning event (upstream
@@ -506,6 +568,14 @@ impl SyncLoop {
             return false;
         }
         let Err(message) = self.shared.eviction.admit(pod) else {
+            if let Err((reason, message)) = self.sysctls.admit(pod) {
+                self.reject_pod(pod, reason, &message);
+                return false;
+            }
+            if let Some((reason, message)) = crate::predicate::pod_os_rejection(pod) {
+                self.reject_pod(pod, reason, message);
+                return false;
+            }
             return self.admit_resources(pod);
         };
         tracing::warn!(pod = %crate::container::pod_full_name(pod), message = %message, "pod rejected at admission");
@@ -514,7 +584,7 @@ impl SyncLoop {
             qos_class: Some(crate::qos::get_pod_qos(pod).into()),
             ..Default::default()
         };
-        crate::pod_workers::evicted_status(&mut status, crate::eviction::REASON, &message);
+        crate::pod_workers::evicted_status(&mut status, crate::eviction::REASON, &message, true);
         self.shared.status.set_pod_status(&uid, status);
         false
     }
@@ -600,7 +670,14 @@ impl SyncLoop {
                     self.probes.add_pod(&pod);
                     self.dispatch(pod, false, None);
                 }
-                PodOperation::Reconcile => self.set_pod(&uid, pod),
+                PodOperation::Reconcile => {
+                    // Upstream `HandlePodReconcile`: a readiness gate's condition changed.
+                    let resync = crate::status::need_to_reconcile_pod_readiness(&pod);
+                    self.set_pod(&uid, pod.clone());
+                    if resync && !self.workers.is_terminating(&uid) && !self.is_evicted(&uid) {
+                        self.dispatch(pod, false, None);
+                    }
+                }
                 PodOperation::Delete => {
                     self.set_evicted(&uid, false);
                     self.probes.remove_pod(&uid);
@@ -677,8 +754,10 @@ impl SyncLoop {
             .insert(d.uid, Instant::now() + d.requeue_after);
     }
 
-    /// Sync pods whose time in the work queue has come (upstream `getPodsToSync`).
+    /// Sync pods whose time in the work queue has come (upstream `getPodsToSync`); terminate
+    /// pods past their active deadline first.
     fn sync_due_pods(&mut self) {
+        self.kill_pods_past_active_deadline();
         let now = Instant::now();
         let due: Vec<String> = self
             .work_queue

@@ -8,8 +8,9 @@
 //!    keys), [`resource`] (exact quantities), [`qos`], [`fsstats`] (statvfs, directory usage,
 //!    `/proc/meminfo`), [`probe`] (running one probe, probe results), [`duration`] (Go
 //!    durations, from `node-common`), [`version`], [`logging`], [`credentials`] (node pull
-//!    credentials), [`events`] (event recorder), [`metrics`], [`cliflag`] (map-valued flags),
-//!    [`predicate`] (admission by node selector, affinity and taints).
+//!    credentials), [`active_deadline`] (`activeDeadlineSeconds`), [`events`] (event recorder), [`metrics`], [`cliflag`] (map-valued flags),
+//!    [`predicate`] (admission by node selector, affinity, taints and OS), [`sysctl`] (the
+//!    sysctl allowlist pods are admitted by).
 //! 2. **Ports** — [`cri`]: the `RuntimeService` and `ImageManagerService` traits every manager
 //!    holds, their gRPC implementation and an in-memory fake for unit tests; [`apiobjects`]
 //!    (configMaps, secrets, tokens a pod refers to), [`certificate`] (TLS bootstrap and
@@ -29,6 +30,7 @@
 //! 6. **Options** — [`kubeletconfig`] (the config file and the resolved configuration) and
 //!    [`flags`]; the binary (`main.rs`) embeds dockershim, the library never uses it.
 
+pub mod active_deadline;
 pub mod apimode;
 pub mod apiobjects;
 pub mod certificate;
@@ -67,6 +69,7 @@ pub mod resource;
 pub mod server;
 pub mod stats;
 pub mod status;
+pub mod sysctl;
 pub mod types;
 pub mod version;
 pub mod volumemanager;

@@ -43,13 +43,17 @@ pub struct PodWork {
 }
 
 /// Why the kubelet terminated a pod itself: the final status's reason and message
-/// (`Evicted` from the eviction manager, `Terminated` for a node shutdown).
+/// (`Evicted` from the eviction manager, `Terminated` for a node shutdown, `DeadlineExceeded`
+/// past `activeDeadlineSeconds`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Termination {
     /// The status reason.
     pub reason: String,
     /// The status message.
     pub message: String,
+    /// The status gets the `DisruptionTarget` condition (upstream: a pod killed through
+    /// `killPodNow` by the eviction or shutdown manager; not one past its active deadline).
+    pub disruption_target: bool,
 }
 
 impl Termination {
@@ -58,6 +62,7 @@ impl Termination {
         Self {
             reason: crate::eviction::REASON.into(),
             message: message.into(),
+            disruption_target: true,
         }
     }
 }
@@ -482,7 +487,7 @@ pub async fn set_evicted_status(ctx: &SyncContext, pod: &Pod, t: &Termination) {
         Ok(s) => generate_api_pod_status(pod, &s, &WaitingReasons::default(), &ctx.node_ip.get()),
         Err(_) => ctx.status.get_pod_status(uid).unwrap_or_default(),
     };
-    evicted_status(&mut api, &t.reason, &t.message);
+    evicted_status(&mut api, &t.reason, &t.message, t.disruption_target);
     ctx.status.set_pod_status(uid, api);
     if t.reason == crate::eviction::REASON {
         ctx.runtime.events().event(
@@ -496,11 +501,13 @@ pub async fn set_evicted_status(ctx: &SyncContext, pod: &Pod, t: &Termination) {
 }
 
 /// Marks `api` as the status of a pod the kubelet terminated (`reason`: `Evicted`,
-/// `Terminated`, …).
+/// `Terminated`, `DeadlineExceeded`, …), with the `DisruptionTarget` condition when
+/// `disruption_target`.
 pub fn evicted_status(
     api: &mut k8s_openapi::api::core::v1::PodStatus,
     reason: &str,
     message: &str,
+    disruption_target: bool,
 ) {
     use k8s_openapi::api::core::v1::PodCondition;
     api.phase = Some("Failed".into());
@@ -513,6 +520,9 @@ pub fn evicted_status(
             c.status = "False".into();
             c.reason = Some("PodFailed".into());
         }
+    }
+    if !disruption_target {
+        return;
     }
     conditions.push(PodCondition {
         type_: "DisruptionTarget".into(),

@@ -3,7 +3,9 @@
 //! `nodeSelector` and required node affinity match this node's labels, and does it tolerate the
 //! node's `NoExecute` taints (not asked of static pods). Failures carry upstream's reasons and
 //! messages (`NodeAffinity` / "Predicate NodeAffinity failed", `Taint` / "Predicate
-//! TaintToleration failed"). Vocabulary layer: imports nothing of the crate.
+//! TaintToleration failed"), and does the pod's OS (its `kubernetes.io/os` label, its
+//! `spec.os`) match this node's (`PodOSSelectorNodeLabelDoesNotMatch`, `PodOSNotSupported`).
+//! Vocabulary layer: imports nothing of the crate.
 
 use std::collections::BTreeMap;
 
@@ -13,6 +15,35 @@ use k8s_openapi::api::core::v1::{NodeSelectorRequirement, Pod, Taint, Toleration
 pub const NODE_AFFINITY: (&str, &str) = ("NodeAffinity", "Predicate NodeAffinity failed");
 /// Upstream's rejection for an untolerated `NoExecute` taint.
 pub const TAINT: (&str, &str) = ("Taint", "Predicate TaintToleration failed");
+/// Upstream's rejection of a pod whose `kubernetes.io/os` label is not the node's OS.
+pub const POD_OS_SELECTOR: (&str, &str) = (
+    "PodOSSelectorNodeLabelDoesNotMatch",
+    "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label",
+);
+/// Upstream's rejection of a pod whose `spec.os.name` is not the node's OS.
+pub const POD_OS_NOT_SUPPORTED: (&str, &str) = (
+    "PodOSNotSupported",
+    "Failed to admit pod as the OS field doesn't match node OS",
+);
+
+/// The well-known OS label (`v1.LabelOSStable`).
+const LABEL_OS: &str = "kubernetes.io/os";
+
+/// Upstream `rejectPodAdmissionBasedOnOSSelector` and `rejectPodAdmissionBasedOnOSField`,
+/// checked before anything else at admission: a pod labelled `kubernetes.io/os` with another
+/// value than this OS (upstream corrects a node label that says otherwise to this OS first),
+/// or whose `spec.os.name` is not this OS.
+pub fn pod_os_rejection(pod: &Pod) -> Option<(&'static str, &'static str)> {
+    let host_os = std::env::consts::OS;
+    let pod_label = pod.metadata.labels.as_ref().and_then(|l| l.get(LABEL_OS));
+    if pod_label.is_some_and(|os| os != host_os) {
+        return Some(POD_OS_SELECTOR);
+    }
+    let pod_os = pod.spec.as_ref().and_then(|s| s.os.as_ref());
+    pod_os
+        .is_some_and(|os| os.name != host_os)
+        .then_some(POD_OS_NOT_SUPPORTED)
+}
 
 fn requirement_matches(r: &NodeSelectorRequirement, labels: &BTreeMap<String, String>) -> bool {
     let values = r.values.as_deref().unwrap_or_default();
@@ -128,6 +159,38 @@ mod tests {
             ("disk".to_string(), "ssd".to_string()),
             ("cores".to_string(), "8".to_string()),
         ])
+    }
+
+    #[test]
+    fn a_pod_for_another_os_is_rejected_as_upstream() {
+        let with = |v: serde_json::Value| -> Pod { serde_json::from_value(v).expect("pod") };
+        assert_eq!(
+            pod_os_rejection(&pod(serde_json::json!({"containers": []}))),
+            None
+        );
+        assert_eq!(
+            pod_os_rejection(&pod(
+                serde_json::json!({"containers": [], "os": {"name": "linux"}})
+            )),
+            None
+        );
+        assert_eq!(
+            pod_os_rejection(&pod(
+                serde_json::json!({"containers": [], "os": {"name": "windows"}})
+            )),
+            Some(POD_OS_NOT_SUPPORTED)
+        );
+        let labelled = |os: &str| {
+            with(
+                serde_json::json!({"metadata": {"name": "p", "labels": {"kubernetes.io/os": os}},
+                "spec": {"containers": []}}),
+            )
+        };
+        assert_eq!(pod_os_rejection(&labelled("linux")), None);
+        assert_eq!(
+            pod_os_rejection(&labelled("windows")),
+            Some(POD_OS_SELECTOR)
+        );
     }
 
     #[test]

@@ -53,6 +53,32 @@ mod tests {
     }
 
     #[test]
+    fn allowed_unsafe_sysctls_come_from_the_flag_or_the_file_and_bad_ones_stop_the_start() {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "spec": {"containers": [], "securityContext": {"sysctls": [
+                {"name": "kernel.msgmax", "value": "1"}]}}
+        }))
+        .expect("pod");
+        assert!(load_with(&[]).sysctls.admit(&pod).is_err());
+        let c = load_with(&["--allowed-unsafe-sysctls", "kernel.msg*,net.core.somaxconn"]);
+        assert_eq!(c.sysctls.admit(&pod), Ok(()));
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "kind: KubeletConfiguration\nallowedUnsafeSysctls: [kernel.msgmax]\n",
+        )
+        .expect("write");
+        let c = load_with(&["--config", path.to_str().expect("utf8")]);
+        assert_eq!(c.sysctls.admit(&pod), Ok(()));
+        let e = load(["kubelet", "--allowed-unsafe-sysctls", "kernel.panic"]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid value for --allowed-unsafe-sysctls: the sysctl \"kernel.panic\" are not known to be namespaced"
+        );
+    }
+
+    #[test]
     fn command_is_well_formed() {
         KubeletFlags::command().debug_assert();
     }

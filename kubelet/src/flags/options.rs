@@ -241,6 +241,11 @@ pub struct KubeletFlags {
     /// Print the Kubernetes version this kubelet implements and its own version, and exit.
     #[arg(long)]
     pub version: bool,
+    /// Unsafe sysctls or sysctl patterns (ending in `*`), comma-separated, that pods may set
+    /// beside the safe ones (`allowedUnsafeSysctls`); a pod setting any other is rejected with
+    /// reason `SysctlForbidden`.
+    #[arg(long, value_delimiter = ',')]
+    pub allowed_unsafe_sysctls: Vec<String>,
     /// Cluster DNS server IPs, comma-separated (pods with `ClusterFirst` use them).
     #[arg(long, value_delimiter = ',')]
     pub cluster_dns: Vec<String>,

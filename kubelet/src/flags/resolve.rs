@@ -212,6 +212,17 @@ pub fn resolve(
             },
         ),
         node_labels: parse_node_labels(&flags.node_labels)?,
+        sysctls: {
+            let list = val!(
+                "allowed_unsafe_sysctls",
+                flags.allowed_unsafe_sysctls.clone(),
+                f.allowed_unsafe_sysctls.clone()
+            );
+            crate::sysctl::Allowlist::with_unsafe(&list).map_err(|e| ConfigError::Flag {
+                flag: "allowed-unsafe-sysctls",
+                reason: e.to_string(),
+            })?
+        },
         evented_pleg: flags.evented_pleg || gates.get("EventedPLEG").copied().unwrap_or(false),
         sidecar_containers: crate::kubeletconfig::features::sidecar_containers(&gates),
         // Upstream: beta and on by default since 1.21; the periods come from the file only.

@@ -175,12 +175,6 @@ impl KubeletConfiguration {
                 .as_ref()
                 .is_some_and(|v| v.iter().any(|e| e != "none")),
         );
-        note(
-            "allowedUnsafeSysctls",
-            self.allowed_unsafe_sysctls
-                .as_ref()
-                .is_some_and(|v| !v.is_empty()),
-        );
         note("volumePluginDir", nonempty_str(&self.volume_plugin_dir));
         note("providerID", nonempty_str(&self.provider_id));
         note(

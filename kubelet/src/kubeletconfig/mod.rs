@@ -130,6 +130,9 @@ pub struct KubeletConfig {
     pub node_labels: std::collections::BTreeMap<String, String>,
     /// Use the evented PLEG.
     pub evented_pleg: bool,
+    /// The sysctls pods may set: the safe ones and `allowedUnsafeSysctls`
+    /// (`--allowed-unsafe-sysctls`).
+    pub sysctls: crate::sysctl::Allowlist,
     /// Feature `SidecarContainers` (on by default): init containers with `restartPolicy:
     /// Always` are sidecars. Off, the field is dropped from pods as an API server with the gate
     /// off drops it, and they run as plain init containers.

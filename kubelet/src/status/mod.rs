@@ -279,52 +279,204 @@ fn condition(type_: &str, ok: bool, reason: Option<&str>) -> PodCondition {
     }
 }
 
+/// Upstream's condition messages: "containers with unknown status: [a b], containers with
+/// <what> status: [c]" (Go prints a `[]string` as `[a b]`); `None` when both lists are empty.
+fn unready_message(unknown: &[&str], not_ok: &[&str], what: &str) -> Option<String> {
+    let mut parts = Vec::new();
+    if !unknown.is_empty() {
+        parts.push(format!(
+            "containers with unknown status: [{}]",
+            unknown.join(" ")
+        ));
+    }
+    if !not_ok.is_empty() {
+        parts.push(format!(
+            "containers with {what} status: [{}]",
+            not_ok.join(" ")
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join(", "))
+}
+
+/// A `False` condition with reason and message.
+fn not_true(type_: &str, reason: &str, message: Option<String>) -> PodCondition {
+    PodCondition {
+        message,
+        ..condition(type_, false, Some(reason))
+    }
+}
+
 /// Upstream `GeneratePodInitializedCondition`: every regular init container succeeded and every
 /// sidecar started, or an app container already started (sidecars restarting later do not
-/// take it back).
-fn initialized(pod: &Pod, init: &[ApiContainerStatus], app: &[ApiContainerStatus]) -> bool {
-    let done = container::init_containers(pod).iter().all(|c| {
-        init.iter().find(|s| s.name == c.name).is_some_and(|s| {
-            if container::is_restartable_init_container(c) {
-                s.started == Some(true)
-            } else {
-                is_terminated(s).is_some_and(|t| t.exit_code == 0)
+/// take it back). Not initialized: reason `ContainersNotInitialized`, message "containers with
+/// incomplete status: [init1 init2]"; a Succeeded pod whose init containers are all known:
+/// `True` with reason `PodCompleted`.
+fn initialized_condition(
+    pod: &Pod,
+    init: &[ApiContainerStatus],
+    app: &[ApiContainerStatus],
+    succeeded: bool,
+) -> PodCondition {
+    let specs = container::init_containers(pod);
+    let (mut unknown, mut incomplete) = (Vec::new(), Vec::new());
+    for c in specs {
+        match init.iter().find(|s| s.name == c.name) {
+            None => unknown.push(c.name.as_str()),
+            Some(s) if container::is_restartable_init_container(c) => {
+                if s.started != Some(true) {
+                    incomplete.push(c.name.as_str());
+                }
             }
-        })
-    });
-    done || app
+            Some(s) => {
+                if !is_terminated(s).is_some_and(|t| t.exit_code == 0) {
+                    incomplete.push(c.name.as_str());
+                }
+            }
+        }
+    }
+    if !specs.is_empty() && succeeded && unknown.is_empty() {
+        return PodCondition {
+            reason: Some("PodCompleted".into()),
+            ..condition("Initialized", true, None)
+        };
+    }
+    let app_started = app
         .iter()
-        .any(|s| is_running(s) || is_terminated(s).is_some() || waiting_after_exit(s).is_some())
+        .any(|s| is_running(s) || is_terminated(s).is_some() || waiting_after_exit(s).is_some());
+    match unready_message(&unknown, &incomplete, "incomplete") {
+        Some(message) if !app_started => {
+            not_true("Initialized", "ContainersNotInitialized", Some(message))
+        }
+        _ => condition("Initialized", true, None),
+    }
 }
 
 /// Upstream `GenerateContainersReadyCondition`: every app container and every sidecar ready.
-fn containers_ready(pod: &Pod, init: &[ApiContainerStatus], app: &[ApiContainerStatus]) -> bool {
-    let sidecars_ready = container::init_containers(pod)
+/// Otherwise reason `ContainersNotReady` with "containers with unready status: [a]", or
+/// `PodCompleted` for a Succeeded pod.
+fn containers_ready_condition(
+    pod: &Pod,
+    init: &[ApiContainerStatus],
+    app: &[ApiContainerStatus],
+    succeeded: bool,
+) -> PodCondition {
+    let (mut unknown, mut unready) = (Vec::new(), Vec::new());
+    let sidecars = container::init_containers(pod)
         .iter()
         .filter(|c| container::is_restartable_init_container(c))
-        .all(|c| init.iter().any(|s| s.name == c.name && s.ready));
-    !app.is_empty() && app.iter().all(|s| s.ready) && sidecars_ready
+        .map(|c| (c, init));
+    let regular = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .map(|c| (c, app));
+    for (c, statuses) in sidecars.chain(regular) {
+        match statuses.iter().find(|s| s.name == c.name) {
+            None => unknown.push(c.name.as_str()),
+            Some(s) if !s.ready => unready.push(c.name.as_str()),
+            Some(_) => {}
+        }
+    }
+    if succeeded && unknown.is_empty() {
+        return not_true("ContainersReady", "PodCompleted", None);
+    }
+    match unready_message(&unknown, &unready, "unready") {
+        Some(message) => not_true("ContainersReady", "ContainersNotReady", Some(message)),
+        None if app.is_empty() => not_true("ContainersReady", "ContainersNotReady", None),
+        None => condition("ContainersReady", true, None),
+    }
+}
+
+/// Upstream `GeneratePodReadyCondition`: `ContainersReady`'s status, reason and message when it
+/// is not `True`; otherwise every readiness gate's condition (set by someone else on the API
+/// pod, `conditions`) must be `True`, or `Ready` is `False` with reason
+/// `ReadinessGatesNotReady`.
+fn pod_ready_condition(
+    pod: &Pod,
+    containers_ready: &PodCondition,
+    conditions: &[PodCondition],
+) -> PodCondition {
+    if containers_ready.status != "True" {
+        return PodCondition {
+            type_: "Ready".into(),
+            ..containers_ready.clone()
+        };
+    }
+    let gates = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_deref())
+        .unwrap_or_default();
+    let unready: Vec<String> = gates
+        .iter()
+        .filter_map(|g| {
+            let t = &g.condition_type;
+            match conditions.iter().find(|c| &c.type_ == t) {
+                None => Some(format!(
+                    "corresponding condition of pod readiness gate {t:?} does not exist."
+                )),
+                Some(c) if c.status != "True" => Some(format!(
+                    "the status of pod readiness gate {t:?} is not \"True\", but {}",
+                    c.status
+                )),
+                Some(_) => None,
+            }
+        })
+        .collect();
+    if unready.is_empty() {
+        return condition("Ready", true, None);
+    }
+    not_true("Ready", "ReadinessGatesNotReady", Some(unready.join(", ")))
+}
+
+/// The conditions of the API pod as someone else set them (readiness gates read these).
+fn api_conditions(pod: &Pod) -> &[PodCondition] {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_deref())
+        .unwrap_or_default()
 }
 
 /// The `Initialized`, `ContainersReady` and `Ready` conditions of `status` from its container
-/// statuses (computed again once probe results adjusted `started` and `ready`).
+/// statuses (computed again once probe results adjusted `started` and `ready`) and, for
+/// `Ready`, the pod's readiness gates.
 pub fn set_pod_conditions(pod: &Pod, status: &mut ApiPodStatus) {
     let init = status.init_container_statuses.as_deref().unwrap_or(&[]);
     let app = status.container_statuses.as_deref().unwrap_or(&[]);
-    let init_ok = initialized(pod, init, app);
-    let ready = containers_ready(pod, init, app);
+    let succeeded = status.phase.as_deref() == Some("Succeeded");
+    let initialized = initialized_condition(pod, init, app, succeeded);
+    let containers_ready = containers_ready_condition(pod, init, app, succeeded);
+    let ready = pod_ready_condition(pod, &containers_ready, api_conditions(pod));
     let conditions = status.conditions.get_or_insert_with(Vec::new);
-    for (type_, ok, reason) in [
-        ("Initialized", init_ok, "ContainersNotInitialized"),
-        ("ContainersReady", ready, "ContainersNotReady"),
-        ("Ready", ready, "ContainersNotReady"),
-    ] {
-        let c = condition(type_, ok, Some(reason));
-        match conditions.iter_mut().find(|x| x.type_ == type_) {
+    for c in [initialized, containers_ready, ready] {
+        match conditions.iter_mut().find(|x| x.type_ == c.type_) {
             Some(x) => *x = c,
             None => conditions.push(c),
         }
     }
+}
+
+/// Upstream `NeedToReconcilePodReadiness`: the API pod has readiness gates and its `Ready`
+/// condition is not what its own conditions and container statuses now give (someone set a
+/// gate's condition), so the pod must be synced again to write `Ready`.
+pub fn need_to_reconcile_pod_readiness(pod: &Pod) -> bool {
+    let has_gates = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.readiness_gates.as_ref())
+        .is_some_and(|g| !g.is_empty());
+    let Some(status) = pod.status.as_ref().filter(|_| has_gates) else {
+        return false;
+    };
+    let Some(current) = api_conditions(pod).iter().find(|c| c.type_ == "Ready") else {
+        return false;
+    };
+    let init = status.init_container_statuses.as_deref().unwrap_or(&[]);
+    let app = status.container_statuses.as_deref().unwrap_or(&[]);
+    let succeeded = status.phase.as_deref() == Some("Succeeded");
+    let containers_ready = containers_ready_condition(pod, init, app, succeeded);
+    let want = pod_ready_condition(pod, &containers_ready, api_conditions(pod));
+    current.status != want.status || current.message != want.message
 }
 
 /// Upstream `generateAPIPodStatus`.
@@ -349,7 +501,7 @@ pub fn generate_api_pod_status(
         app_specs,
         status,
         reasons,
-        if initialized(pod, &init, &[]) {
+        if initialized_condition(pod, &init, &[], false).status == "True" {
             "ContainerCreating"
         } else {
             "PodInitializing"
@@ -478,6 +630,205 @@ mod tests {
             exit_code: exit,
             ..Default::default()
         }
+    }
+
+    fn condition_of<'a>(s: &'a ApiPodStatus, type_: &str) -> &'a PodCondition {
+        s.conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == type_)
+            .expect("condition")
+    }
+
+    fn with_init(policy: &str, init: &[&str]) -> Pod {
+        let mut p = pod(policy);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.init_containers = Some(
+                init.iter()
+                    .map(|n| Container {
+                        name: n.to_string(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            );
+        }
+        p
+    }
+
+    #[test]
+    fn a_failed_init_container_leaves_the_pod_not_initialized_with_upstreams_message() {
+        // init1 failed and waits to restart, init2 never ran: both are incomplete.
+        let p = with_init("Always", &["init1", "init2"]);
+        let st = PodStatus {
+            container_statuses: vec![cs("init1", ContainerState::Exited, 1)],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(&p, &st, &WaitingReasons::new(), "h");
+        let init = condition_of(&s, "Initialized");
+        assert_eq!(init.status, "False");
+        assert_eq!(init.reason.as_deref(), Some("ContainersNotInitialized"));
+        assert_eq!(
+            init.message.as_deref(),
+            Some("containers with incomplete status: [init1 init2]")
+        );
+        let ready = condition_of(&s, "ContainersReady");
+        assert_eq!(ready.reason.as_deref(), Some("ContainersNotReady"));
+        assert_eq!(
+            ready.message.as_deref(),
+            Some("containers with unready status: [a b]")
+        );
+        assert_eq!(condition_of(&s, "Ready").message, ready.message);
+        // init1 succeeded, init2 failed: only init2 is incomplete.
+        let st = PodStatus {
+            container_statuses: vec![
+                cs("init1", ContainerState::Exited, 0),
+                cs("init2", ContainerState::Exited, 1),
+            ],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(
+            &with_init("Never", &["init1", "init2"]),
+            &st,
+            &WaitingReasons::new(),
+            "h",
+        );
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!(
+            condition_of(&s, "Initialized").message.as_deref(),
+            Some("containers with incomplete status: [init2]")
+        );
+    }
+
+    #[test]
+    fn a_succeeded_pod_is_completed_not_ready() {
+        let st = PodStatus {
+            container_statuses: vec![
+                cs("init1", ContainerState::Exited, 0),
+                cs("a", ContainerState::Exited, 0),
+                cs("b", ContainerState::Exited, 0),
+            ],
+            ..Default::default()
+        };
+        let s = generate_api_pod_status(
+            &with_init("Never", &["init1"]),
+            &st,
+            &WaitingReasons::new(),
+            "h",
+        );
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+        let init = condition_of(&s, "Initialized");
+        assert_eq!(
+            (init.status.as_str(), init.reason.as_deref()),
+            ("True", Some("PodCompleted"))
+        );
+        for t in ["ContainersReady", "Ready"] {
+            let c = condition_of(&s, t);
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_deref(), c.message.as_deref()),
+                ("False", Some("PodCompleted"), None),
+                "{t}"
+            );
+        }
+    }
+
+    fn gated(conditions: &[(&str, &str)]) -> Pod {
+        let mut p = pod("Always");
+        if let Some(spec) = p.spec.as_mut() {
+            spec.readiness_gates = Some(
+                ["k8s.io/test-condition1", "k8s.io/test-condition2"]
+                    .iter()
+                    .map(|t| k8s_openapi::api::core::v1::PodReadinessGate {
+                        condition_type: t.to_string(),
+                    })
+                    .collect(),
+            );
+        }
+        p.status = Some(ApiPodStatus {
+            conditions: Some(
+                conditions
+                    .iter()
+                    .map(|(t, st)| PodCondition {
+                        type_: t.to_string(),
+                        status: st.to_string(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            ),
+            ..Default::default()
+        });
+        p
+    }
+
+    #[test]
+    fn ready_waits_for_every_readiness_gate() {
+        let st = PodStatus {
+            container_statuses: vec![
+                cs("a", ContainerState::Running, 0),
+                cs("b", ContainerState::Running, 0),
+            ],
+            ..Default::default()
+        };
+        let status = |p: &Pod| generate_api_pod_status(p, &st, &WaitingReasons::new(), "h");
+        let s = status(&gated(&[]));
+        assert_eq!(condition_of(&s, "ContainersReady").status, "True");
+        let ready = condition_of(&s, "Ready");
+        assert_eq!(ready.status, "False");
+        assert_eq!(ready.reason.as_deref(), Some("ReadinessGatesNotReady"));
+        assert_eq!(
+            ready.message.as_deref(),
+            Some(
+                "corresponding condition of pod readiness gate \"k8s.io/test-condition1\" does not exist., corresponding condition of pod readiness gate \"k8s.io/test-condition2\" does not exist."
+            )
+        );
+        let s = status(&gated(&[
+            ("k8s.io/test-condition1", "True"),
+            ("k8s.io/test-condition2", "False"),
+        ]));
+        assert_eq!(
+            condition_of(&s, "Ready").message.as_deref(),
+            Some(
+                "the status of pod readiness gate \"k8s.io/test-condition2\" is not \"True\", but False"
+            )
+        );
+        let s = status(&gated(&[
+            ("k8s.io/test-condition1", "True"),
+            ("k8s.io/test-condition2", "True"),
+        ]));
+        assert_eq!(condition_of(&s, "Ready").status, "True");
+    }
+
+    #[test]
+    fn a_gate_set_on_the_api_pod_asks_for_a_sync() {
+        let st = PodStatus {
+            container_statuses: vec![
+                cs("a", ContainerState::Running, 0),
+                cs("b", ContainerState::Running, 0),
+            ],
+            ..Default::default()
+        };
+        // The kubelet wrote Ready False (gates missing); then both gates were set True.
+        let written = generate_api_pod_status(&gated(&[]), &st, &WaitingReasons::new(), "h");
+        let mut p = gated(&[
+            ("k8s.io/test-condition1", "True"),
+            ("k8s.io/test-condition2", "True"),
+        ]);
+        if let Some(api) = p.status.as_mut() {
+            api.container_statuses = written.container_statuses.clone();
+            api.conditions
+                .get_or_insert_with(Vec::new)
+                .extend(written.conditions.clone().unwrap_or_default());
+        }
+        assert!(need_to_reconcile_pod_readiness(&p));
+        // Once Ready says what the gates give, nothing more to do.
+        let again = generate_api_pod_status(&p, &st, &WaitingReasons::new(), "h");
+        if let Some(api) = p.status.as_mut() {
+            let conditions = api.conditions.get_or_insert_with(Vec::new);
+            conditions.retain(|c| c.type_.starts_with("k8s.io/"));
+            conditions.extend(again.conditions.unwrap_or_default());
+        }
+        assert!(!need_to_reconcile_pod_readiness(&p));
+        // A pod without gates never asks.
+        assert!(!need_to_reconcile_pod_readiness(&pod("Always")));
     }
 
     #[test]

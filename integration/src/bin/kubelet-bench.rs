@@ -287,8 +287,7 @@ async fn timed<T>(call: impl std::future::Future<Output = T>) -> (T, f64) {
 
 /// A batch starts only once the machine is quiet: under [`QUIET_CPUS`] CPUs busy on average
 /// over [`QUIET_WINDOW`], waited for at most [`SETTLE_LIMIT`]. Work left from before (another
-/// run's teardown, a build) would otherwise land in one side's batch and not the other's. (In
-/// the runs of docs/benchmarks.md, e21, the previous teardown had always ended by then.)
+/// run's teardown, a build) would otherwise land in one side's batch and not the other's.
 const QUIET_CPUS: f64 = 0.25;
 const QUIET_WINDOW: Duration = Duration::from_millis(500);
 const SETTLE_LIMIT: Duration = Duration::from_secs(30);

@@ -1,5 +1,5 @@
 //! Outside judges against the `dockershim` binary: the released Go tools of the Kubernetes 1.26
-//! era, built by hand from their public sources (never committed; see docs/cri-dockerd.md,
+//! era, built by hand from their public sources (never committed; see docs/testing.md,
 //! "Judging with crictl and critest"). They are found through environment variables and the
 //! tests say loudly when one is absent instead of failing:
 //! - `CRICTL`: crictl v1.26.1 drives a pod through dockershim (version, pull, runp, create,
@@ -23,7 +23,7 @@ fn judge(var: &str, test: &str) -> Option<PathBuf> {
         None => {
             eprintln!(
                 "SKIPPED {test}: {var} is not set (an outside judge built by hand from its \
-                 public sources; see docs/cri-dockerd.md)"
+                 public sources; see docs/testing.md)"
             );
             None
         }

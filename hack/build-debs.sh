@@ -2,9 +2,11 @@
 # hack/build-debs.sh - the Debian packages `dockershim` and `kubelet`, made by cargo-deb (the
 # version pinned below, installed with `cargo install` when another or none is there) from the
 # [package.metadata.deb] tables of dockershim/Cargo.toml and kubelet/Cargo.toml, into
-# <cargo target dir>/debian/. Prints the paths of the two .deb files, one a line, on stdout.
+# <cargo target dir>/debian/ (or $DEB_OUTPUT_DIR). Prints the paths of the two .deb files, one
+# a line, on stdout.
 #
 # Usage: hack/build-debs.sh [cargo-deb options...]
+#        hack/build-debs.sh --install-cargo-deb   (only install cargo-deb; hack/test.sh)
 #   no options: release builds (what to install on a node).
 #   --profile dev --no-build: package the debug binaries `cargo build` already made (the e2e
 #     test integration/tests/e2e/packages.rs does this; cargo-deb warns that it is meant for
@@ -25,6 +27,7 @@ if [ "$(cargo deb --version 2>/dev/null || true)" != "cargo-deb $CARGO_DEB_VERSI
     say "installing cargo-deb $CARGO_DEB_VERSION (cargo install, a few minutes)"
     nice -n 10 cargo install cargo-deb --locked --version "$CARGO_DEB_VERSION" >&2
 fi
+[ "${1:-}" = --install-cargo-deb ] && exit 0
 
 git_() { git -C . "$@" 2>/dev/null; }
 name=${DEBFULLNAME:-$(git_ config user.name || git_ log -1 --format=%an || true)}
@@ -52,7 +55,7 @@ kubelet-rs ($version-1) unstable; urgency=medium
  -- $maintainer  $date
 EOF
 
-out="$target_dir/debian"
+out=${DEB_OUTPUT_DIR:-$target_dir/debian}
 mkdir -p "$out"
 for pkg in dockershim kubelet; do
     say "packaging $pkg"

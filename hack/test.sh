@@ -11,6 +11,10 @@ if [ "$(id -u)" = 0 ]; then
   # shellcheck disable=SC1091
   . /run/cri-testbed/env
   export CRI_TESTBED_REQUIRED=1
+  # The packaging test (integration/tests/e2e/packages.rs) builds the Debian packages with
+  # cargo-deb, pinned in hack/build-debs.sh (a `cargo install`: about 1.5 min on 2 cores), and
+  # lints them with lintian (installed by hack/testbed.sh up).
+  bash hack/build-debs.sh --install-cargo-deb
 else
   echo "WARNING: not root: the test bed cannot be started; real-runtime tests will SKIP" >&2
 fi

@@ -60,5 +60,6 @@ mod kubelet_three_nodes;
 mod kubelet_tls_bootstrap;
 mod kubelet_volumes;
 mod kubelet_webhook_auth;
+mod packages;
 mod socket_activation;
 mod streaming;

@@ -19,7 +19,7 @@
 //! host's own kubelet. Without the packaging the script is missing and the test fails.
 //!
 //! Also here, without root: the packaged units are the hand-installed ones of `packaging/`
-//! (docs/cri-dockerd.md) with the packaged binaries' paths.
+//! (docs/replace-cri-dockerd.md) with the packaged binaries' paths.
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;
@@ -40,7 +40,7 @@ fn read(path: &Path) -> String {
 }
 
 /// A unit file's settings: no comments, no blank lines, the hand-installed binaries' directory
-/// (`/usr/local/bin`, docs/cri-dockerd.md) as the package's (`/usr/bin`).
+/// (`/usr/local/bin`, docs/replace-cri-dockerd.md) as the package's (`/usr/bin`).
 fn settings(text: &str) -> Vec<String> {
     text.lines()
         .map(str::trim)

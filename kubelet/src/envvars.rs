@@ -712,7 +712,8 @@ mod tests {
             var("LATER", Some("x"), None),
             var("POD", Some("override"), None),
         ]);
-        let env = make_environment_variables(&c, &pod, &[], "", &node, &standalone, None).expect("env");
+        let env =
+            make_environment_variables(&c, &pod, &[], "", &node, &standalone, None).expect("env");
         assert_eq!(
             env,
             vec![
@@ -804,7 +805,8 @@ mod tests {
                 .unwrap()
                 .optional = Some(true);
         }
-        let env = make_environment_variables(&missing, &pod, &[], "", &node, &api, None).expect("env");
+        let env =
+            make_environment_variables(&missing, &pod, &[], "", &node, &api, None).expect("env");
         assert!(
             env.is_empty(),
             "an optional missing key is skipped: {env:?}"
@@ -838,12 +840,22 @@ mod tests {
                 serde_json::json!([{"name": "http", "port": 8080, "protocol": "TCP"},
                                    {"name": "https", "port": 8081, "protocol": "UDP"}]),
             ),
-            service("ns", "super-ipv6", "2001:DB8::", serde_json::json!([
+            service(
+                "ns",
+                "super-ipv6",
+                "2001:DB8::",
+                serde_json::json!([
                 {"name": "u-d-p", "port": 8084, "protocol": "UDP"},
-                {"name": "t-c-p", "port": 8083, "protocol": "TCP"}])),
+                {"name": "t-c-p", "port": 8083, "protocol": "TCP"}]),
+            ),
             service("ns", "headless", "None", serde_json::json!([{"port": 80}])),
             service("ns", "no-ip", "", serde_json::json!([{"port": 80}])),
-            service("ns", "abc-123", "5.6.7.8", serde_json::json!([{"port": 8083}])),
+            service(
+                "ns",
+                "abc-123",
+                "5.6.7.8",
+                serde_json::json!([{"port": 8083}]),
+            ),
         ];
         assert_eq!(
             from_services(&services),
@@ -1023,19 +1035,24 @@ mod tests {
         });
         let got = env(&unlinked, Some(&store)).expect("env");
         let names: Vec<&str> = got[2..].iter().map(|(k, _)| k.as_str()).collect();
-        assert!(names.iter().all(|k| k.starts_with("KUBERNETES_")), "{names:?}");
+        assert!(
+            names.iter().all(|k| k.starts_with("KUBERNETES_")),
+            "{names:?}"
+        );
         assert_eq!(names.len(), 7);
 
         // The watch's changes: a deleted service goes, a new one comes.
         store.delete(&service("test", "web", "", serde_json::json!([])));
-        store.apply(service("test", "cache", "10.0.0.9", serde_json::json!([{"port": 6379}])));
-        let got: BTreeMap<String, String> = env(&pod, Some(&store))
-            .expect("env")
-            .into_iter()
-            .collect();
+        store.apply(service(
+            "test",
+            "cache",
+            "10.0.0.9",
+            serde_json::json!([{"port": 6379}]),
+        ));
+        let got: BTreeMap<String, String> =
+            env(&pod, Some(&store)).expect("env").into_iter().collect();
         assert!(!got.contains_key("WEB_SERVICE_HOST"));
         assert_eq!(got["URL"], "http://$(WEB_SERVICE_HOST):$(WEB_SERVICE_PORT)");
         assert_eq!(got["CACHE_SERVICE_HOST"], "10.0.0.9");
     }
-
 }

@@ -112,7 +112,11 @@ const KUBERNETES_VARS: &[(&str, &str)] = &[
 
 async fn service_env(kind: RuntimeKind) {
     let tb = require_testbed!(&format!("kubelet_conformance_service_env[{}]", kind.name()));
-    let Setup { server, mut k, client } = setup(kind, &tb, "klsvcenv").await;
+    let Setup {
+        server,
+        mut k,
+        client,
+    } = setup(kind, &tb, "klsvcenv").await;
     let ns = unique_name("svcenv");
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let created: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -273,8 +277,15 @@ fn waiting(p: &Pod) -> Option<(String, String)> {
 }
 
 async fn subpath_expr(kind: RuntimeKind) {
-    let tb = require_testbed!(&format!("kubelet_conformance_subpath_expr[{}]", kind.name()));
-    let Setup { server, mut k, client } = setup(kind, &tb, "klspexpr").await;
+    let tb = require_testbed!(&format!(
+        "kubelet_conformance_subpath_expr[{}]",
+        kind.name()
+    ));
+    let Setup {
+        server,
+        mut k,
+        client,
+    } = setup(kind, &tb, "klspexpr").await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let created: Arc<Mutex<Vec<String>>> = Arc::default();
     let (good, bad) = (unique_name("var-expansion"), unique_name("var-missing"));

@@ -429,7 +429,8 @@ mod tests {
             }]),
             ..Default::default()
         };
-        let m = make_mounts(&c, &paths, Path::new("/nonexistent"), &HashMap::new()).expect("mounts");
+        let m =
+            make_mounts(&c, &paths, Path::new("/nonexistent"), &HashMap::new()).expect("mounts");
         assert_eq!(m[0].host_path, "/srv/data");
         assert!(m[0].readonly);
         let bad = Container {
@@ -699,14 +700,20 @@ mod tests {
             "missing value for MISSING"
         );
         let err = expr("$(ABS)").expect_err("absolute").to_string();
-        assert!(err.ends_with("error SubPath `/etc` must not be an absolute path"), "{err}");
+        assert!(
+            err.ends_with("error SubPath `/etc` must not be an absolute path"),
+            "{err}"
+        );
         let err = expr("$(UP)/x").expect_err("backsteps").to_string();
         assert!(err.contains("`../x` must not contain '..'"), "{err}");
         assert!(!vol.join("pod-1").exists());
         // SAFETY: geteuid(2) has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             let m = expr("logs/$(POD_NAME)").expect("subPathExpr");
-            assert!(vol.join("logs/pod-1").is_dir(), "created under the expanded name");
+            assert!(
+                vol.join("logs/pod-1").is_dir(),
+                "created under the expanded name"
+            );
             assert_eq!(
                 m[0].host_path,
                 pod_dir.join("volume-subpaths/v/c/0").display().to_string()

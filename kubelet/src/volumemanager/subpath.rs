@@ -332,10 +332,7 @@ mod tests {
         assert_eq!(ok("plain").as_deref(), Ok("plain"));
         assert_eq!(ok("$$(POD_NAME)").as_deref(), Ok("$(POD_NAME)"));
         assert_eq!(ok("$(ABS)").as_deref(), Ok("/abs"), "checked by the caller");
-        assert_eq!(
-            ok("$(NOPE)"),
-            Err("missing value for NOPE".to_string())
-        );
+        assert_eq!(ok("$(NOPE)"), Err("missing value for NOPE".to_string()));
         assert_eq!(
             ok("$(POD_NAME)/$(ZED)/$(EMPTY)/$(NOPE)"),
             Err("missing value for EMPTY, NOPE, ZED".to_string())

@@ -67,8 +67,8 @@ impl KubeGenericRuntimeManager {
             .iter()
             .map(|kv| (kv.key.clone(), kv.value.clone()))
             .collect();
-        config.mounts = crate::volumemanager::make_mounts(c, &volumes, &pod_dir, &env)
-            .map_err(config_error)?;
+        config.mounts =
+            crate::volumemanager::make_mounts(c, &volumes, &pod_dir, &env).map_err(config_error)?;
         let managed = crate::volumemanager::kubelet_managed_mounts(
             pod,
             c,

@@ -9,9 +9,9 @@
 //!   messages, downward API files (metadata fields, labels, annotations, resource fields);
 //!   configMap/secret (also as projected sources) need the API server and fail with a clear
 //!   message, other types are unsupported;
-//! - container mounts: `volumeMounts` with `subPath` (validated, created when missing inside
-//!   the volume only, and given to the runtime as a bind mount of the checked directory: see
-//!   `subpath`), the
+//! - container mounts: `volumeMounts` with `subPath` or `subPathExpr` (expanded with the
+//!   container's environment; validated, created when missing inside the volume only, and
+//!   given to the runtime as a bind mount of the checked directory: see `subpath`), the
 //!   kubelet-managed `/etc/hosts` (`<pod dir>/etc-hosts`, for pods not on the host network), and
 //!   the termination message file (`<pod dir>/containers/<name>/<id>`);
 //! - the termination message of an exited container, with `FallbackToLogsOnError`;

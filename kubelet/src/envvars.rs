@@ -4,10 +4,20 @@
 //! standalone kubelet can provide (`value`, `fieldRef`, `resourceFieldRef`), and the errors
 //! for sources that need the API server (`configMapKeyRef`, `secretKeyRef`, `envFrom`), which
 //! upstream reports as "no kubeClient defined" when it has no API server client.
+//!
+//! It also owns the docker-link style service variables (upstream `envvars.FromServices` and
+//! `getServiceEnvVarMap`): from the [`ServiceStore`] the API-server mode's service watch
+//! (`config::apiserver::watch_services`) keeps, a container sees `{SVC}_SERVICE_HOST`,
+//! `{SVC}_SERVICE_PORT[_{PORT}]`, `{SVC}_PORT` and `{SVC}_PORT_{port}_{PROTO}[_PROTO|_PORT|_ADDR]`
+//! for every service with a cluster IP in its namespace (when `enableServiceLinks`, default
+//! true) and for the master service `kubernetes` of namespace `default` always. Without an API
+//! server there is no store and no service variables.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector};
+use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector, Service};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use crate::resource::parse_quantity_scaled;
@@ -32,6 +42,165 @@ pub enum EnvError {
     /// An `envFrom` entry has no source.
     #[error("envFrom entry without configMapRef or secretRef")]
     EmptyEnvFrom,
+    /// A pod from the API server while the service watch has not listed once yet (upstream
+    /// `serviceHasSynced`).
+    #[error("services have not yet been read at least once, cannot construct envvars")]
+    ServicesNotSynced,
+}
+
+/// The namespace of the master services (upstream `--master-service-namespace`, default
+/// `default`).
+pub const MASTER_SERVICE_NAMESPACE: &str = "default";
+/// The master services, whose variables every pod gets (upstream `masterServices`).
+pub const MASTER_SERVICES: &[&str] = &["kubernetes"];
+
+/// The services of all namespaces as the API server's watch last told them (upstream's service
+/// informer: `serviceLister` and `serviceHasSynced`). Cheap to clone; clones share the store.
+#[derive(Debug, Clone, Default)]
+pub struct ServiceStore(Arc<ServiceStoreInner>);
+
+#[derive(Debug, Default)]
+struct ServiceStoreInner {
+    /// By (namespace, name).
+    services: parking_lot::RwLock<BTreeMap<(String, String), Service>>,
+    /// Set once the first complete listing arrived.
+    synced: AtomicBool,
+}
+
+fn service_key(s: &Service) -> (String, String) {
+    (
+        s.metadata.namespace.clone().unwrap_or_default(),
+        s.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+impl ServiceStore {
+    /// A complete listing: the store becomes exactly `services` and counts as synced.
+    pub fn replace(&self, services: impl IntoIterator<Item = Service>) {
+        let map = services.into_iter().map(|s| (service_key(&s), s)).collect();
+        *self.0.services.write() = map;
+        self.0.synced.store(true, Ordering::Release);
+    }
+
+    /// A service was added or changed.
+    pub fn apply(&self, s: Service) {
+        self.0.services.write().insert(service_key(&s), s);
+    }
+
+    /// A service was deleted.
+    pub fn delete(&self, s: &Service) {
+        self.0.services.write().remove(&service_key(s));
+    }
+
+    /// Has a complete listing arrived (upstream `serviceHasSynced`)?
+    pub fn has_synced(&self) -> bool {
+        self.0.synced.load(Ordering::Acquire)
+    }
+
+    /// Every service known.
+    pub fn list(&self) -> Vec<Service> {
+        self.0.services.read().values().cloned().collect()
+    }
+}
+
+/// Upstream `IsServiceIPSet`: a cluster IP that is neither empty nor `None`.
+pub fn is_service_ip_set(s: &Service) -> bool {
+    s.spec
+        .as_ref()
+        .and_then(|sp| sp.cluster_ip.as_deref())
+        .is_some_and(|ip| !ip.is_empty() && ip != "None")
+}
+
+/// Upstream `makeEnvVariableName`: `-` becomes `_`, upper case.
+fn env_variable_name(s: &str) -> String {
+    s.replace('-', "_").to_uppercase()
+}
+
+/// Upstream `net.JoinHostPort`: an IPv6 address in brackets.
+fn join_host_port(host: &str, port: i32) -> String {
+    if host.contains(':') {
+        format!("[{host}]:{port}")
+    } else {
+        format!("{host}:{port}")
+    }
+}
+
+/// Upstream `envvars.FromServices`: for each service with a cluster IP, in the given order,
+/// `{SVC}_SERVICE_HOST`, `{SVC}_SERVICE_PORT` (first port), `{SVC}_SERVICE_PORT_{NAME}` (named
+/// ports), then the docker link variables (`makeLinkVariables`): `{SVC}_PORT` (first port) and
+/// per port `{SVC}_PORT_{port}_{PROTO}` with `_PROTO`, `_PORT` and `_ADDR`.
+pub fn from_services(services: &[Service]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for s in services {
+        if !is_service_ip_set(s) {
+            continue;
+        }
+        let Some(spec) = s.spec.as_ref() else {
+            continue;
+        };
+        let ip = spec.cluster_ip.clone().unwrap_or_default();
+        let prefix = env_variable_name(s.metadata.name.as_deref().unwrap_or_default());
+        let ports = spec.ports.as_deref().unwrap_or_default();
+        out.push((format!("{prefix}_SERVICE_HOST"), ip.clone()));
+        // Validation requires a port of a service with a cluster IP; upstream would panic.
+        let Some(first) = ports.first() else {
+            continue;
+        };
+        let port_var = format!("{prefix}_SERVICE_PORT");
+        out.push((port_var.clone(), first.port.to_string()));
+        for p in ports {
+            if let Some(name) = p.name.as_deref().filter(|n| !n.is_empty()) {
+                out.push((
+                    format!("{port_var}_{}", env_variable_name(name)),
+                    p.port.to_string(),
+                ));
+            }
+        }
+        for (i, p) in ports.iter().enumerate() {
+            let protocol = p
+                .protocol
+                .as_deref()
+                .filter(|p| !p.is_empty())
+                .unwrap_or("TCP");
+            let url = format!(
+                "{}://{}",
+                protocol.to_lowercase(),
+                join_host_port(&ip, p.port)
+            );
+            if i == 0 {
+                out.push((format!("{prefix}_PORT"), url.clone()));
+            }
+            let port_prefix = format!("{prefix}_PORT_{}_{}", p.port, protocol.to_uppercase());
+            out.push((port_prefix.clone(), url));
+            out.push((format!("{port_prefix}_PROTO"), protocol.to_lowercase()));
+            out.push((format!("{port_prefix}_PORT"), p.port.to_string()));
+            out.push((format!("{port_prefix}_ADDR"), ip.clone()));
+        }
+    }
+    out
+}
+
+/// Upstream `getServiceEnvVarMap`: the variables of the services a pod of namespace `ns`
+/// sees: the master services of [`MASTER_SERVICE_NAMESPACE`] always, the services of `ns`
+/// when `enable_service_links` (a service of `ns` wins over a master service of the same
+/// name). Services without a cluster IP give nothing.
+pub fn service_env_var_map(
+    services: &[Service],
+    ns: &str,
+    enable_service_links: bool,
+) -> BTreeMap<String, String> {
+    let mut by_name: BTreeMap<String, &Service> = BTreeMap::new();
+    for s in services.iter().filter(|s| is_service_ip_set(s)) {
+        let name = s.metadata.name.clone().unwrap_or_default();
+        let svc_ns = s.metadata.namespace.as_deref().unwrap_or_default();
+        if svc_ns == MASTER_SERVICE_NAMESPACE && MASTER_SERVICES.contains(&name.as_str()) {
+            by_name.entry(name).or_insert(s);
+        } else if svc_ns == ns && enable_service_links {
+            by_name.insert(name, s);
+        }
+    }
+    let mapped: Vec<Service> = by_name.into_values().cloned().collect();
+    from_services(&mapped).into_iter().collect()
 }
 
 /// Upstream `IsEnvVarName`: printable ASCII, not starting with a digit, no `=`.
@@ -230,10 +399,15 @@ pub fn container_resource_value(
     Ok(v.to_string())
 }
 
-/// Upstream `makeEnvironmentVariables` for a standalone kubelet: `envFrom` (configMap/secret
-/// need the API server: an error, even when optional, like upstream without a client), then
-/// `env` entries in order: `value` (with `$(VAR)` expansion against what is defined so far),
-/// `fieldRef`, `resourceFieldRef`, `configMapKeyRef`/`secretKeyRef` (errors).
+/// Upstream `makeEnvironmentVariables`: `envFrom` (configMap/secret need the API server:
+/// without one an error, even when optional, like upstream without a client), then `env`
+/// entries in order: `value` (with `$(VAR)` expansion against what is defined so far, then the
+/// service variables), `fieldRef`, `resourceFieldRef`, `configMapKeyRef`/`secretKeyRef`; last
+/// the service variables (sorted by name) that the container does not define itself.
+/// `services` is the API-server mode's service store (`None` without an API server: no
+/// service variables); a pod from the API server gets no environment before the store listed
+/// once ([`EnvError::ServicesNotSynced`]), static pods do not wait.
+#[allow(clippy::too_many_arguments)]
 pub fn make_environment_variables(
     c: &Container,
     pod: &Pod,
@@ -241,8 +415,24 @@ pub fn make_environment_variables(
     host_ip: &str,
     node: &NodeAllocatable,
     objects: &crate::apiobjects::ApiObjects,
+    services: Option<&ServiceStore>,
 ) -> Result<Vec<(String, String)>, EnvError> {
     let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    if let Some(store) = services
+        && !crate::types::is_static_pod(pod)
+        && !store.has_synced()
+    {
+        return Err(EnvError::ServicesNotSynced);
+    }
+    // The API server defaults `enableServiceLinks` to true (upstream errors on nil).
+    let enable_service_links = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.enable_service_links)
+        .unwrap_or(true);
+    let service_env = services
+        .map(|s| service_env_var_map(&s.list(), &ns, enable_service_links))
+        .unwrap_or_default();
     let mut vars: HashMap<String, String> = HashMap::new();
     let mut out: Vec<(String, String)> = Vec::new();
     for e in c.env_from.iter().flatten() {
@@ -332,12 +522,24 @@ pub fn make_environment_variables(
                 String::new()
             }
         } else {
-            expand(e.value.as_deref().unwrap_or_default(), &vars)
+            // Upstream `MappingFuncFor(tmpEnv, serviceEnv)`.
+            expand_with(e.value.as_deref().unwrap_or_default(), |name| {
+                vars.get(name)
+                    .or_else(|| service_env.get(name))
+                    .cloned()
+                    .unwrap_or_else(|| syntax_wrap(name))
+            })
         };
         vars.insert(e.name.clone(), value.clone());
         out.retain(|(k, _)| k != &e.name);
         out.push((e.name.clone(), value));
     }
+    // The container's own variables win over the services'.
+    out.extend(
+        service_env
+            .into_iter()
+            .filter(|(k, _)| !vars.contains_key(k)),
+    );
     Ok(out)
 }
 
@@ -510,7 +712,8 @@ mod tests {
             var("LATER", Some("x"), None),
             var("POD", Some("override"), None),
         ]);
-        let env = make_environment_variables(&c, &pod, &[], "", &node, &standalone).expect("env");
+        let env =
+            make_environment_variables(&c, &pod, &[], "", &node, &standalone, None).expect("env");
         assert_eq!(
             env,
             vec![
@@ -528,7 +731,7 @@ mod tests {
             }),
             ..Default::default()
         }]);
-        let err = make_environment_variables(&with_from, &pod, &[], "", &node, &standalone)
+        let err = make_environment_variables(&with_from, &pod, &[], "", &node, &standalone, None)
             .expect_err("configMap in standalone");
         assert_eq!(
             err.to_string(),
@@ -547,7 +750,7 @@ mod tests {
                 ..Default::default()
             }),
         )]);
-        let err = make_environment_variables(&with_secret, &pod, &[], "", &node, &standalone)
+        let err = make_environment_variables(&with_secret, &pod, &[], "", &node, &standalone, None)
             .expect_err("secret in standalone");
         assert_eq!(
             err.to_string(),
@@ -571,7 +774,7 @@ mod tests {
         if let Some(f) = both.env_from.as_mut() {
             f[0].prefix = Some("CFG_".into());
         }
-        let env = make_environment_variables(&both, &pod, &[], "", &node, &api).expect("env");
+        let env = make_environment_variables(&both, &pod, &[], "", &node, &api, None).expect("env");
         assert_eq!(
             env,
             vec![
@@ -590,7 +793,7 @@ mod tests {
                 .unwrap()
                 .key = "nope".into();
         }
-        let err = make_environment_variables(&missing, &pod, &[], "", &node, &api)
+        let err = make_environment_variables(&missing, &pod, &[], "", &node, &api, None)
             .expect_err("missing key");
         assert_eq!(err.to_string(), "couldn't find key nope in Secret ns/creds");
         if let Some(v) = missing.env.as_mut() {
@@ -602,10 +805,254 @@ mod tests {
                 .unwrap()
                 .optional = Some(true);
         }
-        let env = make_environment_variables(&missing, &pod, &[], "", &node, &api).expect("env");
+        let env =
+            make_environment_variables(&missing, &pod, &[], "", &node, &api, None).expect("env");
         assert!(
             env.is_empty(),
             "an optional missing key is skipped: {env:?}"
         );
+    }
+
+    fn service(ns: &str, name: &str, ip: &str, ports: serde_json::Value) -> Service {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"namespace": ns, "name": name},
+            "spec": {"clusterIP": ip, "ports": ports}
+        }))
+        .expect("service")
+    }
+
+    fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+        v.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// Upstream `FromServices`: names, values and order (named ports, the docker link
+    /// variables, IPv6 in brackets, protocol defaulting to TCP), no variables without a
+    /// cluster IP.
+    #[test]
+    fn from_services_matches_upstream() {
+        let services = vec![
+            service(
+                "ns",
+                "foo-bar",
+                "1.2.3.4",
+                serde_json::json!([{"name": "http", "port": 8080, "protocol": "TCP"},
+                                   {"name": "https", "port": 8081, "protocol": "UDP"}]),
+            ),
+            service(
+                "ns",
+                "super-ipv6",
+                "2001:DB8::",
+                serde_json::json!([
+                {"name": "u-d-p", "port": 8084, "protocol": "UDP"},
+                {"name": "t-c-p", "port": 8083, "protocol": "TCP"}]),
+            ),
+            service("ns", "headless", "None", serde_json::json!([{"port": 80}])),
+            service("ns", "no-ip", "", serde_json::json!([{"port": 80}])),
+            service(
+                "ns",
+                "abc-123",
+                "5.6.7.8",
+                serde_json::json!([{"port": 8083}]),
+            ),
+        ];
+        assert_eq!(
+            from_services(&services),
+            pairs(&[
+                ("FOO_BAR_SERVICE_HOST", "1.2.3.4"),
+                ("FOO_BAR_SERVICE_PORT", "8080"),
+                ("FOO_BAR_SERVICE_PORT_HTTP", "8080"),
+                ("FOO_BAR_SERVICE_PORT_HTTPS", "8081"),
+                ("FOO_BAR_PORT", "tcp://1.2.3.4:8080"),
+                ("FOO_BAR_PORT_8080_TCP", "tcp://1.2.3.4:8080"),
+                ("FOO_BAR_PORT_8080_TCP_PROTO", "tcp"),
+                ("FOO_BAR_PORT_8080_TCP_PORT", "8080"),
+                ("FOO_BAR_PORT_8080_TCP_ADDR", "1.2.3.4"),
+                ("FOO_BAR_PORT_8081_UDP", "udp://1.2.3.4:8081"),
+                ("FOO_BAR_PORT_8081_UDP_PROTO", "udp"),
+                ("FOO_BAR_PORT_8081_UDP_PORT", "8081"),
+                ("FOO_BAR_PORT_8081_UDP_ADDR", "1.2.3.4"),
+                ("SUPER_IPV6_SERVICE_HOST", "2001:DB8::"),
+                ("SUPER_IPV6_SERVICE_PORT", "8084"),
+                ("SUPER_IPV6_SERVICE_PORT_U_D_P", "8084"),
+                ("SUPER_IPV6_SERVICE_PORT_T_C_P", "8083"),
+                ("SUPER_IPV6_PORT", "udp://[2001:DB8::]:8084"),
+                ("SUPER_IPV6_PORT_8084_UDP", "udp://[2001:DB8::]:8084"),
+                ("SUPER_IPV6_PORT_8084_UDP_PROTO", "udp"),
+                ("SUPER_IPV6_PORT_8084_UDP_PORT", "8084"),
+                ("SUPER_IPV6_PORT_8084_UDP_ADDR", "2001:DB8::"),
+                ("SUPER_IPV6_PORT_8083_TCP", "tcp://[2001:DB8::]:8083"),
+                ("SUPER_IPV6_PORT_8083_TCP_PROTO", "tcp"),
+                ("SUPER_IPV6_PORT_8083_TCP_PORT", "8083"),
+                ("SUPER_IPV6_PORT_8083_TCP_ADDR", "2001:DB8::"),
+                ("ABC_123_SERVICE_HOST", "5.6.7.8"),
+                ("ABC_123_SERVICE_PORT", "8083"),
+                ("ABC_123_PORT", "tcp://5.6.7.8:8083"),
+                ("ABC_123_PORT_8083_TCP", "tcp://5.6.7.8:8083"),
+                ("ABC_123_PORT_8083_TCP_PROTO", "tcp"),
+                ("ABC_123_PORT_8083_TCP_PORT", "8083"),
+                ("ABC_123_PORT_8083_TCP_ADDR", "5.6.7.8"),
+            ])
+        );
+    }
+
+    fn cluster() -> Vec<Service> {
+        let port = |p: i32| serde_json::json!([{"port": p, "protocol": "TCP"}]);
+        vec![
+            service("default", "kubernetes", "10.0.0.1", port(443)),
+            service("default", "other", "10.0.0.2", port(80)),
+            service("test", "kubernetes", "10.0.0.3", port(8443)),
+            service("test", "web", "10.0.0.4", port(8080)),
+            service("test", "headless", "None", port(9)),
+            service("elsewhere", "db", "10.0.0.5", port(5432)),
+        ]
+    }
+
+    /// Upstream `TestMakeEnvironmentVariables`'s service cases: the master service always,
+    /// the pod's namespace's with `enableServiceLinks`, a same-named service of the pod's
+    /// namespace over the master one, nothing from other namespaces or without a cluster IP.
+    #[test]
+    fn service_env_var_map_selects_as_upstream() {
+        let hosts = |ns: &str, links: bool| {
+            service_env_var_map(&cluster(), ns, links)
+                .into_iter()
+                .filter(|(k, _)| k.ends_with("_SERVICE_HOST"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            hosts("test", true),
+            pairs(&[
+                ("KUBERNETES_SERVICE_HOST", "10.0.0.3"),
+                ("WEB_SERVICE_HOST", "10.0.0.4"),
+            ])
+        );
+        assert_eq!(
+            hosts("test", false),
+            pairs(&[("KUBERNETES_SERVICE_HOST", "10.0.0.1")])
+        );
+        assert_eq!(
+            hosts("default", true),
+            pairs(&[
+                ("KUBERNETES_SERVICE_HOST", "10.0.0.1"),
+                ("OTHER_SERVICE_HOST", "10.0.0.2"),
+            ])
+        );
+        assert_eq!(
+            hosts("default", false),
+            pairs(&[("KUBERNETES_SERVICE_HOST", "10.0.0.1")])
+        );
+        let all = service_env_var_map(&cluster(), "test", true);
+        assert_eq!(all["KUBERNETES_PORT"], "tcp://10.0.0.3:8443");
+        assert_eq!(all.len(), 2 * 7, "{all:?}");
+    }
+
+    #[test]
+    fn environment_with_services() {
+        use k8s_openapi::api::core::v1::EnvVar;
+        let node = NodeAllocatable {
+            milli_cpu: 1000,
+            memory: 1 << 30,
+            ephemeral_storage: 0,
+        };
+        let objects = crate::apiobjects::ApiObjects::from_objects("test", vec![], vec![]);
+        let mut pod = Pod::default();
+        pod.metadata.namespace = Some("test".into());
+        pod.metadata.annotations = Some(BTreeMap::from([(
+            crate::types::CONFIG_SOURCE_ANNOTATION.to_string(),
+            crate::types::API_SOURCE.to_string(),
+        )]));
+        let c = Container {
+            name: "c".into(),
+            env: Some(vec![
+                EnvVar {
+                    name: "URL".into(),
+                    value: Some("http://$(WEB_SERVICE_HOST):$(WEB_SERVICE_PORT)".into()),
+                    ..Default::default()
+                },
+                EnvVar {
+                    name: "WEB_SERVICE_PORT".into(),
+                    value: Some("mine".into()),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        };
+        let env = |pod: &Pod, store: Option<&ServiceStore>| {
+            make_environment_variables(&c, pod, &[], "", &node, &objects, store)
+        };
+
+        // No API server: no service variables.
+        assert_eq!(
+            env(&pod, None).expect("env"),
+            pairs(&[
+                ("URL", "http://$(WEB_SERVICE_HOST):$(WEB_SERVICE_PORT)"),
+                ("WEB_SERVICE_PORT", "mine"),
+            ])
+        );
+
+        // An API pod waits for the first listing; a static pod does not.
+        let store = ServiceStore::default();
+        let err = env(&pod, Some(&store)).expect_err("not synced");
+        assert_eq!(
+            err.to_string(),
+            "services have not yet been read at least once, cannot construct envvars"
+        );
+        let mut static_pod = pod.clone();
+        if let Some(a) = static_pod.metadata.annotations.as_mut() {
+            a.insert(
+                crate::types::CONFIG_SOURCE_ANNOTATION.to_string(),
+                crate::types::FILE_SOURCE.to_string(),
+            );
+        }
+        assert_eq!(env(&static_pod, Some(&store)).expect("static").len(), 2);
+
+        // Listed: the container's variables in order (expanded against the services; a
+        // service variable it defines itself keeps its value), then the services' sorted.
+        store.replace(cluster());
+        let got = env(&pod, Some(&store)).expect("env");
+        assert_eq!(
+            got[..2],
+            pairs(&[
+                ("URL", "http://10.0.0.4:8080"),
+                ("WEB_SERVICE_PORT", "mine"),
+            ])[..]
+        );
+        let rest: BTreeMap<String, String> = got[2..].iter().cloned().collect();
+        assert_eq!(rest.len(), 2 * 7 - 1, "{got:?}");
+        assert_eq!(got.len() - 2, rest.len(), "no duplicates");
+        assert!(got[2..].is_sorted());
+        assert_eq!(rest["WEB_SERVICE_HOST"], "10.0.0.4");
+        assert_eq!(rest["WEB_PORT_8080_TCP"], "tcp://10.0.0.4:8080");
+        assert_eq!(rest["KUBERNETES_SERVICE_HOST"], "10.0.0.3");
+        assert!(!rest.contains_key("WEB_SERVICE_PORT"));
+
+        // enableServiceLinks: false leaves the master service only.
+        let mut unlinked = pod.clone();
+        unlinked.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            enable_service_links: Some(false),
+            ..Default::default()
+        });
+        let got = env(&unlinked, Some(&store)).expect("env");
+        let names: Vec<&str> = got[2..].iter().map(|(k, _)| k.as_str()).collect();
+        assert!(
+            names.iter().all(|k| k.starts_with("KUBERNETES_")),
+            "{names:?}"
+        );
+        assert_eq!(names.len(), 7);
+
+        // The watch's changes: a deleted service goes, a new one comes.
+        store.delete(&service("test", "web", "", serde_json::json!([])));
+        store.apply(service(
+            "test",
+            "cache",
+            "10.0.0.9",
+            serde_json::json!([{"port": 6379}]),
+        ));
+        let got: BTreeMap<String, String> =
+            env(&pod, Some(&store)).expect("env").into_iter().collect();
+        assert!(!got.contains_key("WEB_SERVICE_HOST"));
+        assert_eq!(got["URL"], "http://$(WEB_SERVICE_HOST):$(WEB_SERVICE_PORT)");
+        assert_eq!(got["CACHE_SERVICE_HOST"], "10.0.0.9");
     }
 }

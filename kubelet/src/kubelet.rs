@@ -164,6 +164,7 @@ impl Kubelet {
             tokio::spawn(src.run(cancel.child_token()));
         }
         let mut api_client = None;
+        let mut services = None;
         let mut recorder = crate::events::EventRecorder::default();
         if let Some(api) = &self.config.api {
             let client = match self.api_client.clone() {
@@ -189,6 +190,10 @@ impl Kubelet {
                     )
                     .with_mirrors(self.shared.mirrors.clone());
                     tokio::spawn(src.run(cancel.child_token()));
+                    let store = crate::envvars::ServiceStore::default();
+                    let watch = crate::config::apiserver::watch_services;
+                    tokio::spawn(watch(client.clone(), store.clone(), cancel.child_token()));
+                    services = Some(store);
                     crate::apimode::spawn(
                         client,
                         api.clone(),
@@ -207,7 +212,8 @@ impl Kubelet {
             .runtime
             .clone()
             .with_probe_results(probe_results.clone())
-            .with_events(recorder);
+            .with_events(recorder)
+            .with_services(services);
         let (probe_tx, mut probe_rx) = mpsc::unbounded_channel();
         let probes = ProbeManager::new(
             runtime.clone(),

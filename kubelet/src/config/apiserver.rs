@@ -6,11 +6,16 @@
 //! resumed by the watcher, which relists when it must; since the relist arrives as one more
 //! SET, a restart neither loses nor duplicates a pod. Mirror pods are not run: they go to
 //! [`crate::mirror::MirrorPods`].
+//!
+//! [`watch_services`] is the kubelet's service informer (upstream `NewMainKubelet`'s
+//! `serviceLister`): a watcher on the services of all namespaces that keeps a
+//! [`ServiceStore`] for the containers' service variables; the store counts as synced once the
+//! first listing is complete.
 
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
@@ -18,6 +23,41 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use super::{PodOperation, SourceSender};
+use crate::envvars::ServiceStore;
+
+/// Keeps `store` equal to the services of all namespaces until `cancel` fires. A broken watch
+/// is resumed (relisting when it must, the relist replacing the store whole).
+pub async fn watch_services(client: Client, store: ServiceStore, cancel: CancellationToken) {
+    let api: Api<Service> = Api::all(client);
+    let mut stream = watcher::watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
+    let mut relisting: Option<Vec<Service>> = None;
+    loop {
+        let ev = tokio::select! {
+            _ = cancel.cancelled() => return,
+            ev = stream.next() => ev,
+        };
+        match ev {
+            None => return,
+            Some(Err(e)) => warn!(error = %e, "service watch failed; retrying"),
+            Some(Ok(Event::Init)) => relisting = Some(Vec::new()),
+            Some(Ok(Event::InitApply(s))) => {
+                if let Some(r) = relisting.as_mut() {
+                    r.push(s);
+                }
+            }
+            Some(Ok(Event::InitDone)) => {
+                if let Some(r) = relisting.take() {
+                    debug!(services = r.len(), "services listed");
+                    store.replace(r);
+                }
+            }
+            Some(Ok(Event::Apply(s))) => store.apply(s),
+            Some(Ok(Event::Delete(s))) => store.delete(&s),
+        }
+    }
+}
 
 /// The pods bound to one node, from the API server.
 pub struct ApiSource {

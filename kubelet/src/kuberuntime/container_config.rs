@@ -111,13 +111,14 @@ pub fn container_log_path(name: &str, restart_count: i32) -> String {
 pub use crate::envvars::{EnvError, expand, pod_field_value};
 
 /// Upstream `makeEnvironmentVariables` (see [`crate::envvars`]), with this node's allocatable
-/// resources for `resourceFieldRef`.
+/// resources for `resourceFieldRef` and the service variables of `services` (API-server mode).
 pub fn make_environment(
     c: &Container,
     pod: &Pod,
     pod_ips: &[String],
     host_ip: &str,
     objects: &crate::apiobjects::ApiObjects,
+    services: Option<&crate::envvars::ServiceStore>,
 ) -> Result<Vec<(String, String)>, EnvError> {
     crate::envvars::make_environment_variables(
         c,
@@ -126,10 +127,13 @@ pub fn make_environment(
         host_ip,
         &crate::envvars::NodeAllocatable::node(),
         objects,
+        services,
     )
 }
 
-/// Upstream `generateContainerConfig` (mounts are added by the caller).
+/// Upstream `generateContainerConfig` (mounts are added by the caller, with `subPathExpr`
+/// expanded against the config's `envs`).
+#[allow(clippy::too_many_arguments)]
 pub fn generate_container_config(
     c: &Container,
     pod: &Pod,
@@ -138,8 +142,9 @@ pub fn generate_container_config(
     pod_ips: &[String],
     host_ip: &str,
     objects: &crate::apiobjects::ApiObjects,
+    services: Option<&crate::envvars::ServiceStore>,
 ) -> Result<cri::ContainerConfig, EnvError> {
-    let env = make_environment(c, pod, pod_ips, host_ip, objects)?;
+    let env = make_environment(c, pod, pod_ips, host_ip, objects, services)?;
     let vars: HashMap<String, String> = env.iter().cloned().collect();
     let expand_all = |v: &Option<Vec<String>>| {
         v.iter()
@@ -418,6 +423,7 @@ mod tests {
             &["10.0.0.2".into()],
             "1.2.3.4",
             &crate::apiobjects::ApiObjects::standalone("ns"),
+            None,
         )
         .expect("config");
         let env: Vec<(String, String)> = cfg
@@ -453,6 +459,7 @@ mod tests {
             &[],
             "",
             &crate::apiobjects::ApiObjects::standalone("ns"),
+            None,
         )
         .expect("config");
         assert_eq!(cfg.log_path, "app/2.log");

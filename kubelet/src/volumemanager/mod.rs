@@ -9,9 +9,9 @@
 //!   messages, downward API files (metadata fields, labels, annotations, resource fields);
 //!   configMap/secret (also as projected sources) need the API server and fail with a clear
 //!   message, other types are unsupported;
-//! - container mounts: `volumeMounts` with `subPath` (validated, created when missing inside
-//!   the volume only, and given to the runtime as a bind mount of the checked directory: see
-//!   `subpath`), the
+//! - container mounts: `volumeMounts` with `subPath` or `subPathExpr` (expanded with the
+//!   container's environment; validated, created when missing inside the volume only, and
+//!   given to the runtime as a bind mount of the checked directory: see `subpath`), the
 //!   kubelet-managed `/etc/hosts` (`<pod dir>/etc-hosts`, for pods not on the host network), and
 //!   the termination message file (`<pod dir>/containers/<name>/<id>`);
 //! - the termination message of an exited container, with `FallbackToLogsOnError`;
@@ -89,6 +89,10 @@ pub enum VolumeError {
         /// Volume name.
         volume: String,
     },
+    /// A `subPathExpr` names variables the container does not have, or has empty (upstream
+    /// `ExpandContainerVolumeMounts`: `missing value for A, B`).
+    #[error("{0}")]
+    SubPathExpr(String),
     /// A bad `subPath`.
     #[error("container {container:?}: volumeMount {volume:?}: {reason}")]
     SubPath {
@@ -205,14 +209,17 @@ pub fn mount_failure_reasons(pod: &Pod, err: &VolumeError) -> HashMap<String, (S
         .collect()
 }
 
-/// CRI mounts for `c`'s volumeMounts (upstream `makeMounts`, without subPathExpr/propagation):
-/// a `subPath` must be relative without `..`; a missing one is created inside the volume
-/// (`subpath::safe_make_dir`) and the runtime mounts a bind mount of the checked directory
-/// (`subpath::prepare_safe_subpath`), never the path itself.
+/// CRI mounts for `c`'s volumeMounts (upstream `makeMounts`, without propagation): a
+/// `subPathExpr` is expanded with the container's environment `env`
+/// (`subpath::expand_sub_path_expr`) and used as the `subPath`; a `subPath` must be relative
+/// without `..`; a missing one is created inside the volume (`subpath::safe_make_dir`) and the
+/// runtime mounts a bind mount of the checked directory (`subpath::prepare_safe_subpath`),
+/// never the path itself.
 pub fn make_mounts(
     c: &Container,
     volumes: &HashMap<String, PathBuf>,
     pod_dir: &Path,
+    env: &HashMap<String, String>,
 ) -> Result<Vec<cri::Mount>, VolumeError> {
     c.volume_mounts
         .iter()
@@ -225,7 +232,13 @@ pub fn make_mounts(
                     container: c.name.clone(),
                     volume: m.name.clone(),
                 })?;
-            let host = match m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+            let expanded = match m.sub_path_expr.as_deref().filter(|e| !e.is_empty()) {
+                Some(expr) => Some(
+                    subpath::expand_sub_path_expr(expr, env).map_err(VolumeError::SubPathExpr)?,
+                ),
+                None => m.sub_path.clone(),
+            };
+            let host = match expanded.as_deref().filter(|s| !s.is_empty()) {
                 Some(sub) => {
                     let err = |reason: String| VolumeError::SubPath {
                         container: c.name.clone(),
@@ -416,7 +429,8 @@ mod tests {
             }]),
             ..Default::default()
         };
-        let m = make_mounts(&c, &paths, Path::new("/nonexistent")).expect("mounts");
+        let m =
+            make_mounts(&c, &paths, Path::new("/nonexistent"), &HashMap::new()).expect("mounts");
         assert_eq!(m[0].host_path, "/srv/data");
         assert!(m[0].readonly);
         let bad = Container {
@@ -428,7 +442,7 @@ mod tests {
             }]),
             ..Default::default()
         };
-        assert!(make_mounts(&bad, &paths, Path::new("/nonexistent")).is_err());
+        assert!(make_mounts(&bad, &paths, Path::new("/nonexistent"), &HashMap::new()).is_err());
     }
 
     #[test]
@@ -636,7 +650,7 @@ mod tests {
             ..Default::default()
         };
         let pod_dir = dir.path().join("pod");
-        let mounts = |sub: &str| make_mounts(&with_sub(sub), &volumes, &pod_dir);
+        let mounts = |sub: &str| make_mounts(&with_sub(sub), &volumes, &pod_dir, &HashMap::new());
         assert!(mounts("../x").is_err());
         assert!(mounts("/abs").is_err());
         std::os::unix::fs::symlink("/", vol.join("escape")).expect("symlink");
@@ -658,6 +672,55 @@ mod tests {
             unmount_pod_dir(&pod_dir);
         } else {
             eprintln!("SKIPPED the subPath bind mount: needs root");
+        }
+
+        // subPathExpr: expanded with the container's environment, then checked as a subPath.
+        let with_expr = |expr: &str| Container {
+            name: "c".into(),
+            volume_mounts: Some(vec![VolumeMount {
+                name: "v".into(),
+                mount_path: "/m".into(),
+                sub_path_expr: Some(expr.into()),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let env = HashMap::from([
+            ("POD_NAME".to_string(), "pod-1".to_string()),
+            ("UP".to_string(), "..".to_string()),
+            ("ABS".to_string(), "/etc".to_string()),
+        ]);
+        let expr = |e: &str| make_mounts(&with_expr(e), &volumes, &pod_dir, &env);
+        assert_eq!(
+            expr("$(MISSING)").expect_err("missing"),
+            VolumeError::SubPathExpr("missing value for MISSING".into())
+        );
+        assert_eq!(
+            expr("$(MISSING)").expect_err("missing").to_string(),
+            "missing value for MISSING"
+        );
+        let err = expr("$(ABS)").expect_err("absolute").to_string();
+        assert!(
+            err.ends_with("error SubPath `/etc` must not be an absolute path"),
+            "{err}"
+        );
+        let err = expr("$(UP)/x").expect_err("backsteps").to_string();
+        assert!(err.contains("`../x` must not contain '..'"), "{err}");
+        assert!(!vol.join("pod-1").exists());
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let m = expr("logs/$(POD_NAME)").expect("subPathExpr");
+            assert!(
+                vol.join("logs/pod-1").is_dir(),
+                "created under the expanded name"
+            );
+            assert_eq!(
+                m[0].host_path,
+                pod_dir.join("volume-subpaths/v/c/0").display().to_string()
+            );
+            unmount_pod_dir(&pod_dir);
+        } else {
+            eprintln!("SKIPPED the subPathExpr bind mount: needs root");
         }
 
         let mut pod = Pod::default();

@@ -26,6 +26,33 @@ use std::path::{Component, Path, PathBuf};
 /// `containerSubPathDirectoryName`).
 pub const VOLUME_SUBPATHS_DIR: &str = "volume-subpaths";
 
+/// Upstream `ExpandContainerVolumeMounts`: `$(VAR)` in a `subPathExpr` becomes the value of
+/// the container's variable `VAR`; a variable it does not have, or has empty, is an error
+/// naming every such variable, sorted (`missing value for A, B`). `$$` and text that is no
+/// reference are kept as [`crate::envvars::expand_with`] keeps them.
+pub fn expand_sub_path_expr(
+    expr: &str,
+    env: &std::collections::HashMap<String, String>,
+) -> Result<String, String> {
+    let missing = std::cell::RefCell::new(std::collections::BTreeSet::new());
+    let expanded = crate::envvars::expand_with(expr, |name| match env.get(name) {
+        Some(v) if !v.is_empty() => v.clone(),
+        _ => {
+            missing.borrow_mut().insert(name.to_string());
+            String::new()
+        }
+    });
+    let missing = missing.into_inner();
+    if missing.is_empty() {
+        Ok(expanded)
+    } else {
+        Err(format!(
+            "missing value for {}",
+            missing.into_iter().collect::<Vec<_>>().join(", ")
+        ))
+    }
+}
+
 /// One subPath mount to prepare (upstream `subpath.Subpath`).
 pub struct Subpath<'a> {
     /// The index of the mount in the container's `volumeMounts`.
@@ -285,6 +312,32 @@ pub fn prepare_safe_subpath(sp: &Subpath<'_>) -> Result<PathBuf, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Upstream `TestExpandVolumeMountsWithSubpath` (helpers_test.go): references become
+    /// values; a missing or empty variable is an error naming each such variable, sorted.
+    #[test]
+    fn sub_path_expr_expands_like_upstream() {
+        let env: std::collections::HashMap<String, String> = [
+            ("POD_NAME", "foo"),
+            ("NS", "bar"),
+            ("EMPTY", ""),
+            ("ABS", "/abs"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let ok = |e: &str| expand_sub_path_expr(e, &env);
+        assert_eq!(ok("$(POD_NAME)").as_deref(), Ok("foo"));
+        assert_eq!(ok("$(NS)/$(POD_NAME)/logs").as_deref(), Ok("bar/foo/logs"));
+        assert_eq!(ok("plain").as_deref(), Ok("plain"));
+        assert_eq!(ok("$$(POD_NAME)").as_deref(), Ok("$(POD_NAME)"));
+        assert_eq!(ok("$(ABS)").as_deref(), Ok("/abs"), "checked by the caller");
+        assert_eq!(ok("$(NOPE)"), Err("missing value for NOPE".to_string()));
+        assert_eq!(
+            ok("$(POD_NAME)/$(ZED)/$(EMPTY)/$(NOPE)"),
+            Err("missing value for EMPTY, NOPE, ZED".to_string())
+        );
+    }
 
     #[test]
     fn safe_make_dir_creates_inside_and_refuses_symlinks_out() {

@@ -38,13 +38,9 @@ impl KubeGenericRuntimeManager {
             target.ips,
             &self.node_ip.get(),
             objects,
+            self.services.as_ref(),
         )
-        .map_err(|e| {
-            (
-                reasons::CREATE_CONTAINER_CONFIG_ERROR.to_string(),
-                e.to_string(),
-            )
-        })?;
+        .map_err(|e| self.create_container_config_error(pod, c, e.to_string()))?;
         if let Some(r) = config.linux.as_mut().and_then(|l| l.resources.as_mut()) {
             r.oom_score_adj = self.cm.oom_score_adj(pod, c);
         }
@@ -63,13 +59,16 @@ impl KubeGenericRuntimeManager {
         let pod_dir = self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default());
         let volumes = crate::volumemanager::volume_host_paths(pod, &pod_dir);
         let config_error = |e: crate::volumemanager::VolumeError| {
-            (
-                reasons::CREATE_CONTAINER_CONFIG_ERROR.to_string(),
-                e.to_string(),
-            )
+            self.create_container_config_error(pod, c, e.to_string())
         };
+        // `subPathExpr` expands against the container's environment (upstream `makeMounts`).
+        let env: HashMap<String, String> = config
+            .envs
+            .iter()
+            .map(|kv| (kv.key.clone(), kv.value.clone()))
+            .collect();
         config.mounts =
-            crate::volumemanager::make_mounts(c, &volumes, &pod_dir).map_err(config_error)?;
+            crate::volumemanager::make_mounts(c, &volumes, &pod_dir, &env).map_err(config_error)?;
         let managed = crate::volumemanager::kubelet_managed_mounts(
             pod,
             c,
@@ -125,6 +124,24 @@ impl KubeGenericRuntimeManager {
             }
         }
         Ok(())
+    }
+
+    /// Upstream `startContainer` on a `generateContainerConfig` error: a `Failed` event
+    /// `Error: <message>`, and the container waits with `CreateContainerConfigError`.
+    fn create_container_config_error(
+        &self,
+        pod: &Pod,
+        c: &Container,
+        message: String,
+    ) -> (String, String) {
+        self.events.event(
+            pod,
+            Some(&c.name),
+            crate::events::EventType::Warning,
+            "Failed",
+            format!("Error: {message}"),
+        );
+        (reasons::CREATE_CONTAINER_CONFIG_ERROR.to_string(), message)
     }
 
     /// Upstream `doBackOff`: the CrashLoopBackOff message when `c` must still wait.

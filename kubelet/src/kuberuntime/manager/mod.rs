@@ -228,12 +228,21 @@ pub struct KubeGenericRuntimeManager {
     node_ip: crate::nodestatus::NodeIp,
     /// Where an embedded runtime posts the progress of the pulls we wait for.
     pull_progress: Option<node_common::pull_progress::PullProgressBoard>,
+    /// The API-server mode's services, for the containers' service variables.
+    services: Option<crate::envvars::ServiceStore>,
 }
 
 impl KubeGenericRuntimeManager {
     /// The node's IP, which pods see as their `hostIP` (default: detected once).
     pub fn with_node_ip(mut self, node_ip: crate::nodestatus::NodeIp) -> Self {
         self.node_ip = node_ip;
+        self
+    }
+
+    /// Give containers the service variables of `services` (API-server mode; upstream
+    /// `serviceLister`). Without it containers get none.
+    pub fn with_services(mut self, services: Option<crate::envvars::ServiceStore>) -> Self {
+        self.services = services;
         self
     }
 
@@ -403,6 +412,7 @@ impl KubeGenericRuntimeManager {
             }),
             node_ip: crate::nodestatus::NodeIp::new(None),
             pull_progress: None,
+            services: None,
         };
         let v = m.runtime.version().await?;
         tracing::info!(runtime = %v.runtime_name, version = %v.runtime_version, api = %v.runtime_api_version, "connected to container runtime");

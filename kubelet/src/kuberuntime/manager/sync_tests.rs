@@ -346,3 +346,83 @@ async fn killing_a_pod_stops_its_containers_and_sandbox() {
     assert!(b.fake.containers().is_empty());
     assert!(b.fake.sandboxes().is_empty());
 }
+
+/// The container config's environment and mounts in a sync: with the API-server mode's
+/// service store, a pod from the API server waits (`CreateContainerConfigError`, upstream's
+/// message) until the store listed once, then starts; a `subPathExpr` naming a variable the
+/// container lacks is `CreateContainerConfigError` "missing value for X" with a `Failed`
+/// event, and no container is created.
+#[tokio::test(start_paused = true)]
+async fn service_store_and_sub_path_expr_gate_the_container_config() {
+    use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, Volume, VolumeMount};
+    let mut b = bed().await;
+    let store = crate::envvars::ServiceStore::default();
+    let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    b.manager = b
+        .manager
+        .clone()
+        .with_services(Some(store.clone()))
+        .with_events(crate::events::EventRecorder::new(tx));
+    b.fake.add_image("web:1", 10);
+    let mut p = pod("u-svc", "Always", vec![], vec![container("web", "web:1")]);
+    p.metadata.annotations = Some(
+        [(
+            crate::types::CONFIG_SOURCE_ANNOTATION.to_string(),
+            crate::types::API_SOURCE.to_string(),
+        )]
+        .into(),
+    );
+    let r = b.sync(&p).await;
+    assert_eq!(
+        r.container_reasons().get("web"),
+        Some(&(
+            "CreateContainerConfigError".to_string(),
+            "services have not yet been read at least once, cannot construct envvars".to_string()
+        ))
+    );
+    assert_eq!(b.count("create_container"), 0, "{:?}", b.fake.calls());
+    store.replace(Vec::new());
+    let r = b.sync(&p).await;
+    assert!(r.container_reasons().is_empty(), "{:?}", r.errors);
+    assert_eq!(b.running(), ["web"]);
+
+    let mut web = container("web", "web:1");
+    web.volume_mounts = Some(vec![VolumeMount {
+        name: "v".into(),
+        mount_path: "/logs".into(),
+        sub_path_expr: Some("$(POD_NAME)/$(NOPE)".into()),
+        ..Default::default()
+    }]);
+    let mut q = pod("u-expr", "Always", vec![], vec![web]);
+    if let Some(s) = q.spec.as_mut() {
+        s.volumes = Some(vec![Volume {
+            name: "v".into(),
+            empty_dir: Some(EmptyDirVolumeSource::default()),
+            ..Default::default()
+        }]);
+    }
+    while events.try_recv().is_ok() {}
+    let creates = b.count("create_container");
+    let r = b.sync(&q).await;
+    assert_eq!(
+        r.container_reasons().get("web"),
+        Some(&(
+            "CreateContainerConfigError".to_string(),
+            "missing value for NOPE, POD_NAME".to_string()
+        ))
+    );
+    assert_eq!(b.count("create_container"), creates, "no container created");
+    let mut failed = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        if e.reason == "Failed" {
+            failed.push((e.field_path, e.message));
+        }
+    }
+    assert_eq!(
+        failed,
+        [(
+            "spec.containers{web}".to_string(),
+            "Error: missing value for NOPE, POD_NAME".to_string()
+        )]
+    );
+}

@@ -245,6 +245,47 @@ async fn init_containers_run_one_at_a_time_before_the_app() {
     assert_eq!(b.running(), vec!["app".to_string()]);
 }
 
+/// Upstream `SyncPod` backs off a failing regular init container like any other container
+/// (`start` → `doBackOff`): the first restart is at once, the next waits with
+/// `CrashLoopBackOff` for that init container, and nothing else of the pod starts meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_failing_init_container_is_restarted_then_backed_off() {
+    let mut b = bed().await;
+    let p = pod(
+        "u6b",
+        "Always",
+        vec![container("init1", "tool:1"), container("init2", "tool:1")],
+        vec![container("app", "app:1")],
+    );
+    assert!(b.sync(&p).await.is_ok());
+    let newest = |b: &Bed| {
+        b.fake
+            .containers()
+            .into_iter()
+            .filter(|(_, c)| c.metadata.as_ref().is_some_and(|m| m.name == "init1"))
+            .max_by_key(|(_, c)| c.metadata.as_ref().map(|m| m.attempt))
+            .map(|(_, c)| c)
+            .expect("init1")
+    };
+    b.fake.exit_container(&newest(&b).id, 1);
+    // First restart: at once, attempt 1.
+    let r = b.sync(&p).await;
+    assert!(r.is_ok(), "{:?}", r.errors);
+    assert_eq!(b.running(), vec!["init1".to_string()]);
+    assert_eq!(newest(&b).metadata.map(|m| m.attempt), Some(1));
+    // It fails again at once: the next sync is in back-off, for init1 only.
+    b.fake.exit_container(&newest(&b).id, 1);
+    b.fake.clear_calls();
+    let r = b.sync(&p).await;
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    assert_eq!(
+        (r.errors[0].target.as_str(), r.errors[0].reason.as_str()),
+        ("init1", reasons::CRASH_LOOP_BACK_OFF)
+    );
+    assert_eq!(b.count("create_container"), 0, "{:?}", b.fake.calls());
+    assert!(b.running().is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_dead_sandbox_is_replaced_with_a_new_attempt() {
     let mut b = bed().await;

@@ -387,3 +387,36 @@ async fn killing_a_pod_stops_its_containers_and_sandbox() {
     assert!(b.fake.containers().is_empty());
     assert!(b.fake.sandboxes().is_empty());
 }
+
+/// Upstream `killContainer`: a container's preStop hook runs (here an exec, through
+/// `ExecSync`) while it still runs, before `StopContainer`, and the sandbox (the pod's network)
+/// is stopped only after every container, so a hook can still reach other pods.
+#[tokio::test(start_paused = true)]
+async fn killing_a_pod_runs_the_pre_stop_hook_before_stopping_the_container_and_sandbox() {
+    use k8s_openapi::api::core::v1::{ExecAction, Lifecycle, LifecycleHandler};
+    let mut b = bed().await;
+    let mut tester = container("tester", "busybox:1");
+    tester.lifecycle = Some(Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            exec: Some(ExecAction {
+                command: Some(vec!["wget".into(), "http://10.0.0.1:8080/write".into()]),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let p = pod("u10", "Always", vec![], vec![tester]);
+    assert!(b.sync(&p).await.is_ok());
+    let status = b.status(&p).await;
+    b.fake.clear_calls();
+    b.manager
+        .kill_pod_status(Some(&p), &status, 30)
+        .await
+        .expect("kill");
+    let calls = b.fake.calls();
+    let at = |op: &str| calls.iter().position(|c| c == op);
+    assert!(at("exec_sync").is_some(), "{calls:?}");
+    assert!(at("exec_sync") < at("stop_container"), "{calls:?}");
+    assert!(at("stop_container") < at("stop_podsandbox"), "{calls:?}");
+    assert!(b.running().is_empty());
+}

@@ -615,10 +615,15 @@ impl KubeGenericRuntimeManager {
             };
             result.changed = true;
             let sidecar = is_restartable_init_container(c);
-            if sidecar && let Some(msg) = self.do_backoff(pod, c, status, backoff) {
+            // Upstream `start` backs off every container it restarts: a failed regular init
+            // container too (CrashLoopBackOff), which holds back the rest of the pod.
+            if let Some(msg) = self.do_backoff(pod, c, status, backoff) {
                 tracing::info!(container = %c.name, "{msg}");
                 result.fail(&c.name, reasons::CRASH_LOOP_BACK_OFF, msg);
-                continue;
+                if sidecar {
+                    continue;
+                }
+                return result;
             }
             if let Err((reason, msg)) = self
                 .start_container(&target, c, pod, status, objects, backoff, None)

@@ -245,6 +245,47 @@ async fn init_containers_run_one_at_a_time_before_the_app() {
     assert_eq!(b.running(), vec!["app".to_string()]);
 }
 
+/// Upstream `SyncPod` backs off a failing regular init container like any other container
+/// (`start` → `doBackOff`): the first restart is at once, the next waits with
+/// `CrashLoopBackOff` for that init container, and nothing else of the pod starts meanwhile.
+#[tokio::test(start_paused = true)]
+async fn a_failing_init_container_is_restarted_then_backed_off() {
+    let mut b = bed().await;
+    let p = pod(
+        "u6b",
+        "Always",
+        vec![container("init1", "tool:1"), container("init2", "tool:1")],
+        vec![container("app", "app:1")],
+    );
+    assert!(b.sync(&p).await.is_ok());
+    let newest = |b: &Bed| {
+        b.fake
+            .containers()
+            .into_iter()
+            .filter(|(_, c)| c.metadata.as_ref().is_some_and(|m| m.name == "init1"))
+            .max_by_key(|(_, c)| c.metadata.as_ref().map(|m| m.attempt))
+            .map(|(_, c)| c)
+            .expect("init1")
+    };
+    b.fake.exit_container(&newest(&b).id, 1);
+    // First restart: at once, attempt 1.
+    let r = b.sync(&p).await;
+    assert!(r.is_ok(), "{:?}", r.errors);
+    assert_eq!(b.running(), vec!["init1".to_string()]);
+    assert_eq!(newest(&b).metadata.map(|m| m.attempt), Some(1));
+    // It fails again at once: the next sync is in back-off, for init1 only.
+    b.fake.exit_container(&newest(&b).id, 1);
+    b.fake.clear_calls();
+    let r = b.sync(&p).await;
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    assert_eq!(
+        (r.errors[0].target.as_str(), r.errors[0].reason.as_str()),
+        ("init1", reasons::CRASH_LOOP_BACK_OFF)
+    );
+    assert_eq!(b.count("create_container"), 0, "{:?}", b.fake.calls());
+    assert!(b.running().is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_dead_sandbox_is_replaced_with_a_new_attempt() {
     let mut b = bed().await;
@@ -425,4 +466,37 @@ async fn service_store_and_sub_path_expr_gate_the_container_config() {
             "Error: missing value for NOPE, POD_NAME".to_string()
         )]
     );
+}
+
+/// Upstream `killContainer`: a container's preStop hook runs (here an exec, through
+/// `ExecSync`) while it still runs, before `StopContainer`, and the sandbox (the pod's network)
+/// is stopped only after every container, so a hook can still reach other pods.
+#[tokio::test(start_paused = true)]
+async fn killing_a_pod_runs_the_pre_stop_hook_before_stopping_the_container_and_sandbox() {
+    use k8s_openapi::api::core::v1::{ExecAction, Lifecycle, LifecycleHandler};
+    let mut b = bed().await;
+    let mut tester = container("tester", "busybox:1");
+    tester.lifecycle = Some(Lifecycle {
+        pre_stop: Some(LifecycleHandler {
+            exec: Some(ExecAction {
+                command: Some(vec!["wget".into(), "http://10.0.0.1:8080/write".into()]),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let p = pod("u10", "Always", vec![], vec![tester]);
+    assert!(b.sync(&p).await.is_ok());
+    let status = b.status(&p).await;
+    b.fake.clear_calls();
+    b.manager
+        .kill_pod_status(Some(&p), &status, 30)
+        .await
+        .expect("kill");
+    let calls = b.fake.calls();
+    let at = |op: &str| calls.iter().position(|c| c == op);
+    assert!(at("exec_sync").is_some(), "{calls:?}");
+    assert!(at("exec_sync") < at("stop_container"), "{calls:?}");
+    assert!(at("stop_container") < at("stop_podsandbox"), "{calls:?}");
+    assert!(b.running().is_empty());
 }

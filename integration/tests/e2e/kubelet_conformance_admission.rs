@@ -238,11 +238,6 @@ async fn conformance_admission(kind: RuntimeKind) {
             tokio::time::sleep(std::time::Duration::from_secs(3)).await;
             ready_is(("False", "ReadinessGatesNotReady")).await;
             set_gate(g2, "True").await;
-            let seen = pods.get_opt(&gates).await.ok().flatten();
-            eprintln!(
-                "DEBUG after g2: {:?}",
-                seen.and_then(|p| p.status).and_then(|s| s.conditions)
-            );
             ready_is(("True", "")).await;
             set_gate(g1, "False").await;
             ready_is(("False", "ReadinessGatesNotReady")).await;

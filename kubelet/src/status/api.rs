@@ -127,9 +127,23 @@ impl ApiStatusSyncer {
 /// `status` as a strategic merge patch body: a container state holds exactly one of
 /// `waiting`, `running` and `terminated`, so the two absent ones are sent as `null` (what
 /// upstream's two-way merge patch does) — a merge would otherwise keep the old `running` beside
-/// a new `terminated`.
+/// a new `terminated`. Likewise a condition's absent `reason` and `message` are `null`: a
+/// `Ready` that turned `True` would otherwise keep the reason and message it had while `False`.
 fn status_patch(status: &PodStatus) -> serde_json::Value {
     let mut v = serde_json::to_value(status).unwrap_or_default();
+    if let Some(conditions) = v
+        .get_mut("conditions")
+        .and_then(serde_json::Value::as_array_mut)
+    {
+        for c in conditions
+            .iter_mut()
+            .filter_map(serde_json::Value::as_object_mut)
+        {
+            for k in ["reason", "message"] {
+                c.entry(k).or_insert(serde_json::Value::Null);
+            }
+        }
+    }
     for list in [
         "containerStatuses",
         "initContainerStatuses",
@@ -247,6 +261,21 @@ mod tests {
         assert!(state["running"].is_null() && state.get("running").is_some());
         assert!(state.get("waiting").is_some_and(serde_json::Value::is_null));
         assert_eq!(state["terminated"]["exitCode"], 0);
+    }
+
+    #[test]
+    fn a_condition_without_reason_or_message_clears_the_old_ones() {
+        let status: PodStatus = serde_json::from_value(serde_json::json!({
+            "conditions": [{"type": "Ready", "status": "True"},
+                           {"type": "Initialized", "status": "False",
+                            "reason": "ContainersNotInitialized", "message": "m"}]
+        }))
+        .expect("status");
+        let p = status_patch(&status);
+        let ready = &p["conditions"][0];
+        assert!(ready.get("reason").is_some_and(serde_json::Value::is_null));
+        assert!(ready.get("message").is_some_and(serde_json::Value::is_null));
+        assert_eq!(p["conditions"][1]["reason"], "ContainersNotInitialized");
     }
 
     #[tokio::test]

@@ -501,7 +501,9 @@ pub fn generate_api_pod_status(
         app_specs,
         status,
         reasons,
-        if initialized_condition(pod, &init, &[], false).status == "True" {
+        // Upstream `convertToAPIContainerStatuses(…, hasInitContainers)`: an app container
+        // not created yet waits `PodInitializing` in any pod with init containers.
+        if init_specs.is_empty() {
             "ContainerCreating"
         } else {
             "PodInitializing"

@@ -33,6 +33,7 @@ mod kubelet_api_mode;
 mod kubelet_api_source;
 mod kubelet_api_status;
 mod kubelet_bench;
+mod kubelet_conformance_logs;
 mod kubelet_credentials;
 mod kubelet_evented_pleg;
 mod kubelet_eviction;

@@ -277,7 +277,9 @@ async fn manage_pod_loop(
         let ok = outcome.ok;
         ctx.metrics.observe_pod_worker("sync", start.elapsed());
         backoff.gc(tokio::time::Instant::now());
-        let requeue_after = if ok {
+        let requeue_after = if outcome.unreported {
+            crate::pleg::RELIST_PERIOD.min(ctx.sync_frequency)
+        } else if ok {
             ctx.sync_frequency
         } else {
             BACKOFF_PERIOD.min(ctx.sync_frequency)
@@ -311,6 +313,10 @@ pub struct SyncOutcome {
     /// From when a status read shows everything the sync did: the start of its own read after
     /// its changes, else its end.
     pub settled: Instant,
+    /// The sync wrote no API status: it started from the last sync's own read after its
+    /// changes, which the PLEG had not looked at yet. The pod is synced again after a relist
+    /// period (upstream's worker waits for the PLEG instead).
+    pub unreported: bool,
 }
 
 impl SyncOutcome {
@@ -318,19 +324,23 @@ impl SyncOutcome {
         Self {
             ok,
             settled: Instant::now(),
+            unreported: false,
         }
     }
 }
 
-/// Upstream `Kubelet.SyncPod`: status first, then the runtime's `SyncPod`, then the status
-/// again with the sync's waiting reasons.
+/// Upstream `Kubelet.SyncPod`: the runtime's `SyncPod` on the status the sync starts from,
+/// then the API status of that same runtime state, with the sync's waiting reasons (upstream
+/// generates it before `SyncPod`): what the sync does is reported by the next one.
 ///
 /// The status it starts from is the cached one when that read began once the last sync had
 /// settled (`settled`: upstream's pod worker takes `podCache.GetNewerThan(uid,
 /// lastSyncTime)`, without its wait). The PLEG's events for what the last sync did then cost
 /// no runtime call before acting: the cache holds the last sync's own read after its changes,
 /// or a PLEG read begun after that. Otherwise (the first sync, a periodic resync) it reads the
-/// runtime.
+/// runtime. When it starts from the last sync's own read and no relist has begun since, the
+/// PLEG has not seen what that sync did: it writes no API status
+/// ([`SyncOutcome::unreported`]) and the pod is synced again a relist period later.
 #[tracing::instrument(name = "sync_pod", skip_all, fields(pod = %pod_full_name(pod), pod_uid = %meta(pod).0))]
 pub async fn sync_pod(
     ctx: &SyncContext,
@@ -352,6 +362,19 @@ pub async fn sync_pod(
         Some(t) => ctx.cache.get_read_since(uid, t),
         None => new_pod_status(ctx, uid, name, ns),
     };
+    // Upstream's worker starts from a status the PLEG read after the last sync ended
+    // (`GetNewerThan`), so what a sync did (a container started) is reported once the PLEG has
+    // seen it, a relist later. Starting from the last sync's own read after its changes, before
+    // any relist since (woken by the events of a relist that ran during that sync), this sync
+    // acts on it but reports nothing yet.
+    let unreported = settled.is_some_and(|t| {
+        cached.is_some()
+            && ctx.cache.get(uid).is_some_and(|(_, read_at)| read_at == t)
+            && ctx
+                .pleg
+                .listed(uid)
+                .is_none_or(|(_, listed_at)| listed_at < t)
+    });
     let status = match cached {
         Some(s) => s,
         None => {
@@ -396,25 +419,29 @@ pub async fn sync_pod(
         tracing::warn!(container = %e.target, reason = %e.reason, message = %e.message, "sync step failed");
     }
     let reasons: WaitingReasons = result.container_reasons();
-    // Re-read after changes so the status reflects what was just done.
+    // Re-read after changes, for the cache only: the next sync (woken by the PLEG's events for
+    // what this one did) starts from it without asking the runtime again.
     let mut settled = None;
-    let status = if result.changed {
+    if result.changed {
         let read_at = Instant::now();
-        match ctx.runtime.get_pod_status(uid, name, ns).await {
-            Ok(s) => {
-                ctx.cache.set(uid, s.clone(), read_at);
-                settled = Some(read_at);
-                s
-            }
-            Err(_) => status,
+        if let Ok(s) = ctx.runtime.get_pod_status(uid, name, ns).await {
+            ctx.cache.set(uid, s, read_at);
+            settled = Some(read_at);
         }
-    } else {
-        status
-    };
-    ctx.set_status(pod, &status, &reasons);
+    }
+    // The API status is the one of the runtime state this sync started from (upstream's
+    // `generateAPIPodStatus` before `SyncPod`), with this sync's waiting reasons: what the sync
+    // just did (a container started) is reported by the next sync, not at once. A container
+    // is then reported running only once the PLEG has seen it started, and its first output
+    // has had the time to reach its log: a client that reads the log once when the pod turns
+    // Running (the conformance "retrieving logs from the container over websockets") finds it.
+    if !unreported {
+        ctx.set_status(pod, &status, &reasons);
+    }
     SyncOutcome {
         ok: result.is_ok(),
         settled: settled.unwrap_or_else(Instant::now),
+        unreported,
     }
 }
 
@@ -734,9 +761,55 @@ mod tests {
             }
         );
         assert_eq!(b.container_names(), vec!["app".to_string()]);
-        let status = b.ctx.status.get_pod_status("w1").expect("status");
-        assert_eq!(status.phase.as_deref(), Some("Running"));
         assert!(b.ctx.cache.get("w1").is_some());
+    }
+
+    fn app_state(
+        status: &k8s_openapi::api::core::v1::PodStatus,
+    ) -> k8s_openapi::api::core::v1::ContainerState {
+        status
+            .container_statuses
+            .iter()
+            .flatten()
+            .find(|c| c.name == "app")
+            .and_then(|c| c.state.clone())
+            .expect("app's state")
+    }
+
+    /// Upstream `syncPod` generates the API status before the runtime's `SyncPod`: the sync
+    /// that starts a container reports the state it started from (the pod Pending, the
+    /// container waiting in `ContainerCreating`); the next sync, woken by the PLEG's event for
+    /// the started container, reports it running. The status never says Running before the
+    /// PLEG has seen the container started.
+    #[tokio::test(start_paused = true)]
+    async fn a_started_container_is_reported_running_by_the_next_sync() {
+        let mut b = bed().await;
+        b.workers.update_pod(work(pod("w8", &["app"]), false));
+        b.next_done().await;
+        assert_eq!(b.container_names(), vec!["app".to_string()]);
+        let status = b.ctx.status.get_pod_status("w8").expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Pending"), "{status:?}");
+        let waiting = app_state(&status).waiting.expect("app waiting");
+        assert_eq!(waiting.reason.as_deref(), Some("ContainerCreating"));
+
+        // Woken at once (as by the events of a relist that ran during that sync): the PLEG
+        // has not looked since the start, so nothing is reported yet, and the pod is synced
+        // again after a relist period.
+        b.workers.update_pod(work(pod("w8", &["app"]), false));
+        let d = b.next_done().await;
+        assert_eq!(d.requeue_after, crate::pleg::RELIST_PERIOD);
+        let status = b.ctx.status.get_pod_status("w8").expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Pending"), "{status:?}");
+
+        // The PLEG's relist sees the container started and wakes the worker.
+        let (mut pleg, mut events) = b.pleg();
+        pleg.relist().await;
+        assert!(events.try_recv().is_ok(), "the relist reports the start");
+        b.workers.update_pod(work(pod("w8", &["app"]), false));
+        b.next_done().await;
+        let status = b.ctx.status.get_pod_status("w8").expect("status");
+        assert_eq!(status.phase.as_deref(), Some("Running"), "{status:?}");
+        assert!(app_state(&status).running.is_some(), "{status:?}");
     }
 
     /// Upstream's `GetNewerThan`: a sync starts from the cached status when that read began
@@ -821,13 +894,14 @@ mod tests {
             b.container_names(),
             vec!["app".to_string(), "app".to_string()]
         );
+        // Reported from the state it started from: Pending, until the next sync.
         assert_eq!(
             b.ctx
                 .status
                 .get_pod_status("f2")
                 .and_then(|s| s.phase)
                 .as_deref(),
-            Some("Running")
+            Some("Pending")
         );
 
         // A pod the listing has (as after a kubelet restart), with a new worker: read first.

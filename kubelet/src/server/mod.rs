@@ -197,6 +197,25 @@ pub fn container_id_for_logs(
     }
 }
 
+/// Upstream `kubecontainer.GetContainerSpec` is not nil: `pod` has a container `name` among
+/// its containers, init containers or ephemeral containers (`kubectl debug`'s, whose logs the
+/// API server's `pods/<name>/log?container=<name>` asks for like any other's).
+pub fn has_container(pod: &k8s_openapi::api::core::v1::Pod, name: &str) -> bool {
+    pod.spec.as_ref().is_some_and(|s| {
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+            .map(|c| c.name.as_str())
+            .chain(
+                s.ephemeral_containers
+                    .iter()
+                    .flatten()
+                    .map(|c| c.name.as_str()),
+            )
+            .any(|n| n == name)
+    })
+}
+
 /// `GET /containerLogs/<ns>/<pod>/<container>?<query>` (upstream `getContainerLogs` and
 /// `GetKubeletContainerLogs`).
 pub async fn container_logs(shared: &KubeletShared, rest: &str, query: &str) -> Response<Body> {
@@ -229,13 +248,7 @@ pub async fn container_logs(shared: &KubeletShared, rest: &str, query: &str) -> 
             format!("pod {pod_name:?} does not exist"),
         );
     };
-    let in_spec = pod.spec.as_ref().is_some_and(|s| {
-        s.containers
-            .iter()
-            .chain(s.init_containers.iter().flatten())
-            .any(|c| &c.name == container)
-    });
-    if !in_spec {
+    if !has_container(&pod, container) {
         return text(
             StatusCode::NOT_FOUND,
             format!("container {container:?} not found in pod {pod_name:?}"),
@@ -421,6 +434,24 @@ pub async fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn containers_of_every_kind_have_logs() {
+        let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p"},
+            "spec": {
+                "containers": [{"name": "main"}],
+                "initContainers": [{"name": "init"}],
+                "ephemeralContainers": [{"name": "debugger", "targetContainerName": "main"}]
+            }
+        }))
+        .expect("pod");
+        for name in ["main", "init", "debugger"] {
+            assert!(has_container(&pod, name), "{name}");
+        }
+        assert!(!has_container(&pod, "other"));
+        assert!(!has_container(&Default::default(), "main"));
+    }
 
     #[test]
     fn debugging_endpoints_are_not_read_only() {

@@ -92,7 +92,7 @@ pub fn is_valid_pattern(p: &str) -> bool {
     }
     let body = match p.strip_suffix('*') {
         // `net.*`: every segment before the star is complete.
-        Some(prefix) if prefix.is_empty() => return false,
+        Some("") => return false,
         Some(prefix) => match prefix.strip_suffix(['.', '/']) {
             Some(segments) => segments,
             None => prefix,

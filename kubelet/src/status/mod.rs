@@ -328,7 +328,7 @@ fn initialized_condition(
                 }
             }
             Some(s) => {
-                if !is_terminated(s).is_some_and(|t| t.exit_code == 0) {
+                if is_terminated(s).is_none_or(|t| t.exit_code != 0) {
                     incomplete.push(c.name.as_str());
                 }
             }

@@ -18,13 +18,12 @@ use crate::kubelet_support;
 use std::sync::Arc;
 
 use cri_proto::runtime::v1 as cri;
-use integration::apiserver::ApiServer;
 use integration::fixtures::unique_name;
 use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client, Config};
 use kubelet_support::*;
 use parking_lot::Mutex;
 
@@ -66,25 +65,16 @@ fn pod(name: &str, node: &str, image: &str, extra_spec: serde_json::Value) -> Po
 
 async fn conformance_admission(kind: RuntimeKind) {
     let tb = require_testbed!(&format!("kubelet_conformance_admission[{}]", kind.name()));
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = Arc::new(ApiServer::start().await.expect("fixture"));
-    let mut k = Kubelet::new(kind, "kladmit");
-    let kubeconfig = k.dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
-    k.spawn(
-        &tb,
-        &[
-            "--kubeconfig".into(),
-            kubeconfig.display().to_string(),
-            "--node-status-update-frequency".into(),
-            "1s".into(),
-            "--allowed-unsafe-sysctls".into(),
-            "kernel.msgmnb".into(),
-            "--eviction-hard".into(),
-            "memory.available<100Mi".into(),
-        ],
-    );
-    let client = Client::try_from(Config::new(server.url().parse().expect("url"))).expect("client");
+    let flags = [
+        "--node-status-update-frequency",
+        "1s",
+        "--allowed-unsafe-sysctls",
+        "kernel.msgmnb",
+        "--eviction-hard",
+        "memory.available<100Mi",
+    ]
+    .map(String::from);
+    let (_server, mut k, client) = api_mode_kubelet(&tb, kind, "kladmit", &flags).await;
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let base = unique_name("admit");
     let names = ["os", "sysctl", "allowed", "deadline", "gates"].map(|n| format!("{base}-{n}"));

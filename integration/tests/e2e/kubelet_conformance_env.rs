@@ -23,7 +23,7 @@ use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use k8s_openapi::api::core::v1::{Event, Pod, Service};
 use kube::api::{DeleteParams, PostParams};
-use kube::{Api, Client, Config};
+use kube::{Api, Client};
 use kubelet_support::*;
 use parking_lot::Mutex;
 
@@ -48,23 +48,14 @@ struct Setup {
 }
 
 async fn setup(kind: RuntimeKind, tb: &integration::testbed::Testbed, prefix: &str) -> Setup {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = Arc::new(ApiServer::start().await.expect("fixture"));
-    let mut k = Kubelet::new(kind, prefix);
-    let kubeconfig = k.dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
-    k.spawn(
-        tb,
-        &[
-            "--kubeconfig".into(),
-            kubeconfig.display().to_string(),
-            "--sync-frequency".into(),
-            "2s".into(),
-            "--eviction-hard".into(),
-            "memory.available<100Mi".into(),
-        ],
-    );
-    let client = Client::try_from(Config::new(server.url().parse().expect("url"))).expect("client");
+    let flags = [
+        "--sync-frequency",
+        "2s",
+        "--eviction-hard",
+        "memory.available<100Mi",
+    ]
+    .map(String::from);
+    let (server, k, client) = api_mode_kubelet(tb, kind, prefix, &flags).await;
     Setup { server, k, client }
 }
 

@@ -26,8 +26,8 @@ use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use integration::testbed::Testbed;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use kube::Api;
 use kube::api::{DeleteParams, PostParams, WatchEvent, WatchParams};
-use kube::{Api, Client, Config};
 use kubelet_support::*;
 use parking_lot::Mutex;
 
@@ -39,23 +39,14 @@ struct Bed {
 }
 
 async fn bed(kind: RuntimeKind, tb: &Testbed, prefix: &str) -> Bed {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = Arc::new(ApiServer::start().await.expect("API server fixture"));
-    let mut k = Kubelet::new(kind, prefix);
-    let kubeconfig = k.dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
-    k.spawn(
-        tb,
-        &[
-            "--kubeconfig".into(),
-            kubeconfig.display().to_string(),
-            "--node-status-update-frequency".into(),
-            "1s".into(),
-            "--sync-frequency".into(),
-            "5s".into(),
-        ],
-    );
-    let client = Client::try_from(Config::new(server.url().parse().expect("url"))).expect("client");
+    let flags = [
+        "--node-status-update-frequency",
+        "1s",
+        "--sync-frequency",
+        "5s",
+    ]
+    .map(String::from);
+    let (server, k, client) = api_mode_kubelet(tb, kind, prefix, &flags).await;
     let pods: Api<Pod> = Api::namespaced(client, "default");
     Bed { server, k, pods }
 }

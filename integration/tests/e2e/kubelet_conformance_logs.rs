@@ -32,8 +32,8 @@ use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use integration::streaming::{self, StdioRequest, Transport};
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod, PodStatus};
+use kube::Api;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Api, Client, Config};
 use kubelet_support::*;
 use parking_lot::Mutex;
 
@@ -74,29 +74,6 @@ async fn container_logs(port: u16, pod: &str, container: &str) -> (u16, String) 
         .expect("an answer from /containerLogs")
 }
 
-/// A kubelet of `kind` in API-server mode against `server`, its secure port serving anonymous
-/// requests: (kubelet, secure port).
-fn start_kubelet(
-    tb: &integration::testbed::Testbed,
-    kind: RuntimeKind,
-    server: &ApiServer,
-    prefix: &str,
-) -> (Kubelet, u16) {
-    let mut k = Kubelet::new(kind, prefix);
-    let kubeconfig = k.dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
-    let sport = free_port();
-    let mut flags = vec![
-        "--kubeconfig".to_string(),
-        kubeconfig.display().to_string(),
-        "--node-status-update-frequency".into(),
-        "1s".into(),
-    ];
-    flags.extend(secure_port_flags(sport));
-    k.spawn(tb, &flags);
-    (k, sport)
-}
-
 /// Runs `body` (given the pods API, the kubelet and its secure port, and where to record the
 /// UIDs of pods created) on a fresh kubelet of `kind`, then deletes the pods and cleans up.
 async fn with_kubelet<F, Fut>(test: &str, kind: RuntimeKind, prefix: &str, body: F)
@@ -105,10 +82,13 @@ where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let tb = require_testbed!(&format!("{test}[{}]", kind.name()));
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = Arc::new(ApiServer::start().await.expect("fixture"));
-    let (mut k, sport) = start_kubelet(&tb, kind, &server, prefix);
-    let client = Client::try_from(Config::new(server.url().parse().expect("url"))).expect("client");
+    // Its secure port serves anonymous requests.
+    let sport = free_port();
+    let mut flags = ["--node-status-update-frequency", "1s"]
+        .map(String::from)
+        .to_vec();
+    flags.extend(secure_port_flags(sport));
+    let (server, mut k, client) = api_mode_kubelet(&tb, kind, prefix, &flags).await;
     let pods: Api<Pod> = Api::namespaced(client, "default");
     let info = Arc::new(KubeletInfo {
         node: k.node.clone(),

@@ -359,6 +359,35 @@ pub fn kubelet_command_on(
     cmd
 }
 
+/// A kubelet of `kind` in API-server mode against a fresh API server fixture, spawned with
+/// `--kubeconfig` and `extra` flags: (the fixture, the kubelet, a client of the fixture).
+pub async fn api_mode_kubelet(
+    tb: &Testbed,
+    kind: RuntimeKind,
+    prefix: &str,
+    extra: &[String],
+) -> (
+    std::sync::Arc<integration::apiserver::ApiServer>,
+    Kubelet,
+    kube::Client,
+) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = std::sync::Arc::new(
+        integration::apiserver::ApiServer::start()
+            .await
+            .expect("API server fixture"),
+    );
+    let mut k = Kubelet::new(kind, prefix);
+    let kubeconfig = k.dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
+    let mut flags = vec!["--kubeconfig".to_string(), kubeconfig.display().to_string()];
+    flags.extend_from_slice(extra);
+    k.spawn(tb, &flags);
+    let url = server.url().parse().expect("fixture url");
+    let client = kube::Client::try_from(kube::Config::new(url)).expect("client");
+    (server, k, client)
+}
+
 /// One kubelet of a test: its directories, port and node name.
 pub struct Kubelet {
     pub kind: RuntimeKind,

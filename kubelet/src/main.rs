@@ -29,20 +29,9 @@ fn swap_devices() -> Vec<String> {
         .collect()
 }
 
-/// Why graceful node shutdown does nothing here, for the ignored-fields line: this kubelet
-/// takes no systemd-logind inhibitor lock (upstream's mechanism), whether logind is there or not.
-fn logind_note() -> String {
-    let bus = std::path::Path::new("/run/dbus/system_bus_socket").exists();
-    let logind = std::path::Path::new("/run/systemd/seats").exists();
-    format!(
-        " (graceful node shutdown is not implemented: no systemd-logind inhibitor lock is taken; systemd-logind {} on this host, so pods are not stopped before the node shuts down)",
-        if bus && logind {
-            "is reachable"
-        } else {
-            "is not reachable"
-        }
-    )
-}
+/// What an ignored `shutdownGracePeriodByPodPriority` means, for the ignored-fields line:
+/// graceful node shutdown is implemented (`nodeshutdown`), by the two periods only.
+const SHUTDOWN_BY_PRIORITY_NOTE: &str = " (graceful node shutdown uses shutdownGracePeriod and shutdownGracePeriodCriticalPods; pods are not grouped by priority)";
 
 /// Process settings upstream applies at start-up: `oomScoreAdj` and `maxOpenFiles` (failures
 /// are logged, as upstream).
@@ -338,15 +327,15 @@ async fn run(
         let shutdown = config
             .ignored_fields
             .iter()
-            .any(|f| f.starts_with("shutdownGracePeriod"));
+            .any(|f| f == "shutdownGracePeriodByPodPriority");
         tracing::warn!(
             "kubelet config file {}: fields accepted but ignored (this kubelet does not implement them): {}{}",
             path.display(),
             config.ignored_fields.join(", "),
             if shutdown {
-                logind_note()
+                SHUTDOWN_BY_PRIORITY_NOTE
             } else {
-                String::new()
+                ""
             }
         );
     }

@@ -23,7 +23,7 @@ use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams, PostParams};
 use kubelet_support::*;
 use parking_lot::Mutex;
 
@@ -234,14 +234,8 @@ async fn conformance_admission(kind: RuntimeKind) {
         }
     })
     .await;
-    for n in &names {
-        let _ = pods.delete(n, &DeleteParams::default()).await;
-    }
     let uids = created.lock().clone();
-    k.shutdown(&tb, &uids).await;
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
+    k.finish(&tb, &pods, &names, &uids, outcome).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

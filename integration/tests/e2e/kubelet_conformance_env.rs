@@ -22,7 +22,7 @@ use integration::fixtures::unique_name;
 use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use k8s_openapi::api::core::v1::{Event, Pod, Service};
-use kube::api::{DeleteParams, PostParams};
+use kube::api::PostParams;
 use kube::{Api, Client};
 use kubelet_support::*;
 use parking_lot::Mutex;
@@ -241,15 +241,10 @@ async fn service_env(kind: RuntimeKind) {
         }
     })
     .await;
-    for n in [&linked, &unlinked] {
-        let _ = pods.delete(n, &DeleteParams::default()).await;
-    }
     let uids = created.lock().clone();
-    k.shutdown(&tb, &uids).await;
+    k.finish(&tb, &pods, [&linked, &unlinked], &uids, outcome)
+        .await;
     drop(server);
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
 }
 
 /// The waiting (reason, message) of the pod's first container.
@@ -382,15 +377,9 @@ async fn subpath_expr(kind: RuntimeKind) {
         }
     })
     .await;
-    for n in [&good, &bad] {
-        let _ = pods.delete(n, &DeleteParams::default()).await;
-    }
     let uids = created.lock().clone();
-    k.shutdown(&tb, &uids).await;
+    k.finish(&tb, &pods, [&good, &bad], &uids, outcome).await;
     drop(server);
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

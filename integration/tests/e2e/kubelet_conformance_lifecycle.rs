@@ -382,15 +382,10 @@ async fn init_containers_fail(kind: RuntimeKind) {
         }
     })
     .await;
-    for n in [&always, &never] {
-        let _ = pods.delete(n, &DeleteParams::default()).await;
-    }
     let uids = created.lock().clone();
-    k.shutdown(&tb, &uids).await;
+    k.finish(&tb, &pods, [&always, &never], &uids, outcome)
+        .await;
     drop(server);
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -500,15 +495,9 @@ async fn prestop(kind: RuntimeKind) {
         }
     })
     .await;
-    for n in [&srv, &tester] {
-        let _ = pods.delete(n, &DeleteParams::default()).await;
-    }
     let uids = created.lock().clone();
-    k.shutdown(&tb, &uids).await;
+    k.finish(&tb, &pods, [&srv, &tester], &uids, outcome).await;
     drop(server);
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -470,6 +470,27 @@ impl Kubelet {
         self.child = Some(cmd.spawn().expect("spawn kubelet"));
     }
 
+    /// The end of an API-mode test: delete the pods `names` through `pods`, [`Self::shutdown`]
+    /// with `uids`, then re-raise the test body's panic, if any.
+    pub async fn finish<N: AsRef<str>>(
+        &mut self,
+        tb: &Testbed,
+        pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+        names: impl IntoIterator<Item = N>,
+        uids: &[String],
+        outcome: Result<(), tokio::task::JoinError>,
+    ) {
+        for n in names {
+            let _ = pods
+                .delete(n.as_ref(), &kube::api::DeleteParams::default())
+                .await;
+        }
+        self.shutdown(tb, uids).await;
+        if let Err(e) = outcome {
+            std::panic::resume_unwind(e.into_panic());
+        }
+    }
+
     /// Remove every manifest, stop the kubelet, remove `uids` from the runtime, and unmount
     /// the volumes a kubelet stopped mid-test left mounted under its root (memory-backed
     /// emptyDirs).

@@ -32,7 +32,6 @@ pub async fn watch_services(client: Client, store: ServiceStore, cancel: Cancell
     let mut stream = watcher::watcher(api, watcher::Config::default())
         .default_backoff()
         .boxed();
-    let mut relisting: Option<Vec<Service>> = None;
     loop {
         let ev = tokio::select! {
             _ = cancel.cancelled() => return,
@@ -41,20 +40,7 @@ pub async fn watch_services(client: Client, store: ServiceStore, cancel: Cancell
         match ev {
             None => return,
             Some(Err(e)) => warn!(error = %e, "service watch failed; retrying"),
-            Some(Ok(Event::Init)) => relisting = Some(Vec::new()),
-            Some(Ok(Event::InitApply(s))) => {
-                if let Some(r) = relisting.as_mut() {
-                    r.push(s);
-                }
-            }
-            Some(Ok(Event::InitDone)) => {
-                if let Some(r) = relisting.take() {
-                    debug!(services = r.len(), "services listed");
-                    store.replace(r);
-                }
-            }
-            Some(Ok(Event::Apply(s))) => store.apply(s),
-            Some(Ok(Event::Delete(s))) => store.delete(&s),
+            Some(Ok(e)) => store.apply_event(&e),
         }
     }
 }

@@ -103,7 +103,7 @@ pub async fn client_from_kubeconfig(path: &Path) -> Result<Client, ApiModeError>
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await
         .map_err(|e| bad(one_line(&e)))?;
-    Client::try_from(config).map_err(|e| ApiModeError::Client {
+    crate::metrics::rest_client::client(config).map_err(|e| ApiModeError::Client {
         path: path.to_path_buf(),
         reason: one_line(&e),
     })

@@ -132,10 +132,11 @@ impl ContainerManager {
 
     /// Removes the now empty cgroup directories of the pod `uid` (cgroupfs driver; the
     /// runtime removed the containers' own), under whichever QoS class it was (an orphan's
-    /// class is unknown). Best effort: a directory still in use stays.
-    pub fn remove_pod_cgroups(&self, uid: &str) {
+    /// class is unknown). Best effort: a directory still in use stays. Whether this manager
+    /// manages pod cgroups (and so tried: upstream's cgroup manager `Destroy`).
+    pub fn remove_pod_cgroups(&self, uid: &str) -> bool {
         if self.config.driver != "cgroupfs" || !self.config.per_qos || uid.is_empty() {
-            return;
+            return false;
         }
         let root = self.config.root.trim_end_matches('/');
         for qos in ["", "burstable/", "besteffort/"] {
@@ -144,6 +145,7 @@ impl ContainerManager {
                 &format!("{root}/{KUBEPODS}/{qos}pod{uid}"),
             );
         }
+        true
     }
 }
 

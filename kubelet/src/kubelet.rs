@@ -327,7 +327,8 @@ impl Kubelet {
             image_gc: Arc::new(image_gc.clone()),
             container_gc: Arc::new(container_gc.clone()),
             evict: evict_tx,
-        });
+        })
+        .with_metrics(self.shared.metrics.eviction.clone());
         tokio::spawn(eviction.run(cancel.child_token()));
         tokio::spawn(image_gc.run(self.config.image_gc_period, cancel.child_token()));
         let ctx = Arc::new(SyncContext {
@@ -663,7 +664,12 @@ impl SyncLoop {
             match u.op {
                 PodOperation::Add | PodOperation::Update => {
                     if u.op == PodOperation::Add {
-                        self.shared.metrics.pod_seen(&uid);
+                        let created = pod
+                            .metadata
+                            .creation_timestamp
+                            .as_ref()
+                            .map(|t| std::time::SystemTime::from(t.0));
+                        self.shared.metrics.pod_seen_created(&uid, created);
                     }
                     self.set_pod(&uid, pod.clone());
                     if self.is_evicted(&uid)

@@ -386,7 +386,7 @@ async fn run(
             endpoint
         }
     };
-    let metrics = Arc::new(Metrics::default());
+    let metrics = Arc::new(Metrics::new(&config.node_name));
     let runtime = KubeGenericRuntimeManager::connect(
         &endpoint,
         config.image_service_endpoint.as_deref(),
@@ -433,7 +433,10 @@ async fn run(
         kubelet::server::healthz::join_host_port(&config.healthz_bind_address, config.healthz_port)
     });
     if let Some(m) = client_manager {
-        tokio::spawn(m.run(cancel.clone()));
+        tokio::spawn(
+            m.with_metrics(metrics.client_certificate.clone())
+                .run(cancel.clone()),
+        );
     }
     // --rotate-server-certificates: the serving certificate from a kubelet-serving CSR.
     let serving = match (&secure, &api_client) {
@@ -477,7 +480,11 @@ async fn run(
         ];
         let tls_config = match serving {
             Some((holder, manager)) => {
-                tokio::spawn(manager.run(cancel.clone()));
+                tokio::spawn(
+                    manager
+                        .with_metrics(kl.shared().metrics.server_certificate.clone())
+                        .run(cancel.clone()),
+                );
                 kubelet::server::secure::server_config_with_resolver(&tls, holder)
             }
             None => kubelet::server::secure::server_config(&tls, &hosts),

@@ -271,6 +271,8 @@ async fn manage_pod_loop(
             });
             return;
         }
+        // Upstream: `kubelet_pod_worker_start_duration_seconds` when the first sync begins.
+        ctx.metrics.pod_worker_started(&uid);
         let start = Instant::now();
         let outcome = Box::pin(sync_pod(&ctx, &work.pod, &mut backoff, settled)).await;
         settled = Some(outcome.settled);
@@ -398,6 +400,11 @@ pub async fn sync_pod(
     };
     // Upstream `WaitForAttachAndMount`: no containers start before the volumes are ready.
     let mounted = crate::volumemanager::mount_pod_volumes(pod, &ctx.pod_dir(uid), &objects);
+    ctx.metrics.volumes.pod_volumes(
+        uid,
+        crate::volumemanager::plugin_names(pod),
+        mounted.is_ok(),
+    );
     if let Err(e) = mounted {
         ctx.runtime.events().event(
             pod,
@@ -576,7 +583,11 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
     if work.evict.is_none() {
         ctx.status.remove(uid);
     }
-    ctx.runtime.container_manager().remove_pod_cgroups(uid);
+    ctx.metrics.volumes.pod_removed(uid);
+    let began = Instant::now();
+    if ctx.runtime.container_manager().remove_pod_cgroups(uid) {
+        ctx.metrics.cgroups.observe("destroy", began.elapsed());
+    }
     // Upstream `cleanupOrphanedPodDirs` and the log GC: the pod's data and log directories.
     let logs = ctx.runtime.pod_logs_dir(&work.pod);
     for dir in [ctx.pod_dir(uid), logs] {

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::container::{ContainerState, pod_full_name};
 use crate::kuberuntime::KubeGenericRuntimeManager;
 use crate::pleg::PodCache;
+use crate::metrics::prober::{ProbeRecorder, ProbeTarget};
 use crate::probe::{ProbeResults, ProbeType, run_probe};
 
 fn probe_of(c: &Container, kind: ProbeType) -> Option<&Probe> {
@@ -103,9 +104,25 @@ struct ProbeWorker {
     cache: PodCache,
     results: ProbeResults,
     updates: mpsc::UnboundedSender<String>,
+    /// `prober_probe_total`, `prober_probe_duration_seconds` (`/metrics/probes`).
+    metrics: ProbeRecorder,
 }
 
 impl ProbeWorker {
+    fn target(&self) -> ProbeTarget {
+        ProbeTarget {
+            probe_type: match self.kind {
+                ProbeType::Liveness => "Liveness",
+                ProbeType::Readiness => "Readiness",
+                ProbeType::Startup => "Startup",
+            },
+            container: self.container.name.clone(),
+            pod: self.pod.metadata.name.clone().unwrap_or_default(),
+            namespace: self.pod.metadata.namespace.clone().unwrap_or_default(),
+            pod_uid: self.uid.clone(),
+        }
+    }
+
     /// Upstream `worker.run` / `doProbe`.
     async fn run(self, cancel: CancellationToken) {
         let Some(probe) = probe_of(&self.container, self.kind).cloned() else {
@@ -122,9 +139,14 @@ impl ProbeWorker {
         let host_network = crate::container::is_host_network_pod(&self.pod);
         let mut tick = tokio::time::interval(period);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let target = self.target();
         loop {
             tokio::select! {
-                _ = cancel.cancelled() => return,
+                _ = cancel.cancelled() => {
+                    // Upstream `worker.stop`: the worker's series go with it.
+                    self.metrics.forget(&target);
+                    return;
+                }
                 _ = tick.tick() => {}
             }
             let Some((status, _)) = self.cache.get(&self.uid) else {
@@ -175,8 +197,11 @@ impl ProbeWorker {
             } else {
                 status.ips.first().cloned().unwrap_or_default()
             };
+            let began = std::time::Instant::now();
             let outcome =
                 run_probe(&self.runtime, &probe, &self.container, &current_id, &pod_ip).await;
+            let result = if outcome.is_ok() { "successful" } else { "failed" };
+            self.metrics.observe(&target, result, began.elapsed());
             let result = match outcome {
                 Ok(()) => {
                     successes += 1;
@@ -275,6 +300,7 @@ impl ProbeManager {
                     cache: self.cache.clone(),
                     results: self.results.clone(),
                     updates: self.updates.clone(),
+                    metrics: self.runtime.metrics().prober.recorder(),
                 };
                 let span = tracing::info_span!(
                     "probe_worker",

@@ -44,7 +44,7 @@ pub async fn load_kubeconfig(
 /// A plain kube-rs client from a kubeconfig file (the bootstrap credentials).
 pub async fn client_from_file(path: &Path) -> Result<kube::Client, CertError> {
     let (_, config) = load_kubeconfig(path).await?;
-    kube::Client::try_from(config).map_err(|e| kubeconfig_err(path)(e.to_string()))
+    crate::metrics::rest_client::client(config).map_err(|e| kubeconfig_err(path)(e.to_string()))
 }
 
 /// Resolves a path of a kubeconfig relative to the file's directory (as clientcmd does).
@@ -165,6 +165,7 @@ pub fn rotating_client(
         .map_err(|e| CertError::Invalid(format!("kubeconfig: {e}")))?;
     let service = tower::ServiceBuilder::new()
         .layer(config.base_uri_layer())
+        .layer(crate::metrics::rest_client::RestClientLayer)
         .option_layer(auth)
         .layer(headers)
         .map_err(|e: hyper_util::client::legacy::Error| {

@@ -103,6 +103,8 @@ pub struct Manager {
     pub requester: Arc<dyn Requester>,
     pub clock: Arc<dyn Clock>,
     pub jitter: Jitter,
+    /// The certificate's TTL and renewal errors (`kubelet_certificate_manager_*`).
+    pub metrics: crate::metrics::CertificateMetrics,
 }
 
 /// Backoff before retry `n` (0-based) of a failed rotation.
@@ -131,7 +133,14 @@ impl Manager {
             requester,
             clock: Arc::new(SystemClock),
             jitter: Arc::new(jittery_duration),
+            metrics: Default::default(),
         }
+    }
+
+    /// Report the certificate's TTL and renewal errors in `metrics`.
+    pub fn with_metrics(self, metrics: crate::metrics::CertificateMetrics) -> Manager {
+        metrics.set_expiry(self.holder.current().map(|p| p.not_after));
+        Manager { metrics, ..self }
     }
 
     /// Follow `template` from now on (its current value replaces the one given to `new`).
@@ -203,8 +212,15 @@ impl Manager {
                 let mut attempt = 0;
                 loop {
                     match self.rotate().await {
-                        Ok(_) => break,
-                        Err(e) => warn!(error = %e, attempt, "certificate rotation failed"),
+                        Ok(pair) => {
+                            self.metrics.set_expiry(Some(pair.not_after));
+                            break;
+                        }
+                        Err(e) => {
+                            // Upstream's `certificateRenewFailure` counter.
+                            self.metrics.renew_errors.inc();
+                            warn!(error = %e, attempt, "certificate rotation failed");
+                        }
                     }
                     tokio::select! {
                         _ = cancel.cancelled() => return,
@@ -309,6 +325,7 @@ mod tests {
             requester: signer.clone(),
             clock: clock.clone(),
             jitter: Arc::new(|total: Duration| total.mul_f64(0.8)),
+            metrics: Default::default(),
         };
         (dir, clock, signer, m)
     }
@@ -360,6 +377,9 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_failed_rotation_is_retried_with_backoff_and_connections_are_ended() {
         let (_dir, clock, signer, m) = setup(3);
+        let metrics = crate::metrics::CertificateMetrics::default();
+        let m = m.with_metrics(metrics.clone());
+        assert_eq!(metrics.ttl.seconds(), f64::INFINITY, "no certificate yet");
         let holder = m.holder.clone();
         let token = holder.connection_token();
         let base = clock.now();
@@ -375,6 +395,9 @@ mod tests {
         // Fails at 0, 2 (after 2 s), 6 (after 4 s); succeeds at 14 (after 8 s).
         assert_eq!(secs, vec![0, 2, 6, 14]);
         assert!(holder.current().is_some());
+        // `kubelet_certificate_manager_*_expiration_renew_errors` and the TTL.
+        assert_eq!(metrics.renew_errors.get(), 3);
+        assert!(metrics.ttl.seconds().is_finite());
         assert!(
             token.is_cancelled(),
             "connections of the old certificate end"

@@ -87,13 +87,19 @@ impl RuntimeService for RemoteRuntimeService {
             runtime_handler: handler.to_string(),
         };
         // Upstream: twice the timeout, RunPodSandbox may pull the pause image.
-        self.call(
-            "run_podsandbox",
-            Some(self.timeout * 2),
-            |mut c| async move { c.run_pod_sandbox(req).await },
-        )
-        .await
-        .map(|r| r.pod_sandbox_id)
+        let began = std::time::Instant::now();
+        let r = self
+            .call(
+                "run_podsandbox",
+                Some(self.timeout * 2),
+                |mut c| async move { c.run_pod_sandbox(req).await },
+            )
+            .await
+            .map(|r| r.pod_sandbox_id);
+        // Upstream's instrumented service: by RuntimeClass handler.
+        self.metrics
+            .run_podsandbox(handler, r.is_err(), began.elapsed());
+        r
     }
 
     async fn stop_pod_sandbox(&self, id: &str) -> Result<()> {

@@ -65,6 +65,8 @@ pub struct EvictionManager {
     decider: Decider,
     /// How the node's signals are measured (`/proc`, statvfs; a stand-in in unit tests).
     observe: Observer,
+    /// `kubelet_evictions`, `kubelet_eviction_stats_age_seconds`.
+    metrics: crate::metrics::EvictionMetrics,
 }
 
 /// Measures the node's signals from the kubelet's root directory and the image filesystem.
@@ -112,7 +114,14 @@ impl EvictionManager {
             evict: p.evict,
             decider: Decider::default(),
             observe: Arc::new(observe),
+            metrics: Default::default(),
         }
+    }
+
+    /// Count evictions in `metrics`.
+    pub fn with_metrics(mut self, metrics: crate::metrics::EvictionMetrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Measure the signals with `observe` instead of the machine (unit tests).
@@ -152,6 +161,7 @@ impl EvictionManager {
             .as_deref()
             .is_some_and(|p| device_of(p).is_some() && device_of(p) != device_of(&self.root_dir));
         let obs = (self.observe)(&self.root_dir, imagefs.as_deref());
+        let observed_at = Instant::now();
         let (conditions, act) = self.decider.step(&self.config, &obs, Instant::now());
         if conditions != self.state.conditions() {
             tracing::info!(conditions = ?conditions, "eviction manager: node conditions changed");
@@ -197,11 +207,19 @@ impl EvictionManager {
             pod_grace
         };
         tracing::warn!(pod = %crate::container::pod_full_name(victim), pod_uid = %uid, signal = t.signal.name(), message = %message, "evicting pod");
-        let _ = self.evict.send(EvictRequest {
-            pod: (*victim).clone(),
-            message,
-            grace_seconds: grace,
-        });
+        if self
+            .evict
+            .send(EvictRequest {
+                pod: (*victim).clone(),
+                message,
+                grace_seconds: grace,
+            })
+            .is_ok()
+        {
+            // Upstream `evictPod`'s success: by signal, with the age of the stats it acted on.
+            self.metrics
+                .evicted(t.signal.name(), observed_at.elapsed());
+        }
     }
 
     /// Upstream `reclaimNodeLevelResources`: dead containers for any disk signal, plus unused
@@ -391,7 +409,21 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn memory_pressure_evicts_the_best_effort_pod_at_once() {
         let mut b = bed("memory.available", "100Mi", vec![50 << 20]);
+        let metrics = crate::metrics::Metrics::new("n");
+        b.manager = b.manager.with_metrics(metrics.eviction.clone());
         b.manager.synchronize().await;
+        // Upstream's series name, without `_total`, by signal.
+        let text = metrics.render();
+        assert!(
+            text.contains("kubelet_evictions{eviction_signal=\"memory.available\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "kubelet_eviction_stats_age_seconds_count{eviction_signal=\"memory.available\"} 1"
+            ),
+            "{text}"
+        );
         assert!(
             b.state
                 .conditions()

@@ -328,6 +328,7 @@ impl GenericPleg {
         for e in events {
             tracing::debug!(pod_uid = %e.id, event = ?e.type_, data = %e.data, "PLEG event");
             if self.events.try_send(e).is_err() {
+                self.metrics.pleg_discarded(1);
                 tracing::error!("PLEG event channel is full, discarding event");
             }
         }
@@ -351,14 +352,23 @@ impl GenericPleg {
                     .any(|s| s.state == ContainerState::Running)
             })
             .count();
-        let running_containers = pods
-            .iter()
-            .flat_map(|p| &p.containers)
-            .filter(|c| c.state == ContainerState::Running)
-            .count();
+        // Upstream `updateRunningContainerMetrics`: containers counted per state.
+        let mut by_state: Vec<(&str, i64)> = Vec::new();
+        for c in pods.iter().flat_map(|p| &p.containers) {
+            let state = match c.state {
+                ContainerState::Created => "created",
+                ContainerState::Running => "running",
+                ContainerState::Exited => "exited",
+                _ => "unknown",
+            };
+            match by_state.iter_mut().find(|(s, _)| *s == state) {
+                Some((_, n)) => *n += 1,
+                None => by_state.push((state, 1)),
+            }
+        }
         self.metrics.set_running(
             i64::try_from(running_pods).unwrap_or(i64::MAX),
-            i64::try_from(running_containers).unwrap_or(i64::MAX),
+            &by_state,
         );
         let current: HashMap<String, RuntimePod> =
             pods.iter().map(|p| (p.id.clone(), p.clone())).collect();

@@ -1,7 +1,8 @@
 //! The kubelet's read-only HTTP server (upstream `pkg/kubelet/server`
 //! `ListenAndServeKubeletReadOnlyServer`, `--read-only-port`, unauthenticated): `GET /pods` (a
 //! v1 `PodList` of the pods this kubelet runs, with live status), `GET /healthz` (`ok`, or 500
-//! with the failing check) and `GET /metrics` (Prometheus text). Like upstream's, it has no
+//! with the failing check), `GET /metrics` and `GET /metrics/probes` (OpenMetrics or Prometheus
+//! text by content negotiation). Like upstream's, it has no
 //! debugging handlers: `/containerLogs/`, `/exec/`, `/attach/`, `/portForward/`, `/run/`,
 //! `/runningpods/`, `/logs/` and `/debug/pprof/` answer 405 "Debug endpoints are disabled."
 //! (upstream `InstallDebuggingDisabledHandlers`); container logs are served only by the
@@ -74,8 +75,13 @@ pub fn pod_list_json(shared: &KubeletShared) -> Vec<u8> {
     .unwrap_or_default()
 }
 
-/// Route one request.
-pub fn handle(shared: &KubeletShared, method: &Method, path: &str) -> Response<Full<Bytes>> {
+/// Route one request; `accept` is its `Accept` header (the metrics' text format).
+pub fn handle(
+    shared: &KubeletShared,
+    method: &Method,
+    path: &str,
+    accept: &str,
+) -> Response<Full<Bytes>> {
     if method != Method::GET && method != Method::HEAD {
         return response(
             StatusCode::METHOD_NOT_ALLOWED,
@@ -93,11 +99,15 @@ pub fn handle(shared: &KubeletShared, method: &Method, path: &str) -> Response<F
                 format!("[-]{e}\nhealthz check failed\n"),
             ),
         },
-        "/metrics" => response(
-            StatusCode::OK,
-            "text/plain; version=0.0.4; charset=utf-8",
-            shared.metrics.render(),
-        ),
+        "/metrics" => {
+            let (content_type, body) = shared.metrics.encode(accept);
+            response(StatusCode::OK, content_type, body)
+        }
+        // Upstream `InstallDefaultHandlers`: the prober's registry, on both servers.
+        "/metrics/probes" => {
+            let (content_type, body) = shared.metrics.encode_probes(accept);
+            response(StatusCode::OK, content_type, body)
+        }
         _ => response(StatusCode::NOT_FOUND, "text/plain", "404 page not found\n"),
     }
 }
@@ -122,6 +132,15 @@ pub(crate) fn text(status: StatusCode, body: impl Into<String>) -> Response<Body
         b.push('\n');
     }
     boxed(response(status, "text/plain; charset=utf-8", b))
+}
+
+/// A request header as a string (empty when absent or not visible ASCII).
+pub(crate) fn header_str<B>(req: &Request<B>, name: hyper::header::HeaderName) -> String {
+    req.headers()
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// A path segment with `%xx` decoded (Go's `url.PathUnescape`; `+` stays).
@@ -346,6 +365,7 @@ pub async fn route(
     method: &Method,
     path: &str,
     query: &str,
+    accept: &str,
 ) -> Response<Body> {
     if is_debug_path(path) {
         return text(
@@ -357,7 +377,7 @@ pub async fn route(
     match path.trim_end_matches('/') {
         "/stats/summary" if get => stats::stats_summary(shared, root_dir, query).await,
         "/metrics/resource" if get => stats::resource_metrics(shared, root_dir).await,
-        _ => boxed(handle(shared, method, path)),
+        _ => boxed(handle(shared, method, path, accept)),
     }
 }
 
@@ -425,7 +445,8 @@ pub async fn serve(
         async move {
             let path = req.uri().path().to_string();
             let query = req.uri().query().unwrap_or_default().to_string();
-            route(&shared, &root_dir, req.method(), &path, &query).await
+            let accept = header_str(&req, hyper::header::ACCEPT);
+            route(&shared, &root_dir, req.method(), &path, &query, &accept).await
         }
     });
     Ok((local, fut))

@@ -133,6 +133,32 @@ pub fn volume_host_paths(pod: &Pod, pod_dir: &Path) -> HashMap<String, PathBuf> 
     out
 }
 
+/// The upstream plugin name of each of the pod's supported volumes (`kubernetes.io/empty-dir`,
+/// …), as `volume_manager_total_volumes` labels them.
+pub fn plugin_names(pod: &Pod) -> Vec<&'static str> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| {
+            Some(if v.host_path.is_some() {
+                "kubernetes.io/host-path"
+            } else if v.empty_dir.is_some() {
+                "kubernetes.io/empty-dir"
+            } else if v.downward_api.is_some() {
+                "kubernetes.io/downward-api"
+            } else if v.projected.is_some() {
+                "kubernetes.io/projected"
+            } else if v.config_map.is_some() {
+                "kubernetes.io/configmap"
+            } else if v.secret.is_some() {
+                "kubernetes.io/secret"
+            } else {
+                return None;
+            })
+        })
+        .collect()
+}
+
 /// Remove a pod directory after unmounting its volumes.
 pub fn remove_pod_dir(pod_dir: &Path) -> std::io::Result<()> {
     unmount_pod_dir(pod_dir);

@@ -9,9 +9,45 @@ impl KubeGenericRuntimeManager {
     /// Upstream `startContainer`: pull, create, start. `pid_target` is the runtime id of the
     /// container whose process namespace an ephemeral container joins (its
     /// `targetContainerName`).
+    /// Counted in `kubelet_started_containers_total{container_type}` and, on failure, in
+    /// `kubelet_started_containers_errors_total{container_type,code}` with the failure's reason
+    /// as upstream's `start` does.
     #[tracing::instrument(skip_all, fields(container = %c.name))]
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn start_container(
+        &self,
+        target: &SandboxTarget<'_>,
+        c: &Container,
+        pod: &Pod,
+        status: &PodStatus,
+        objects: &ApiObjects,
+        backoff: &mut Backoff,
+        pid_target: Option<&str>,
+    ) -> Result<(), (String, String)> {
+        let spec = pod.spec.as_ref();
+        let container_type = if spec
+            .and_then(|s| s.init_containers.as_ref())
+            .is_some_and(|v| v.iter().any(|i| i.name == c.name))
+        {
+            "init_container"
+        } else if spec
+            .and_then(|s| s.ephemeral_containers.as_ref())
+            .is_some_and(|v| v.iter().any(|e| e.name == c.name))
+        {
+            "ephemeral_container"
+        } else {
+            "container"
+        };
+        let r = self
+            .start_container_uncounted(target, c, pod, status, objects, backoff, pid_target)
+            .await;
+        self.metrics
+            .container_started(container_type, r.as_ref().err().map(|(reason, _)| reason.as_str()));
+        r
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn start_container_uncounted(
         &self,
         target: &SandboxTarget<'_>,
         c: &Container,

@@ -230,6 +230,8 @@ pub struct KubeGenericRuntimeManager {
     pull_progress: Option<node_common::pull_progress::PullProgressBoard>,
     /// The API-server mode's services, for the containers' service variables.
     services: Option<crate::envvars::ServiceStore>,
+    /// Started pods and containers (`kubelet_started_*`), image pulls of starting pods.
+    metrics: Arc<Metrics>,
 }
 
 impl KubeGenericRuntimeManager {
@@ -249,6 +251,17 @@ impl KubeGenericRuntimeManager {
     /// The node's IP.
     pub fn node_ip(&self) -> &crate::nodestatus::NodeIp {
         &self.node_ip
+    }
+
+    /// Count started pods and containers in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// The metrics this manager counts in.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
     }
 
     /// Report the progress of image pulls from what the runtime in this process posts on
@@ -384,7 +397,9 @@ impl KubeGenericRuntimeManager {
         };
         let runtime = crate::cri::RemoteRuntimeService::new(ch, timeout, metrics.clone());
         let image = crate::cri::RemoteImageService::new(ich, timeout, metrics.clone());
-        Self::new(Arc::new(runtime), Arc::new(image), timeout).await
+        Ok(Self::new(Arc::new(runtime), Arc::new(image), timeout)
+            .await?
+            .with_metrics(metrics))
     }
 
     /// A manager on `runtime` and `image` (the remote services, or a fake in tests); asks the
@@ -413,6 +428,7 @@ impl KubeGenericRuntimeManager {
             node_ip: crate::nodestatus::NodeIp::new(None),
             pull_progress: None,
             services: None,
+            metrics: Arc::default(),
         };
         let v = m.runtime.version().await?;
         tracing::info!(runtime = %v.runtime_name, version = %v.runtime_version, api = %v.runtime_api_version, "connected to container runtime");
@@ -535,11 +551,13 @@ impl KubeGenericRuntimeManager {
             if let Err(e) = std::fs::create_dir_all(&logdir) {
                 tracing::warn!(dir = %logdir.display(), error = %e, "cannot create pod log directory");
             }
-            match self
+            let created = self
                 .runtime
                 .run_pod_sandbox(sandbox_config.clone(), "")
-                .await
-            {
+                .await;
+            // Upstream `SyncPod`: StartedPodsTotal, and StartedPodsErrorsTotal on failure.
+            self.metrics.pod_started(created.is_ok());
+            match created {
                 Ok(id) => {
                     tracing::info!(sandbox = %id, attempt = actions.attempt, "created pod sandbox");
                     sandbox_id = id;

@@ -440,3 +440,72 @@ mod tests {
         assert_eq!(failures.liveness.len(), 1);
     }
 }
+
+#[cfg(test)]
+mod metrics_tests {
+    //! The probe workers' `/metrics/probes` series on the fake runtime.
+
+    use super::*;
+    use k8s_openapi::api::core::v1::ExecAction;
+
+    fn series(text: &str, name: &str, result: &str) -> Option<f64> {
+        let prefix = format!(
+            "{name}{{probe_type=\"Readiness\",result=\"{result}\",container=\"app\",pod=\"m1-node1\",namespace=\"default\",pod_uid=\"m1\"}} "
+        );
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .and_then(|v| v.parse().ok())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_probe_run_is_counted_by_result_and_timed_until_its_worker_stops() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (fake, runtime) = KubeGenericRuntimeManager::fake(dir.path()).await;
+        let metrics = std::sync::Arc::new(crate::metrics::Metrics::new("node1"));
+        let runtime = runtime.with_metrics(metrics.clone());
+        let mut pod =
+            crate::kuberuntime::manager::testing::run_pod(&runtime, "m1", "busybox:1", "Always")
+                .await;
+        if let Some(c) = pod.spec.as_mut().and_then(|s| s.containers.first_mut()) {
+            c.readiness_probe = Some(Probe {
+                exec: Some(ExecAction {
+                    command: Some(vec!["true".into()]),
+                }),
+                period_seconds: Some(1),
+                ..Default::default()
+            });
+        }
+        // The first run succeeds, the second fails (exit code 1), the rest succeed.
+        fake.push_exec_result(cri_proto::runtime::v1::ExecSyncResponse::default());
+        fake.push_exec_result(cri_proto::runtime::v1::ExecSyncResponse {
+            exit_code: 1,
+            ..Default::default()
+        });
+        let cache = PodCache::default();
+        let status = runtime
+            .get_pod_status("m1", "m1-node1", "default")
+            .await
+            .expect("status");
+        cache.set("m1", status, std::time::Instant::now());
+        let (tx, _rx) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let mut manager =
+            ProbeManager::new(runtime, cache, ProbeResults::default(), tx, cancel.clone());
+        manager.add_pod(&pod);
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let (_, text) = metrics.encode_probes("");
+        assert_eq!(series(&text, "prober_probe_total", "successful"), Some(2.0), "{text}");
+        assert_eq!(series(&text, "prober_probe_total", "failed"), Some(1.0), "{text}");
+        assert!(
+            text.contains(
+                "prober_probe_duration_seconds_count{probe_type=\"Readiness\",container=\"app\",pod=\"m1-node1\",namespace=\"default\"} 2"
+            ),
+            "{text}"
+        );
+        manager.remove_pod("m1");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let (_, text) = metrics.encode_probes("");
+        assert!(!text.contains("pod_uid=\"m1\""), "{text}");
+        cancel.cancel();
+    }
+}

@@ -425,7 +425,7 @@ impl Metrics {
     }
 
     fn register(mut self) -> Self {
-        let r = &mut self.registry;
+        let r = &mut Help(&mut self.registry);
         // Counters are registered without `_total`: the encoders append it.
         r.register(
             "kubelet_node_name",
@@ -821,6 +821,28 @@ impl Metrics {
     /// A shared handle, for the lower modules that hold an `Arc<Metrics>`.
     pub fn shared(self) -> Arc<Self> {
         Arc::new(self)
+    }
+}
+
+/// Registers with upstream's help texts: prometheus-client appends a full stop to each, so
+/// one that has its own loses it (`The count is always 1.`, not `1..`).
+pub(crate) struct Help<'a>(pub &'a mut Registry);
+
+impl Help<'_> {
+    /// `Registry::register` with `help`'s own final full stop removed.
+    pub fn register(
+        &mut self,
+        name: &str,
+        help: &str,
+        metric: impl prometheus_client::registry::Metric,
+    ) {
+        self.0
+            .register(name, help.strip_suffix('.').unwrap_or(help), metric);
+    }
+
+    /// `Registry::register_collector`.
+    pub fn register_collector(&mut self, c: Box<dyn prometheus_client::collector::Collector>) {
+        self.0.register_collector(c);
     }
 }
 

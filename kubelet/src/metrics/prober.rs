@@ -79,12 +79,13 @@ impl ProberMetrics {
         let results: Family<ProbeResultLabels, Counter> = Family::default();
         let durations = super::def_buckets();
         let mut registry = Registry::default();
-        registry.register(
+        let mut r = super::Help(&mut registry);
+        r.register(
             "prober_probe",
             "Cumulative number of a liveness, readiness or startup probe for a container by result.",
             results.clone(),
         );
-        registry.register(
+        r.register(
             "prober_probe_duration_seconds",
             "Duration in seconds for a probe response.",
             durations.clone(),

@@ -32,3 +32,188 @@ fn renders() {
     ), "{t}");
     assert!(t.contains("kubelet_running_containers{container_state=\"running\"} 2"));
 }
+
+/// Upstream's series of every metric this registry holds, as Prometheus stores them.
+pub(crate) const UPSTREAM_SERIES: &[&str] = &[
+    "kubelet_node_name",
+    "kubelet_containers_per_pod_count_bucket",
+    "kubelet_pod_worker_duration_seconds_bucket",
+    "kubelet_pod_start_duration_seconds_bucket",
+    "kubelet_pod_start_sli_duration_seconds_bucket",
+    "kubelet_cgroup_manager_duration_seconds_bucket",
+    "kubelet_pod_worker_start_duration_seconds_bucket",
+    "kubelet_pod_status_sync_duration_seconds_bucket",
+    "kubelet_pleg_relist_duration_seconds_bucket",
+    "kubelet_pleg_discard_events",
+    "kubelet_pleg_relist_interval_seconds_bucket",
+    "kubelet_pleg_last_seen_seconds",
+    "kubelet_runtime_operations_total",
+    "kubelet_runtime_operations_duration_seconds_bucket",
+    "kubelet_runtime_operations_errors_total",
+    "kubelet_evictions",
+    "kubelet_eviction_stats_age_seconds_bucket",
+    "kubelet_preemptions",
+    "kubelet_run_podsandbox_duration_seconds_bucket",
+    "kubelet_run_podsandbox_errors_total",
+    "kubelet_running_pods",
+    "kubelet_running_containers",
+    "kubelet_started_pods_total",
+    "kubelet_started_pods_errors_total",
+    "kubelet_started_containers_total",
+    "kubelet_started_containers_errors_total",
+    "kubelet_certificate_manager_client_ttl_seconds",
+    "kubelet_certificate_manager_client_expiration_renew_errors",
+    "kubelet_certificate_manager_server_ttl_seconds",
+    "kubelet_server_expiration_renew_errors",
+    "kubelet_volume_stats_capacity_bytes",
+    "kubelet_volume_stats_available_bytes",
+    "kubelet_volume_stats_used_bytes",
+    "kubelet_volume_stats_inodes",
+    "kubelet_volume_stats_inodes_free",
+    "kubelet_volume_stats_inodes_used",
+    "volume_manager_total_volumes",
+    "rest_client_requests_total",
+    "rest_client_request_duration_seconds_bucket",
+    "process_cpu_seconds_total",
+    "process_resident_memory_bytes",
+    "process_virtual_memory_bytes",
+    "process_start_time_seconds",
+    "process_open_fds",
+    "process_max_fds",
+];
+
+/// The sample names of an exposition (either text format).
+pub(crate) fn sample_names(text: &str) -> std::collections::BTreeSet<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .filter_map(|l| l.split(['{', ' ']).next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// A registry with a sample in every metric.
+fn populated() -> Metrics {
+    let m = Metrics::new("node-a");
+    m.pod_seen_created("u", Some(SystemTime::now()));
+    m.pod_worker_started("u");
+    m.pod_pulled("u", Instant::now());
+    m.pod_running("u");
+    m.containers_per_pod(2);
+    m.pod_status_synced(Duration::from_millis(5));
+    m.observe_relist(Duration::from_millis(5));
+    m.observe_relist(Duration::from_millis(5));
+    m.pleg_discarded(1);
+    m.runtime_operation_took("version", true, Duration::from_millis(1));
+    m.run_podsandbox("", true, Duration::from_millis(1));
+    m.pod_started(false);
+    m.container_started("container", Some("ErrImagePull"));
+    m.observe_pod_worker("sync", Duration::from_millis(1));
+    m.set_running(1, &[("running", 1)]);
+    m.eviction.evicted("memory.available", Duration::from_millis(1));
+    m.preemptions
+        .get_or_create(&PreemptionSignal {
+            preemption_signal: "cpu".into(),
+        })
+        .inc();
+    m.cgroups.observe("destroy", Duration::from_millis(1));
+    m.client_certificate.renew_errors.inc();
+    m.server_certificate.renew_errors.inc();
+    let claim = VolumeClaim {
+        namespace: "default".into(),
+        persistentvolumeclaim: "data".into(),
+    };
+    let v = &m.volumes;
+    for f in [
+        &v.capacity_bytes,
+        &v.available_bytes,
+        &v.used_bytes,
+        &v.inodes,
+        &v.inodes_free,
+        &v.inodes_used,
+    ] {
+        f.get_or_create(&claim).set(1);
+    }
+    v.pod_volumes("u", vec!["kubernetes.io/empty-dir"], true);
+    rest_client::global().observe("GET", "example:6443", Some(200), Duration::from_millis(1));
+    m
+}
+
+#[test]
+fn every_series_has_upstreams_name_in_both_text_formats() {
+    let m = populated();
+    let (text_type, text) = m.encode("text/plain;version=0.0.4");
+    let (om_type, om) = m.encode("application/openmetrics-text;version=1.0.0");
+    assert_eq!(text_type, exposition::PROMETHEUS_TEXT);
+    assert_eq!(om_type, exposition::OPENMETRICS);
+    assert!(om.ends_with("# EOF\n"));
+    for (format, body) in [("text 0.0.4", &text), ("OpenMetrics", &om)] {
+        let names = sample_names(body);
+        for want in UPSTREAM_SERIES {
+            assert!(names.contains(*want), "{format}: {want} missing in\n{body}");
+        }
+        // No counter gained a `_total` upstream's name does not have.
+        for n in &names {
+            assert!(!n.ends_with("_total_total"), "{format}: {n}");
+        }
+        for untyped in [
+            "kubelet_evictions_total",
+            "kubelet_server_expiration_renew_errors_total",
+            "kubelet_certificate_manager_client_expiration_renew_errors_total",
+            "kubelet_pleg_discard_events_total",
+            "kubelet_preemptions_total",
+        ] {
+            assert!(!names.contains(untyped), "{format}: {untyped}");
+        }
+    }
+    // Upstream's buckets.
+    assert!(text.contains("kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"version\",le=\"0.005\"}"));
+    assert!(text.contains("kubelet_pod_start_sli_duration_seconds_bucket{le=\"3600\"}"), "{text}");
+    assert!(text.contains("rest_client_request_duration_seconds_bucket{verb=\"GET\",host=\"example:6443\",le=\"60\"}"));
+    assert!(text.contains("kubelet_containers_per_pod_count_bucket{le=\"16\"}"));
+}
+
+/// `promtool check metrics` (Debian's `prometheus` package) finds nothing wrong with the
+/// Prometheus text exposition. Skipped when promtool is not installed.
+#[test]
+fn promtool_finds_nothing_wrong() {
+    use std::io::Write as _;
+    let m = populated();
+    for (what, body) in [("/metrics", m.render()), ("/metrics/probes", {
+        m.prober.recorder().observe(
+            &prober::ProbeTarget {
+                probe_type: "Readiness",
+                container: "c".into(),
+                pod: "p".into(),
+                namespace: "default".into(),
+                pod_uid: "u".into(),
+            },
+            "successful",
+            Duration::from_millis(1),
+        );
+        m.encode_probes("").1
+    })] {
+        let child = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn();
+        let Ok(mut child) = child else {
+            eprintln!("SKIPPED: promtool is not installed (apt-get install prometheus)");
+            return;
+        };
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(body.as_bytes())
+            .expect("write");
+        let out = child.wait_with_output().expect("promtool");
+        assert!(
+            out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+            "{what}: promtool: {}{}\n{body}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}

@@ -614,6 +614,7 @@ mod tests {
             events: mpsc::Receiver<PodLifecycleEvent>,
             cache: PodCache,
             state: Arc<PlegState>,
+            metrics: Arc<Metrics>,
             _dir: tempfile::TempDir,
         }
 
@@ -623,12 +624,13 @@ mod tests {
             let (tx, events) = mpsc::channel(100);
             let cache = PodCache::default();
             let state = Arc::new(PlegState::default());
+            let metrics = Arc::new(Metrics::new("node1"));
             let pleg = GenericPleg::new(
                 runtime.clone(),
                 tx,
                 cache.clone(),
                 Arc::clone(&state),
-                Arc::default(),
+                Arc::clone(&metrics),
             );
             Bed {
                 fake,
@@ -637,6 +639,7 @@ mod tests {
                 events,
                 cache,
                 state,
+                metrics,
                 _dir: dir,
             }
         }
@@ -872,6 +875,34 @@ mod tests {
                 b.cache.get("p1").is_none(),
                 "a removed pod leaves the cache"
             );
+        }
+
+        /// Upstream `updateRunningPodAndContainerMetrics` and the relist timings.
+        #[tokio::test(start_paused = true)]
+        async fn a_relist_sets_the_running_gauges_and_its_timings() {
+            let mut b = bed().await;
+            start_pod(&b, "p1").await;
+            start_pod(&b, "p2").await;
+            b.fake.exit_container(&app_id(&b), 1);
+            b.pleg.relist().await;
+            b.pleg.relist().await;
+            drain(&mut b);
+            let text = b.metrics.render();
+            for line in [
+                "kubelet_running_pods 2",
+                "kubelet_running_containers{container_state=\"running\"} 1",
+                "kubelet_running_containers{container_state=\"exited\"} 1",
+                "kubelet_pleg_relist_duration_seconds_count 2",
+                "kubelet_pleg_relist_interval_seconds_count 1",
+            ] {
+                assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+            }
+            let last_seen = text
+                .lines()
+                .find_map(|l| l.strip_prefix("kubelet_pleg_last_seen_seconds "))
+                .and_then(|v| v.parse::<f64>().ok())
+                .expect("kubelet_pleg_last_seen_seconds");
+            assert!(last_seen > 1.0e9, "a Unix timestamp: {last_seen}");
         }
 
         #[tokio::test(start_paused = true)]

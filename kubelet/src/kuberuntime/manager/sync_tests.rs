@@ -500,3 +500,44 @@ async fn killing_a_pod_runs_the_pre_stop_hook_before_stopping_the_container_and_
     assert!(at("stop_container") < at("stop_podsandbox"), "{calls:?}");
     assert!(b.running().is_empty());
 }
+
+/// Upstream `SyncPod`'s `kubelet_started_pods_total`, `kubelet_started_containers_total` by
+/// container type, and their errors (the failure's reason as `code`).
+#[tokio::test(start_paused = true)]
+async fn started_pods_and_containers_are_counted_with_their_errors() {
+    let mut b = bed().await;
+    let metrics = Arc::new(crate::metrics::Metrics::new("node1"));
+    b.manager = b.manager.clone().with_metrics(metrics.clone());
+    let p = pod(
+        "m1",
+        "Always",
+        vec![container("init", "tool:1")],
+        vec![container("web", "missing:1")],
+    );
+    b.fake.make_unpullable("missing:1");
+    b.fake.inject_error(
+        "run_podsandbox",
+        tonic::Status::unknown("network plugin failed"),
+    );
+    assert!(!b.sync(&p).await.is_ok(), "the sandbox fails");
+    assert!(b.sync(&p).await.is_ok(), "the sandbox and the init container");
+    let init = b
+        .fake
+        .containers()
+        .into_iter()
+        .map(|(_, c)| c.id)
+        .next()
+        .expect("the init container");
+    b.fake.exit_container(&init, 0);
+    assert!(!b.sync(&p).await.is_ok(), "the app's image cannot be pulled");
+    let text = metrics.render();
+    for line in [
+        "kubelet_started_pods_total 2",
+        "kubelet_started_pods_errors_total 1",
+        "kubelet_started_containers_total{container_type=\"init_container\"} 1",
+        "kubelet_started_containers_total{container_type=\"container\"} 1",
+        "kubelet_started_containers_errors_total{container_type=\"container\",code=\"ErrImagePull\"} 1",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+    }
+}

@@ -670,6 +670,9 @@ impl SyncLoop {
                             .as_ref()
                             .map(|t| std::time::SystemTime::from(t.0));
                         self.shared.metrics.pod_seen_created(&uid, created);
+                        self.shared.metrics.containers_per_pod(
+                            pod.spec.as_ref().map_or(0, |s| s.containers.len()),
+                        );
                     }
                     self.set_pod(&uid, pod.clone());
                     if self.is_evicted(&uid)

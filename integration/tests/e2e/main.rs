@@ -48,6 +48,7 @@ mod kubelet_judge;
 mod kubelet_kubeadm;
 mod kubelet_logs;
 mod kubelet_max_pods;
+mod kubelet_metrics;
 mod kubelet_node_api;
 mod kubelet_pods;
 mod kubelet_probes;

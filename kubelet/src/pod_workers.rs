@@ -241,6 +241,7 @@ async fn manage_pod_loop(
     let mut backoff = Backoff::default();
     // When the last sync had settled: the next one may start from a status read since.
     let mut settled = None;
+    let mut synced = false;
     // The syncs below are boxed: an unboxed await would make every idle worker's task as large
     // as the deepest sync's state (13.6 KB per pod, heaptrack with 110 pods; ~2.7 KB boxed);
     // boxed, that state exists only while a sync runs.
@@ -258,12 +259,9 @@ async fn manage_pod_loop(
             if let Some(t) = &work.evict {
                 Box::pin(set_evicted_status(&ctx, &work.pod, t)).await;
             }
-            ctx.metrics
-                .observe_pod_worker("terminating", start.elapsed());
-            let start = Instant::now();
+            // Upstream's `SyncPodKill` operation type.
+            ctx.metrics.observe_pod_worker("kill", start.elapsed());
             Box::pin(sync_terminated_pod(&ctx, &work)).await;
-            ctx.metrics
-                .observe_pod_worker("terminated", start.elapsed());
             let _ = done.send(WorkerDone {
                 uid,
                 terminated: true,
@@ -277,7 +275,10 @@ async fn manage_pod_loop(
         let outcome = Box::pin(sync_pod(&ctx, &work.pod, &mut backoff, settled)).await;
         settled = Some(outcome.settled);
         let ok = outcome.ok;
-        ctx.metrics.observe_pod_worker("sync", start.elapsed());
+        // Upstream's operation types: `create` for the worker's first sync, `sync` after.
+        let operation = if synced { "sync" } else { "create" };
+        synced = true;
+        ctx.metrics.observe_pod_worker(operation, start.elapsed());
         backoff.gc(tokio::time::Instant::now());
         let requeue_after = if outcome.unreported {
             crate::pleg::RELIST_PERIOD.min(ctx.sync_frequency)

@@ -229,7 +229,7 @@ async fn check(
         ("kubelet_containers_per_pod_count_count", &[]),
         ("kubelet_pod_start_duration_seconds_count", &[]),
         ("kubelet_pod_start_sli_duration_seconds_count", &[]),
-        ("kubelet_pod_worker_duration_seconds_count", &[("operation_type", "sync")]),
+        ("kubelet_pod_worker_duration_seconds_count", &[("operation_type", "create")]),
         ("kubelet_pod_worker_start_duration_seconds_count", &[]),
         ("kubelet_pleg_relist_duration_seconds_count", &[]),
         ("kubelet_pleg_relist_interval_seconds_count", &[]),

@@ -797,7 +797,7 @@ impl Metrics {
         }
     }
 
-    /// Observe one pod worker sync of `operation` (`sync`, `terminating`, `terminated`).
+    /// Observe one pod worker sync of `operation` (upstream's `create`, `sync`, `kill`).
     pub fn observe_pod_worker(&self, operation: &str, d: Duration) {
         self.pod_worker
             .get_or_create(&OperationType::of(operation))

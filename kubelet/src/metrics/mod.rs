@@ -274,8 +274,11 @@ pub struct VolumeMetrics {
     pub inodes_used: Family<VolumeClaim, Gauge>,
     /// Per pod UID: its volumes' plugins, and whether they are mounted (the desired and the
     /// actual state of the world).
-    pods: Arc<Mutex<HashMap<String, (Vec<&'static str>, bool)>>>,
+    pods: Arc<Mutex<PodVolumes>>,
 }
+
+/// Per pod UID: its volumes' plugins and whether they are mounted.
+type PodVolumes = HashMap<String, (Vec<&'static str>, bool)>;
 
 impl VolumeMetrics {
     /// The pod `uid` wants volumes of `plugins`; `mounted` whether they are set up.
@@ -293,7 +296,7 @@ impl VolumeMetrics {
         }
     }
 
-    fn recount(&self, pods: &HashMap<String, (Vec<&'static str>, bool)>) {
+    fn recount(&self, pods: &PodVolumes) {
         let mut counts: HashMap<(&str, &str), i64> = HashMap::new();
         for (plugins, mounted) in pods.values() {
             for p in plugins {

@@ -211,9 +211,13 @@ impl Manager {
                 }
                 let mut attempt = 0;
                 loop {
+                    let previous = self.holder.current().map(|p| p.not_before);
                     match self.rotate().await {
                         Ok(pair) => {
                             self.metrics.set_expiry(Some(pair.not_after));
+                            if let Some(issued) = previous {
+                                self.metrics.rotated(issued);
+                            }
                             break;
                         }
                         Err(e) => {

@@ -239,19 +239,47 @@ impl prometheus_client::encoding::EncodeMetric for TtlGauge {
     }
 }
 
-/// A certificate manager's metrics: the certificate's TTL and renewal errors.
+/// Upstream's buckets of `kubelet_certificate_manager_server_rotation_seconds`: a minute, an
+/// hour, 4 hours, a day, a week, a month, 3 and 6 months, a year, 4 years.
+pub const ROTATION_BUCKETS: [f64; 10] = [
+    60.0,
+    3600.0,
+    14400.0,
+    86400.0,
+    604800.0,
+    2592000.0,
+    7776000.0,
+    15552000.0,
+    31104000.0,
+    124416000.0,
+];
+
+/// A certificate manager's metrics: the certificate's TTL, renewal errors and (the serving
+/// certificate's) how long each certificate lived before it was rotated.
 #[derive(Debug, Clone, Default)]
 pub struct CertificateMetrics {
     /// Seconds until the current certificate expires.
     pub ttl: TtlGauge,
     /// Renewal errors.
     pub renew_errors: UntypedCounter,
+    /// `kubelet_certificate_manager_server_rotation_seconds` (the serving manager's only).
+    pub rotation: Option<Histogram>,
 }
 
 impl CertificateMetrics {
     /// The certificate now expires at `not_after` (`None`: none).
     pub fn set_expiry(&self, not_after: Option<SystemTime>) {
         *self.ttl.0.lock() = not_after;
+    }
+
+    /// A certificate issued at `not_before` was replaced now.
+    pub fn rotated(&self, not_before: SystemTime) {
+        if let Some(h) = &self.rotation {
+            let lived = SystemTime::now()
+                .duration_since(not_before)
+                .unwrap_or_default();
+            h.observe(lived.as_secs_f64());
+        }
     }
 }
 
@@ -413,7 +441,10 @@ impl Metrics {
             eviction: EvictionMetrics::default(),
             cgroups: CgroupMetrics::default(),
             client_certificate: CertificateMetrics::default(),
-            server_certificate: CertificateMetrics::default(),
+            server_certificate: CertificateMetrics {
+                rotation: Some(Histogram::new(ROTATION_BUCKETS)),
+                ..Default::default()
+            },
             volumes: VolumeMetrics::default(),
             prober: prober::ProberMetrics::new(),
             last_relist: Mutex::new(None),
@@ -580,6 +611,13 @@ impl Metrics {
             "Counter of certificate renewal errors.",
             self.server_certificate.renew_errors.clone(),
         );
+        if let Some(h) = &self.server_certificate.rotation {
+            r.register(
+                "kubelet_certificate_manager_server_rotation_seconds",
+                "Histogram of the number of seconds the previous certificate lived before being rotated.",
+                h.clone(),
+            );
+        }
         let v = &self.volumes;
         for (name, help, family) in [
             (

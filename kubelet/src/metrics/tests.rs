@@ -65,6 +65,7 @@ pub(crate) const UPSTREAM_SERIES: &[&str] = &[
     "kubelet_certificate_manager_client_expiration_renew_errors",
     "kubelet_certificate_manager_server_ttl_seconds",
     "kubelet_server_expiration_renew_errors",
+    "kubelet_certificate_manager_server_rotation_seconds_bucket",
     "kubelet_volume_stats_capacity_bytes",
     "kubelet_volume_stats_available_bytes",
     "kubelet_volume_stats_used_bytes",

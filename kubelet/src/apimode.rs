@@ -253,7 +253,8 @@ async fn node_loop(
 }
 
 async fn pod_status_loop(client: Client, shared: Arc<KubeletShared>, cancel: CancellationToken) {
-    let mut syncer = ApiStatusSyncer::new(client);
+    let mut syncer =
+        ApiStatusSyncer::new(client).with_sync_duration(shared.metrics.pod_status_sync.clone());
     let mut tick = tokio::time::interval(STATUS_SYNC_PERIOD);
     loop {
         tokio::select! {

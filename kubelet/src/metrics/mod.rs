@@ -372,7 +372,8 @@ pub struct Metrics {
     pod_start: Histogram,
     pod_start_sli: Histogram,
     pod_worker_start: Histogram,
-    pod_status_sync: Histogram,
+    /// `kubelet_pod_status_sync_duration_seconds` (the API status syncer observes it).
+    pub pod_status_sync: Histogram,
     pleg_relist: Histogram,
     pleg_relist_interval: Histogram,
     pleg_discard_events: UntypedCounter,

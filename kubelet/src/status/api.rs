@@ -36,6 +36,10 @@ pub struct ApiStatusSyncer {
     client: Client,
     /// The last status written, by pod UID.
     written: HashMap<String, PodStatus>,
+    /// Since when each pod's newest status waits to be written.
+    pending: HashMap<String, std::time::Instant>,
+    /// `kubelet_pod_status_sync_duration_seconds`: from a changed status seen to it written.
+    sync_duration: Option<prometheus_client::metrics::histogram::Histogram>,
 }
 
 impl ApiStatusSyncer {
@@ -43,7 +47,18 @@ impl ApiStatusSyncer {
         Self {
             client,
             written: HashMap::new(),
+            pending: HashMap::new(),
+            sync_duration: None,
         }
+    }
+
+    /// Observe in `h` how long each changed status waited until it was written.
+    pub fn with_sync_duration(
+        mut self,
+        h: prometheus_client::metrics::histogram::Histogram,
+    ) -> Self {
+        self.sync_duration = Some(h);
+        self
     }
 
     /// Is `status` worth writing over `last`? Upstream ignores nothing but exact equality;
@@ -67,6 +82,10 @@ impl ApiStatusSyncer {
             if let Some(status) = &p.status
                 && self.needs_write(uid, status)
             {
+                let since = *self
+                    .pending
+                    .entry(uid.to_string())
+                    .or_insert_with(std::time::Instant::now);
                 let patch = serde_json::json!({
                     "metadata": {"uid": uid},
                     "status": status_patch(status),
@@ -78,11 +97,16 @@ impl ApiStatusSyncer {
                     Ok(_) => {
                         debug!(pod = name, namespace = ns, "pod status written");
                         self.written.insert(uid.to_string(), status.clone());
+                        self.pending.remove(uid);
+                        if let Some(h) = &self.sync_duration {
+                            h.observe(since.elapsed().as_secs_f64());
+                        }
                         result.patched += 1;
                     }
                     Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
                         // Gone, or another pod of the same name now: nothing of ours to write.
                         self.written.remove(uid);
+                        self.pending.remove(uid);
                     }
                     Err(e) => {
                         warn!(pod = name, namespace = ns, error = %e, "writing pod status failed");
@@ -121,6 +145,7 @@ impl ApiStatusSyncer {
     /// Forgets pods that are no longer known.
     pub fn retain(&mut self, known_uids: &dyn Fn(&str) -> bool) {
         self.written.retain(|uid, _| known_uids(uid));
+        self.pending.retain(|uid, _| known_uids(uid));
     }
 }
 
@@ -281,7 +306,9 @@ mod tests {
     #[tokio::test]
     async fn a_status_is_written_once_until_it_changes() {
         let seen = Seen::default();
-        let mut s = ApiStatusSyncer::new(client(Arc::clone(&seen), false));
+        let synced = prometheus_client::metrics::histogram::Histogram::new([1.0]);
+        let mut s =
+            ApiStatusSyncer::new(client(Arc::clone(&seen), false)).with_sync_duration(synced.clone());
         let r = s.sync_batch(&[state("Pending", false, false)]).await;
         assert_eq!(
             r,
@@ -306,6 +333,13 @@ mod tests {
         let r = s.sync_batch(&[state("Running", false, false)]).await;
         assert_eq!(r.patched, 1);
         assert_eq!(take(&seen)[0].2["status"]["phase"], "Running");
+        // `kubelet_pod_status_sync_duration_seconds`: one observation per status written.
+        let mut text = String::new();
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register("synced", "", synced);
+        prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)
+            .expect("encode");
+        assert!(text.contains("synced_count 2"), "{text}");
     }
 
     #[tokio::test]

@@ -18,8 +18,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::container::{ContainerState, pod_full_name};
 use crate::kuberuntime::KubeGenericRuntimeManager;
-use crate::pleg::PodCache;
 use crate::metrics::prober::{ProbeRecorder, ProbeTarget};
+use crate::pleg::PodCache;
 use crate::probe::{ProbeResults, ProbeType, run_probe};
 
 fn probe_of(c: &Container, kind: ProbeType) -> Option<&Probe> {
@@ -200,7 +200,11 @@ impl ProbeWorker {
             let began = std::time::Instant::now();
             let outcome =
                 run_probe(&self.runtime, &probe, &self.container, &current_id, &pod_ip).await;
-            let result = if outcome.is_ok() { "successful" } else { "failed" };
+            let result = if outcome.is_ok() {
+                "successful"
+            } else {
+                "failed"
+            };
             self.metrics.observe(&target, result, began.elapsed());
             let result = match outcome {
                 Ok(()) => {
@@ -494,8 +498,16 @@ mod metrics_tests {
         manager.add_pod(&pod);
         tokio::time::sleep(Duration::from_millis(2500)).await;
         let (_, text) = metrics.encode_probes("");
-        assert_eq!(series(&text, "prober_probe_total", "successful"), Some(2.0), "{text}");
-        assert_eq!(series(&text, "prober_probe_total", "failed"), Some(1.0), "{text}");
+        assert_eq!(
+            series(&text, "prober_probe_total", "successful"),
+            Some(2.0),
+            "{text}"
+        );
+        assert_eq!(
+            series(&text, "prober_probe_total", "failed"),
+            Some(1.0),
+            "{text}"
+        );
         assert!(
             text.contains(
                 "prober_probe_duration_seconds_count{probe_type=\"Readiness\",container=\"app\",pod=\"m1-node1\",namespace=\"default\"} 2"

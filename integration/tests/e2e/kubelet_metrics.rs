@@ -35,13 +35,10 @@ async fn scrape(port: u16, path: &str, accept: &str) -> Option<(u16, String, Str
     );
     s.write_all(req.as_bytes()).await.ok()?;
     let mut buf = Vec::new();
-    tokio::time::timeout(
-        std::time::Duration::from_secs(20),
-        s.read_to_end(&mut buf),
-    )
-    .await
-    .ok()?
-    .ok()?;
+    tokio::time::timeout(std::time::Duration::from_secs(20), s.read_to_end(&mut buf))
+        .await
+        .ok()?
+        .ok()?;
     let head = String::from_utf8_lossy(&buf)
         .split_once("\r\n\r\n")?
         .0
@@ -223,24 +220,42 @@ async fn check(
     let positive: &[(&str, &[(&str, &str)])] = &[
         ("kubelet_node_name", &[]),
         ("kubelet_running_pods", &[]),
-        ("kubelet_running_containers", &[("container_state", "running")]),
+        (
+            "kubelet_running_containers",
+            &[("container_state", "running")],
+        ),
         ("kubelet_started_pods_total", &[]),
-        ("kubelet_started_containers_total", &[("container_type", "container")]),
+        (
+            "kubelet_started_containers_total",
+            &[("container_type", "container")],
+        ),
         ("kubelet_containers_per_pod_count_count", &[]),
         ("kubelet_pod_start_duration_seconds_count", &[]),
         ("kubelet_pod_start_sli_duration_seconds_count", &[]),
-        ("kubelet_pod_worker_duration_seconds_count", &[("operation_type", "create")]),
+        (
+            "kubelet_pod_worker_duration_seconds_count",
+            &[("operation_type", "create")],
+        ),
         ("kubelet_pod_worker_start_duration_seconds_count", &[]),
         ("kubelet_pleg_relist_duration_seconds_count", &[]),
         ("kubelet_pleg_relist_interval_seconds_count", &[]),
         ("kubelet_pleg_last_seen_seconds", &[]),
-        ("kubelet_runtime_operations_total", &[("operation_type", "run_podsandbox")]),
-        ("kubelet_runtime_operations_total", &[("operation_type", "list_podsandbox")]),
+        (
+            "kubelet_runtime_operations_total",
+            &[("operation_type", "run_podsandbox")],
+        ),
+        (
+            "kubelet_runtime_operations_total",
+            &[("operation_type", "list_podsandbox")],
+        ),
         (
             "kubelet_runtime_operations_duration_seconds_count",
             &[("operation_type", "create_container")],
         ),
-        ("kubelet_run_podsandbox_duration_seconds_count", &[("runtime_handler", "")]),
+        (
+            "kubelet_run_podsandbox_duration_seconds_count",
+            &[("runtime_handler", "")],
+        ),
         (
             "volume_manager_total_volumes",
             &[

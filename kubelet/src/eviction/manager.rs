@@ -217,8 +217,7 @@ impl EvictionManager {
             .is_ok()
         {
             // Upstream `evictPod`'s success: by signal, with the age of the stats it acted on.
-            self.metrics
-                .evicted(t.signal.name(), observed_at.elapsed());
+            self.metrics.evicted(t.signal.name(), observed_at.elapsed());
         }
     }
 

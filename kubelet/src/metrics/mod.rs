@@ -8,8 +8,8 @@
 //! ([`prober::ProberMetrics`]).
 
 pub mod exposition;
-pub mod process;
 pub mod prober;
+pub mod process;
 pub mod rest_client;
 pub mod untyped;
 
@@ -807,7 +807,9 @@ impl Metrics {
         let l = RuntimeHandler {
             runtime_handler: handler.to_string(),
         };
-        self.run_podsandbox.get_or_create(&l).observe(d.as_secs_f64());
+        self.run_podsandbox
+            .get_or_create(&l)
+            .observe(d.as_secs_f64());
         if failed {
             self.run_podsandbox_errors.get_or_create(&l).inc();
         }

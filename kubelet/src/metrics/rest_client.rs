@@ -146,7 +146,11 @@ mod tests {
     #[tokio::test]
     async fn counts_requests_by_code_method_and_host() {
         let svc = tower::service_fn(|req: hyper::Request<String>| async move {
-            let status = if req.uri().path() == "/missing" { 404 } else { 200 };
+            let status = if req.uri().path() == "/missing" {
+                404
+            } else {
+                200
+            };
             Ok::<_, std::convert::Infallible>(
                 hyper::Response::builder()
                     .status(status)
@@ -159,7 +163,12 @@ mod tests {
             let req = hyper::Request::get(format!("https://rest-client-test:6443{path}"))
                 .body(String::new())
                 .expect("request");
-            svc.ready().await.expect("ready").call(req).await.expect("answered");
+            svc.ready()
+                .await
+                .expect("ready")
+                .call(req)
+                .await
+                .expect("answered");
         }
         let count = |code: &str| {
             global()

@@ -25,11 +25,14 @@ fn renders() {
     ));
     assert!(t.contains("kubelet_pleg_relist_duration_seconds_count 1"));
     assert!(t.contains("kubelet_runtime_operations_total{operation_type=\"list_podsandbox\"} 1"));
-    assert!(t.contains(
-        "kubelet_pod_worker_duration_seconds_bucket{le=\"0.5\",operation_type=\"sync\"} 1"
-    ) || t.contains(
-        "kubelet_pod_worker_duration_seconds_bucket{operation_type=\"sync\",le=\"0.5\"} 1"
-    ), "{t}");
+    assert!(
+        t.contains(
+            "kubelet_pod_worker_duration_seconds_bucket{le=\"0.5\",operation_type=\"sync\"} 1"
+        ) || t.contains(
+            "kubelet_pod_worker_duration_seconds_bucket{operation_type=\"sync\",le=\"0.5\"} 1"
+        ),
+        "{t}"
+    );
     assert!(t.contains("kubelet_running_containers{container_state=\"running\"} 2"));
 }
 
@@ -110,7 +113,8 @@ fn populated() -> Metrics {
     m.container_started("container", Some("ErrImagePull"));
     m.observe_pod_worker("sync", Duration::from_millis(1));
     m.set_running(1, &[("running", 1)]);
-    m.eviction.evicted("memory.available", Duration::from_millis(1));
+    m.eviction
+        .evicted("memory.available", Duration::from_millis(1));
     m.preemptions
         .get_or_create(&PreemptionSignal {
             preemption_signal: "cpu".into(),
@@ -168,8 +172,13 @@ fn every_series_has_upstreams_name_in_both_text_formats() {
     }
     // Upstream's buckets.
     assert!(text.contains("kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"version\",le=\"0.005\"}"));
-    assert!(text.contains("kubelet_pod_start_sli_duration_seconds_bucket{le=\"3600\"}"), "{text}");
-    assert!(text.contains("rest_client_request_duration_seconds_bucket{verb=\"GET\",host=\"example:6443\",le=\"60\"}"));
+    assert!(
+        text.contains("kubelet_pod_start_sli_duration_seconds_bucket{le=\"3600\"}"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "rest_client_request_duration_seconds_bucket{verb=\"GET\",host=\"example:6443\",le=\"60\"}"
+    ));
     assert!(text.contains("kubelet_containers_per_pod_count_bucket{le=\"16\"}"));
 }
 
@@ -179,20 +188,23 @@ fn every_series_has_upstreams_name_in_both_text_formats() {
 fn promtool_finds_nothing_wrong() {
     use std::io::Write as _;
     let m = populated();
-    for (what, body) in [("/metrics", m.render()), ("/metrics/probes", {
-        m.prober.recorder().observe(
-            &prober::ProbeTarget {
-                probe_type: "Readiness",
-                container: "c".into(),
-                pod: "p".into(),
-                namespace: "default".into(),
-                pod_uid: "u".into(),
-            },
-            "successful",
-            Duration::from_millis(1),
-        );
-        m.encode_probes("").1
-    })] {
+    for (what, body) in [
+        ("/metrics", m.render()),
+        ("/metrics/probes", {
+            m.prober.recorder().observe(
+                &prober::ProbeTarget {
+                    probe_type: "Readiness",
+                    container: "c".into(),
+                    pod: "p".into(),
+                    namespace: "default".into(),
+                    pod_uid: "u".into(),
+                },
+                "successful",
+                Duration::from_millis(1),
+            );
+            m.encode_probes("").1
+        }),
+    ] {
         let child = std::process::Command::new("promtool")
             .args(["check", "metrics"])
             .stdin(std::process::Stdio::piped())

@@ -366,10 +366,8 @@ impl GenericPleg {
                 None => by_state.push((state, 1)),
             }
         }
-        self.metrics.set_running(
-            i64::try_from(running_pods).unwrap_or(i64::MAX),
-            &by_state,
-        );
+        self.metrics
+            .set_running(i64::try_from(running_pods).unwrap_or(i64::MAX), &by_state);
         let current: HashMap<String, RuntimePod> =
             pods.iter().map(|p| (p.id.clone(), p.clone())).collect();
         let uids: HashSet<&String> = self.records.keys().chain(current.keys()).collect();

@@ -307,8 +307,8 @@ mod tests {
     async fn a_status_is_written_once_until_it_changes() {
         let seen = Seen::default();
         let synced = prometheus_client::metrics::histogram::Histogram::new([1.0]);
-        let mut s =
-            ApiStatusSyncer::new(client(Arc::clone(&seen), false)).with_sync_duration(synced.clone());
+        let mut s = ApiStatusSyncer::new(client(Arc::clone(&seen), false))
+            .with_sync_duration(synced.clone());
         let r = s.sync_batch(&[state("Pending", false, false)]).await;
         assert_eq!(
             r,
@@ -337,8 +337,7 @@ mod tests {
         let mut text = String::new();
         let mut registry = prometheus_client::registry::Registry::default();
         registry.register("synced", "", synced);
-        prometheus_client::encoding::prometheus_text::encode(&mut text, &registry)
-            .expect("encode");
+        prometheus_client::encoding::prometheus_text::encode(&mut text, &registry).expect("encode");
         assert!(text.contains("synced_count 2"), "{text}");
     }
 

@@ -41,8 +41,10 @@ impl KubeGenericRuntimeManager {
         let r = self
             .start_container_uncounted(target, c, pod, status, objects, backoff, pid_target)
             .await;
-        self.metrics
-            .container_started(container_type, r.as_ref().err().map(|(reason, _)| reason.as_str()));
+        self.metrics.container_started(
+            container_type,
+            r.as_ref().err().map(|(reason, _)| reason.as_str()),
+        );
         r
     }
 

@@ -122,8 +122,10 @@ impl KubeGenericRuntimeManager {
             }
         };
         // The pod startup latency SLI excludes the time spent pulling.
-        self.metrics
-            .pod_pulled(pod.metadata.uid.as_deref().unwrap_or_default(), pull_start.into_std());
+        self.metrics.pod_pulled(
+            pod.metadata.uid.as_deref().unwrap_or_default(),
+            pull_start.into_std(),
+        );
         match result {
             Ok(r) => {
                 backoff.reset(&key);

@@ -520,7 +520,10 @@ async fn started_pods_and_containers_are_counted_with_their_errors() {
         tonic::Status::unknown("network plugin failed"),
     );
     assert!(!b.sync(&p).await.is_ok(), "the sandbox fails");
-    assert!(b.sync(&p).await.is_ok(), "the sandbox and the init container");
+    assert!(
+        b.sync(&p).await.is_ok(),
+        "the sandbox and the init container"
+    );
     let init = b
         .fake
         .containers()
@@ -529,7 +532,10 @@ async fn started_pods_and_containers_are_counted_with_their_errors() {
         .next()
         .expect("the init container");
     b.fake.exit_container(&init, 0);
-    assert!(!b.sync(&p).await.is_ok(), "the app's image cannot be pulled");
+    assert!(
+        !b.sync(&p).await.is_ok(),
+        "the app's image cannot be pulled"
+    );
     let text = metrics.render();
     for line in [
         "kubelet_started_pods_total 2",

@@ -438,3 +438,42 @@ impl ImageManagerService for RemoteImageService {
         .map(|r| r.image_filesystems)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The runtime-operation metrics every CRI call feeds (upstream's instrumented services).
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn each_call_is_counted_and_timed_and_its_failures_counted() {
+        let m = Metrics::new("node1");
+        let ok = call(&m, "version", None, async {
+            Ok::<_, tonic::Status>(tonic::Response::new(1u8))
+        })
+        .await;
+        assert!(ok.is_ok());
+        let failed = call(&m, "version", None, async {
+            Err::<tonic::Response<u8>, _>(tonic::Status::unavailable("down"))
+        })
+        .await;
+        assert!(failed.is_err());
+        let timed_out = call(
+            &m,
+            "run_podsandbox",
+            Some(Duration::from_secs(1)),
+            std::future::pending::<std::result::Result<tonic::Response<u8>, tonic::Status>>(),
+        )
+        .await;
+        assert!(matches!(timed_out, Err(RuntimeError::Timeout { .. })));
+        let text = m.render();
+        for line in [
+            "kubelet_runtime_operations_total{operation_type=\"version\"} 2",
+            "kubelet_runtime_operations_errors_total{operation_type=\"version\"} 1",
+            "kubelet_runtime_operations_duration_seconds_count{operation_type=\"version\"} 2",
+            "kubelet_runtime_operations_errors_total{operation_type=\"run_podsandbox\"} 1",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+    }
+}

@@ -11,8 +11,11 @@ use crate::config::defaults;
 
 const NODE: &str = "node1";
 
-/// (file, contents, static pod UID, [(container, hash)]).
-const GOLDEN: &[(&str, &str, &str, &[(&str, &str)])] = &[
+/// (container name, `io.kubernetes.container.hash`).
+type Hashes = &'static [(&'static str, &'static str)];
+
+/// (file, contents, static pod UID, hashes).
+const GOLDEN: &[(&str, &str, &str, Hashes)] = &[
     (
         "etcd.yaml",
         include_str!("testdata/etcd.yaml"),

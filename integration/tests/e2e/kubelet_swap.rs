@@ -341,11 +341,11 @@ async fn snapshot(endpoint: &str, uid: &str) -> Snapshot {
     }
 }
 
-/// Wait until the kubelet on `port` reports every pod of `case` Running with every container
-/// running and ready-or-not, then return the runtime's snapshot of each.
-async fn all_running(case: &Case, place: &Place, endpoint: &str) -> Vec<Snapshot> {
+/// Wait until the kubelet on `port` reports the first `n` pods of `case` Running with every
+/// container running, then return the runtime's snapshot of each.
+async fn running_pods(case: &Case, n: usize, place: &Place, endpoint: &str) -> Vec<Snapshot> {
     let mut out = Vec::new();
-    for (file, _, uid) in &case.pods {
+    for (file, _, uid) in case.pods.iter().take(n) {
         wait_for(&format!("{file} Running"), &place.log, || async {
             running_ids(&pod(place.port, uid).await?)
         })
@@ -353,6 +353,11 @@ async fn all_running(case: &Case, place: &Place, endpoint: &str) -> Vec<Snapshot
         out.push(snapshot(endpoint, uid).await);
     }
     out
+}
+
+/// [`running_pods`] for every pod of `case`.
+async fn all_running(case: &Case, place: &Place, endpoint: &str) -> Vec<Snapshot> {
+    running_pods(case, case.pods.len(), place, endpoint).await
 }
 
 /// Check the Go kubelet's values: sandbox and containers found under the Go UID, and every
@@ -378,7 +383,8 @@ fn assert_golden(case: &Case, snaps: &[Snapshot]) {
 }
 
 /// A new kubelet has synced the old pods: a fourth static pod added after it started runs
-/// (its first sync comes after the first sync of the pods it found), then the canary goes.
+/// (its first sync comes after the first sync of the pods it found), then the canary is
+/// stopped (the Go kubelet leaves its dead containers to the garbage collector).
 async fn settle(place: &Place, image: &str, endpoint: &str) {
     let canary = format!("{}-canary", place.node);
     std::fs::write(
@@ -391,10 +397,11 @@ async fn settle(place: &Place, image: &str, endpoint: &str) {
     })
     .await;
     let _ = std::fs::remove_file(place.manifests.join("canary.yaml"));
-    wait_for("canary gone", &place.log, || async {
+    wait_for("canary stopped", &place.log, || async {
+        let running = cri::ContainerState::ContainerRunning as i32;
         runtime_containers(endpoint, &canary)
             .await
-            .filter(|c| c.is_empty())
+            .filter(|c| c.iter().all(|c| c.state != running))
     })
     .await;
 }
@@ -431,7 +438,29 @@ async fn stop(child: &mut Option<Child>) {
     }
 }
 
-/// Remove every manifest, stop the kubelet, remove the case's pods from the runtime.
+/// UIDs of every sandbox of `node` on the runtime at `endpoint` (pods a kubelet made under
+/// UIDs other than the expected ones, too).
+async fn node_pod_uids(endpoint: &str, node: &str) -> Vec<String> {
+    let Ok((mut rt, _)) = integration::runtimes::clients(endpoint).await else {
+        return Vec::new();
+    };
+    let suffix = format!("-{node}");
+    rt.list_pod_sandbox(cri::ListPodSandboxRequest::default())
+        .await
+        .map(|r| r.into_inner().items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| {
+            s.metadata
+                .as_ref()
+                .is_some_and(|m| m.name.ends_with(&suffix))
+        })
+        .filter_map(|s| s.labels.get(UID_LABEL).cloned())
+        .collect()
+}
+
+/// Stop the kubelet and remove every pod of the case's node from the runtime (collected while
+/// the kubelet, and with it an embedded dockershim, still runs).
 async fn teardown(
     kind: RuntimeKind,
     tb: &Testbed,
@@ -439,9 +468,13 @@ async fn teardown(
     place: &Place,
     child: &mut Option<Child>,
 ) {
-    stop(child).await;
+    let endpoint = runtime_endpoint(kind, tb, &place.root);
     let mut uids: Vec<String> = case.pods.iter().map(|(_, _, u)| u.to_string()).collect();
     uids.push(format!("{}-canary", place.node));
+    uids.extend(node_pod_uids(&endpoint, &place.node).await);
+    uids.sort();
+    uids.dedup();
+    stop(child).await;
     cleanup_all(kind, tb, &uids).await;
     unmount_under(&place.root);
     let _ = std::fs::remove_dir_all(&place.dir);
@@ -468,7 +501,7 @@ async fn swap_self(kind: RuntimeKind, case: &Case) {
         assert_unchanged("restart", case, &before, &after);
         assert_unchanged("restart, settled", case, &before, &settled);
         delete_one(case, &place, &endpoint).await;
-        let kept = all_running(case, &place, &endpoint).await;
+        let kept = running_pods(case, 2, &place, &endpoint).await;
         assert_unchanged("after deleting tools", case, &before[..2], &kept[..2]);
     };
     let outcome = std::panic::AssertUnwindSafe(body).catch_unwind().await;
@@ -526,7 +559,7 @@ async fn kubelet_swap_with_go_kubelet_containerd() {
         child = Some(ours(kind, &tb, &place));
         all_running(case, &place, &endpoint).await;
         delete_one(case, &place, &endpoint).await;
-        let kept = all_running(case, &place, &endpoint).await;
+        let kept = running_pods(case, 2, &place, &endpoint).await;
         assert_unchanged("after deleting tools", case, &before[..2], &kept[..2]);
     };
     let outcome = std::panic::AssertUnwindSafe(body).catch_unwind().await;

@@ -71,5 +71,6 @@ pub mod stats;
 pub mod status;
 pub mod sysctl;
 pub mod types;
+pub mod util;
 pub mod version;
 pub mod volumemanager;

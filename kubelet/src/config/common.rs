@@ -18,7 +18,6 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus, Toleration};
 /// A list of pods (`v1.PodList`).
 pub type PodList = k8s_openapi::List<Pod>;
 use serde::Deserialize;
-use sha2::{Digest, Sha256};
 
 use super::validation::{ValidationError, validate_pod};
 use super::{CONFIG_HASH_ANNOTATION, CONFIG_SOURCE_ANNOTATION, ManifestError, defaults};
@@ -201,21 +200,12 @@ pub fn generate_pod_name(name: &str, node_name: &str) -> String {
     format!("{name}-{}", node_name.to_lowercase())
 }
 
-/// The static pod UID: a hash of the (API-defaulted) pod content and where it came from, so it
-/// is stable across restarts and changes when the content changes (upstream: md5 of the object
-/// plus `host:<node>file:<path>` or `url:<url>`; we use SHA-256, 32 hex chars).
+/// The static pod UID: upstream `applyDefaults`' MD5 over the decoded, API-defaulted pod as
+/// go-spew prints the internal `core.Pod`, then `host:<node>` and `file:<path>` (or
+/// `url:<url>`), in hex — the UID the Go kubelet 1.26 gives the same manifest (see
+/// [`crate::util::hash`]), so a kubelet swap finds the pod's sandbox and containers its own.
 pub fn static_pod_uid(pod: &Pod, location: &str, is_file: bool, node_name: &str) -> String {
-    let mut h = Sha256::new();
-    h.update(serde_json::to_vec(pod).unwrap_or_else(|_| format!("{pod:?}").into_bytes()));
-    if is_file {
-        h.update(format!("host:{node_name}"));
-        h.update(format!("file:{location}"));
-    } else {
-        h.update(format!("url:{location}"));
-    }
-    let mut s = hex::encode(h.finalize());
-    s.truncate(32);
-    s
+    crate::util::hash::static_pod_uid(pod, location, is_file, node_name)
 }
 
 /// Upstream `AddOrUpdateTolerationInPod`: replace a matching toleration or append it.

@@ -9,7 +9,6 @@ use std::fmt;
 
 use chrono::{DateTime, Utc};
 use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod};
-use sha2::{Digest, Sha256};
 
 /// A container's identity as `<type>://<id>` (upstream `kubecontainer.ContainerID`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
@@ -181,17 +180,11 @@ impl PodStatus {
     }
 }
 
-/// Stable hash of a container spec (upstream `HashContainer`: a hash of the spec's JSON).
-/// Unchanged specs hash the same across restarts; any change to the spec changes it.
+/// Upstream `HashContainer`: FNV-1a (32 bit) over spew's print of the container's Go JSON,
+/// bit for bit what the Go kubelet 1.26 computes (see [`crate::util::hash`]), so containers
+/// either kubelet created match the other's spec hash. Any change to the spec changes it.
 pub fn hash_container(container: &Container) -> u64 {
-    // Serializing a plain k8s-openapi struct cannot fail (no non-string map keys); fall back to
-    // the Debug form just in case so the function stays total.
-    let bytes =
-        serde_json::to_vec(container).unwrap_or_else(|_| format!("{container:?}").into_bytes());
-    let digest = Sha256::digest(&bytes);
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    u64::from_be_bytes(first)
+    crate::util::hash::hash_container(container)
 }
 
 /// `<name>_<namespace>` (upstream `GetPodFullName`).

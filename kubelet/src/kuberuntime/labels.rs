@@ -21,6 +21,10 @@ pub const CONTAINER_TERMINATION_MESSAGE_POLICY_LABEL: &str =
     "io.kubernetes.container.terminationMessagePolicy";
 /// Pod termination grace period annotation (seconds).
 pub const POD_TERMINATION_GRACE_PERIOD_LABEL: &str = "io.kubernetes.pod.terminationGracePeriod";
+/// Pod deletion grace period annotation (seconds), set when the pod is being deleted.
+pub const POD_DELETION_GRACE_PERIOD_LABEL: &str = "io.kubernetes.pod.deletionGracePeriod";
+/// The container's preStop handler (Go JSON of `v1.LifecycleHandler`).
+pub const CONTAINER_PRE_STOP_HANDLER_LABEL: &str = "io.kubernetes.container.preStopHandler";
 /// Container ports annotation (JSON).
 pub const CONTAINER_PORTS_LABEL: &str = "io.kubernetes.container.ports";
 /// Label marking a sandbox as created by the kubelet (upstream `kubernetes_docker_type` is
@@ -100,6 +104,9 @@ pub fn new_container_annotations(
             .clone()
             .unwrap_or_default(),
     );
+    if let Some(g) = pod.metadata.deletion_grace_period_seconds {
+        a.insert(POD_DELETION_GRACE_PERIOD_LABEL.to_string(), g.to_string());
+    }
     if let Some(g) = pod
         .spec
         .as_ref()
@@ -110,8 +117,18 @@ pub fn new_container_annotations(
             g.to_string(),
         );
     }
+    // Both JSON values as Go's encoding/json writes them (field order, omitempty), as the Go
+    // kubelet writes and reads them.
+    if let Some(pre_stop) = container
+        .lifecycle
+        .as_ref()
+        .and_then(|l| l.pre_stop.as_ref())
+        && let Some(json) = crate::util::hash::marshal_v1("v1.LifecycleHandler", pre_stop)
+    {
+        a.insert(CONTAINER_PRE_STOP_HANDLER_LABEL.to_string(), json);
+    }
     if let Some(ports) = container.ports.as_ref().filter(|p| !p.is_empty())
-        && let Ok(json) = serde_json::to_string(ports)
+        && let Some(json) = crate::util::hash::marshal_v1("[]v1.ContainerPort", ports)
     {
         a.insert(CONTAINER_PORTS_LABEL.to_string(), json);
     }
@@ -156,5 +173,64 @@ mod tests {
         let a = new_container_annotations(&c, &pod, 3);
         assert_eq!(container_hash(&a), crate::container::hash_container(&c));
         assert_eq!(restart_count(&a), 3);
+    }
+
+    /// The values the Go kubelet 1.26 writes for the same container (its `json.Marshal`, as
+    /// printed by the oracle described in `util/hash/tests.rs`): Go field order, defaults.
+    #[test]
+    fn annotations_match_the_go_kubelet() {
+        use k8s_openapi::api::core::v1::{
+            ContainerPort, ExecAction, Lifecycle, LifecycleHandler, PodSpec,
+        };
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let c = Container {
+            name: "nginx".into(),
+            image: Some("nginx".into()),
+            ports: Some(vec![
+                ContainerPort {
+                    name: Some("http".into()),
+                    container_port: 80,
+                    protocol: Some("TCP".into()),
+                    ..Default::default()
+                },
+                ContainerPort {
+                    container_port: 53,
+                    protocol: Some("UDP".into()),
+                    ..Default::default()
+                },
+            ]),
+            lifecycle: Some(Lifecycle {
+                pre_stop: Some(LifecycleHandler {
+                    exec: Some(ExecAction {
+                        command: Some(vec!["sh".into(), "-c".into(), "sleep 1".into()]),
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let pod = Pod {
+            metadata: ObjectMeta {
+                deletion_grace_period_seconds: Some(7),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                termination_grace_period_seconds: Some(30),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let a = new_container_annotations(&c, &pod, 0);
+        assert_eq!(
+            a[CONTAINER_PORTS_LABEL],
+            r#"[{"name":"http","containerPort":80,"protocol":"TCP"},{"containerPort":53,"protocol":"UDP"}]"#
+        );
+        assert_eq!(
+            a[CONTAINER_PRE_STOP_HANDLER_LABEL],
+            r#"{"exec":{"command":["sh","-c","sleep 1"]}}"#
+        );
+        assert_eq!(a[POD_DELETION_GRACE_PERIOD_LABEL], "7");
+        assert_eq!(a[POD_TERMINATION_GRACE_PERIOD_LABEL], "30");
     }
 }

@@ -1,0 +1,3 @@
+//! Utilities named after upstream `pkg/util`.
+
+pub mod hash;

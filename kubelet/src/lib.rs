@@ -26,7 +26,8 @@
 //!    (probe workers), [`stats`] (the summary of node, pod and container usage).
 //! 5. **The loop** — [`host`] (what the servers read of the running kubelet), [`pod_workers`],
 //!    [`server`] (read-only, authenticated and healthz servers), [`apimode`] (API-server mode),
-//!    [`kubelet`] (the sync loop, which wires everything).
+//!    [`kubelet`] (the sync loop, which wires everything), [`kubemark`] (hollow nodes: the
+//!    kubelet on the in-memory fake runtime).
 //! 6. **Options** — [`kubeletconfig`] (the config file and the resolved configuration) and
 //!    [`flags`]; the binary (`main.rs`) embeds dockershim, the library never uses it.
 
@@ -52,6 +53,7 @@ pub mod host;
 pub mod images;
 pub mod kubelet;
 pub mod kubeletconfig;
+pub mod kubemark;
 pub mod kuberuntime;
 pub mod logging;
 pub mod logs;

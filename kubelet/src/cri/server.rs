@@ -81,7 +81,9 @@ where
     T: RuntimeService + ImageManagerService + 'static,
 {
     async fn version(&self, _req: Request<cri::VersionRequest>) -> R<cri::VersionResponse> {
-        ok(RuntimeService::version(&*self.inner).await.map_err(status)?)
+        ok(RuntimeService::version(&*self.inner)
+            .await
+            .map_err(status)?)
     }
 
     async fn status(&self, _req: Request<cri::StatusRequest>) -> R<cri::StatusResponse> {

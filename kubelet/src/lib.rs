@@ -15,7 +15,8 @@
 //!    holds, their gRPC implementation and an in-memory fake for unit tests; [`apiobjects`]
 //!    (configMaps, secrets, tokens a pod refers to), [`certificate`] (TLS bootstrap and
 //!    certificate rotation), [`dns`], [`mirror`] (mirror pods),
-//!    [`nodestatus`] (the Node object and lease).
+//!    [`nodestatus`] (the Node object and lease), [`nodelister`] (the Node as the API server
+//!    has it).
 //! 3. **Managers** — [`cm`] (pod cgroups), [`config`] (pod sources and their merge),
 //!    [`envvars`], [`logs`] (reading and rotating container logs), [`status`] (API pod status
 //!    and its sync to the API server), [`volumemanager`], [`kuberuntime`] (`SyncPod` and
@@ -59,6 +60,7 @@ pub mod logging;
 pub mod logs;
 pub mod metrics;
 pub mod mirror;
+pub mod nodelister;
 pub mod nodeshutdown;
 pub mod nodestatus;
 pub mod pleg;

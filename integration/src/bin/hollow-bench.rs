@@ -210,6 +210,11 @@ struct Side {
 }
 
 impl Side {
+    /// The value of the `hollow-side` label of the side's nodes.
+    fn label(&self) -> &str {
+        self.prefix.trim_end_matches('-')
+    }
+
     fn pids(&self) -> Vec<u32> {
         self.children.iter().filter_map(|c| c.id()).collect()
     }
@@ -387,7 +392,7 @@ async fn create_pods(
                 let name = format!("{}dep-{d}", side.prefix);
                 let mut template = pod("x", None);
                 template["metadata"] = json!({"labels": {"app": name}});
-                template["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "hollow-side", "operator": "In", "values": [side.prefix]}]}]}}});
+                template["spec"]["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [{"key": "hollow-side", "operator": "In", "values": [side.label()]}]}]}}});
                 let dep: Deployment = serde_json::from_value(json!({
                     "apiVersion": "apps/v1", "kind": "Deployment",
                     "metadata": {"name": name, "namespace": NAMESPACE},
@@ -503,7 +508,7 @@ async fn label_nodes(client: &kube::Client, side: &Side) -> Result<()> {
     use k8s_openapi::api::core::v1::Node;
     let nodes: kube::Api<Node> = kube::Api::all(client.clone());
     for i in 0..side.nodes {
-        let patch = json!({"metadata": {"labels": {"hollow-side": side.prefix}}});
+        let patch = json!({"metadata": {"labels": {"hollow-side": side.label()}}});
         nodes
             .patch(
                 &format!("{}{i}", side.prefix),

@@ -203,3 +203,75 @@ async fn hollow_node_refuses_a_flag_it_sets_itself() {
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(err.contains("--hostname-override"), "{err}");
 }
+
+/// A label put on the Node after the kubelet registered it counts at admission (upstream
+/// `getNodeAnyWay`: the node lister's Node): a pod selecting it runs instead of being
+/// rejected with `NodeAffinity`. Found by `hollow-bench --api judge`, whose Deployments select
+/// the nodes it labels.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_label_added_after_registration_admits_the_pods_selecting_it() {
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::api::{Patch, PatchParams, PostParams};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let server = integration::apiserver::ApiServer::start()
+        .await
+        .expect("API server fixture");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
+    let prefix = integration::fixtures::unique_name("late-label-");
+    let node = format!("{prefix}0");
+    let _hollow = tokio::process::Command::new(workspace_binary("hollow-node").expect("binary"))
+        .arg(format!("--name-prefix={prefix}"))
+        .arg(format!(
+            "--root-dir-base={}",
+            dir.path().join("nodes").display()
+        ))
+        .arg("--")
+        .arg(format!("--kubeconfig={}", kubeconfig.display()))
+        .arg("--cgroups-per-qos=false")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start hollow-node");
+    let client = kube::Client::try_from(kube::Config::new(server.url().parse().expect("url")))
+        .expect("client");
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    let mut registered = false;
+    for _ in 0..300 {
+        if nodes.get_opt(&node).await.ok().flatten().is_some() {
+            registered = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(registered, "node {node} registered");
+    let patch = serde_json::json!({"metadata": {"labels": {"late-label": "yes"}}});
+    nodes
+        .patch(&node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("label node");
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client, "default");
+    let pod: Pod = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{prefix}pod"), "namespace": "default"},
+        "spec": {"nodeName": node, "nodeSelector": {"late-label": "yes"},
+                 "containers": [{"name": "c", "image": "busybox"}]},
+    }))
+    .expect("pod");
+    pods.create(&PostParams::default(), &pod)
+        .await
+        .expect("create pod");
+    let mut last = (String::new(), String::new());
+    for _ in 0..300 {
+        if let Some(p) = pods.get_opt(&format!("{prefix}pod")).await.ok().flatten() {
+            let s = p.status.unwrap_or_default();
+            last = (s.phase.unwrap_or_default(), s.reason.unwrap_or_default());
+            if last.0 == "Running" || last.0 == "Failed" {
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(last.0, "Running", "phase, reason: {last:?}");
+}

@@ -93,16 +93,22 @@ pub fn percentile(v: &[f64], p: f64) -> f64 {
     s[rank.clamp(1, s.len()) - 1]
 }
 
-/// One audit event's fields the bench reads (`audit.k8s.io/v1` Event, one JSON per line).
-/// Only `ResponseComplete` stage events count (one per request).
+/// One audit event's fields the bench reads (`audit.k8s.io/v1` Event, one JSON per line),
+/// counted once per request: a watch at `ResponseStarted` (its `ResponseComplete` comes only
+/// when it ends, maybe never while measured), anything else at `ResponseComplete`.
 pub fn parse_audit_line(line: &str) -> Option<ApiRequest> {
     let v: serde_json::Value = serde_json::from_str(line).ok()?;
-    if v.get("stage").and_then(|s| s.as_str()) != Some("ResponseComplete") {
+    let verb = v.get("verb")?.as_str()?.to_string();
+    let counted_stage = if verb == "watch" {
+        "ResponseStarted"
+    } else {
+        "ResponseComplete"
+    };
+    if v.get("stage").and_then(|s| s.as_str()) != Some(counted_stage) {
         return None;
     }
     let user = v.pointer("/user/username")?.as_str()?;
     let node = user.strip_prefix("system:node:")?.to_string();
-    let verb = v.get("verb")?.as_str()?.to_string();
     let obj = v.get("objectRef")?;
     let resource = obj.get("resource")?.as_str()?;
     let resource = match obj.get("subresource").and_then(|s| s.as_str()) {
@@ -360,6 +366,16 @@ mod tests {
         assert_eq!(parse_audit_line(&started), None);
         let scheduler = line.replace("system:node:h1", "system:kube-scheduler");
         assert_eq!(parse_audit_line(&scheduler), None);
+        // A watch counts when it starts (it completes only when it ends).
+        let watch = line
+            .replace(r#""verb":"patch""#, r#""verb":"watch""#)
+            .replace(r#","subresource":"status""#, "");
+        assert_eq!(parse_audit_line(&watch), None);
+        let started = watch.replace("ResponseComplete", "ResponseStarted");
+        assert_eq!(
+            parse_audit_line(&started).map(|r| (r.verb, r.resource)),
+            Some(("watch".into(), "pods".into()))
+        );
     }
 
     #[test]

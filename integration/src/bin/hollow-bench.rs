@@ -201,12 +201,15 @@ async fn pod_phases(api: &Api) -> Result<Vec<(String, String)>> {
         .collect())
 }
 
-/// One side's processes: their pids (for RSS and CPU) and children to kill at the end.
+/// One side's processes: the kubelets (measured: RSS and CPU) and what they run on (the Go
+/// side's fake-runtime processes, not measured; this kubelet's fake is in its process and
+/// counted), all killed at the end.
 struct Side {
     name: String,
     prefix: String,
     nodes: usize,
     children: Vec<tokio::process::Child>,
+    runtimes: Vec<tokio::process::Child>,
 }
 
 impl Side {
@@ -271,6 +274,7 @@ fn start_hollow(api: &Api, dir: &Path, prefix: &str, nodes: usize) -> Result<Sid
         prefix: prefix.into(),
         nodes,
         children: vec![child],
+        runtimes: Vec::new(),
     })
 }
 
@@ -284,13 +288,14 @@ fn start_go(
 ) -> Result<Side> {
     let fake = workspace_binary("fake-runtime")?;
     let mut children = Vec::new();
+    let mut runtimes = Vec::new();
     for i in 0..nodes {
         let name = format!("{prefix}{i}");
         let root = dir.join("go").join(&name);
         std::fs::create_dir_all(&root)?;
         let sock = root.join("fake.sock");
         let (out, err) = log_file(&root, "fake-runtime.log")?;
-        children.push(
+        runtimes.push(
             tokio::process::Command::new(&fake)
                 .arg(format!("--listen=unix://{}", sock.display()))
                 .stdout(out)
@@ -337,6 +342,7 @@ fn start_go(
         prefix: prefix.into(),
         nodes,
         children,
+        runtimes,
     })
 }
 
@@ -495,10 +501,10 @@ async fn run_side(api: &Api, mut side: Side, args: &Args) -> Result<SideResult> 
     let idle = api.requests_between(idle_from, idle_to, &prefix);
     let all = api.requests_between(all_from, churn_to, &prefix);
     result.count_requests(&churn, &idle, args.idle_seconds as f64 / 60.0, &all);
-    for c in &mut side.children {
+    for c in side.children.iter_mut().chain(side.runtimes.iter_mut()) {
         let _ = c.start_kill();
     }
-    for c in &mut side.children {
+    for c in side.children.iter_mut().chain(side.runtimes.iter_mut()) {
         let _ = c.wait().await;
     }
     Ok(result)

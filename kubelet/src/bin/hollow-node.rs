@@ -103,24 +103,34 @@ async fn main() -> ExitCode {
         );
     }
     let cancel = CancellationToken::new();
-    let mut nodes = Vec::with_capacity(flags.nodes);
+    let mut configs = Vec::with_capacity(flags.nodes);
     for i in flags.first_index..flags.first_index + flags.nodes {
         let name = format!("{}{i}", flags.name_prefix);
-        let (kubelet_flags, config) = match kubelet::flags::load(node_args(&flags, &name)) {
-            Ok(v) => v,
+        match kubelet::flags::load(node_args(&flags, &name)) {
+            Ok(v) => configs.push(v),
             Err(e) => return fail(1, format_args!("node {name}: {e}")),
-        };
-        if nodes.is_empty() {
-            kubelet::logging::init(&config.logging_format, config.verbosity);
         }
-        match kubelet::kubemark::start(
-            config,
-            kubelet_flags.bootstrap_kubeconfig.as_deref(),
-            flags.latency.latency(),
-            cancel.child_token(),
-        )
-        .await
-        {
+    }
+    if let Some((_, config)) = configs.first() {
+        kubelet::logging::init(&config.logging_format, config.verbosity);
+    }
+    // All at once, as separate machines would: TLS bootstrap and registration overlap.
+    let starts = configs.into_iter().map(|(kubelet_flags, config)| {
+        let cancel = cancel.child_token();
+        let latency = flags.latency.latency();
+        async move {
+            kubelet::kubemark::start(
+                config,
+                kubelet_flags.bootstrap_kubeconfig.as_deref(),
+                latency,
+                cancel,
+            )
+            .await
+        }
+    });
+    let mut nodes = Vec::with_capacity(flags.nodes);
+    for started in futures::future::join_all(starts).await {
+        match started {
             Ok(node) => nodes.push(node),
             Err(e) => {
                 cancel.cancel();

@@ -12,6 +12,7 @@ pub mod benchmark;
 pub mod conformance;
 pub mod dockerd;
 pub mod fixtures;
+pub mod hollow;
 pub mod interrupt;
 pub mod kubelet_proc;
 pub mod runtimes;

@@ -51,6 +51,9 @@ pub struct KubeletShared {
     /// admission matches pods against them.
     pub node_labels: std::collections::BTreeMap<String, String>,
     pub node_taints: Vec<k8s_openapi::api::core::v1::Taint>,
+    /// The node as the API server has it (API-server mode): its labels and taints, set by
+    /// anyone, are what admission matches pods against once seen.
+    pub node: crate::nodelister::NodeLister,
     /// What allocatable holds back from capacity, per resource in base units.
     pub reserved: std::collections::BTreeMap<String, i64>,
     /// Whether the node is shutting down (graceful node shutdown): Ready turns False and new

@@ -117,6 +117,7 @@ impl Kubelet {
             shutdown: Arc::default(),
             mirrors: Default::default(),
             stats: Default::default(),
+            node: Default::default(),
         });
         Self {
             config,
@@ -194,6 +195,12 @@ impl Kubelet {
                     let watch = crate::config::apiserver::watch_services;
                     tokio::spawn(watch(client.clone(), store.clone(), cancel.child_token()));
                     services = Some(store);
+                    tokio::spawn(crate::nodelister::watch_node(
+                        client.clone(),
+                        self.config.node_name.clone(),
+                        self.shared.node.clone(),
+                        cancel.child_token(),
+                    ));
                     crate::apimode::spawn(
                         client,
                         api.clone(),
@@ -614,19 +621,20 @@ impl SyncLoop {
             Err(e) => (e.reason(), e.to_string()),
             Ok(()) => {
                 let s = &self.shared;
-                let (reason, message) = if !crate::predicate::node_affinity_matches(
-                    pod,
-                    &s.node_name,
-                    &s.node_labels,
-                ) {
-                    crate::predicate::NODE_AFFINITY
-                } else if !crate::types::is_static_pod(pod)
-                    && crate::predicate::untolerated_no_execute(pod, &s.node_taints).is_some()
-                {
-                    crate::predicate::TAINT
-                } else {
-                    return true;
-                };
+                // Upstream `getNodeAnyWay`: the API server's node once seen (labels and
+                // taints set by others count), else the registered one.
+                let labels = s.node.labels_or(&s.node_labels);
+                let taints = s.node.taints_or(&s.node_taints);
+                let (reason, message) =
+                    if !crate::predicate::node_affinity_matches(pod, &s.node_name, &labels) {
+                        crate::predicate::NODE_AFFINITY
+                    } else if !crate::types::is_static_pod(pod)
+                        && crate::predicate::untolerated_no_execute(pod, &taints).is_some()
+                    {
+                        crate::predicate::TAINT
+                    } else {
+                        return true;
+                    };
                 (reason.to_string(), message.to_string())
             }
         };

@@ -15,7 +15,8 @@
 //!    holds, their gRPC implementation and an in-memory fake for unit tests; [`apiobjects`]
 //!    (configMaps, secrets, tokens a pod refers to), [`certificate`] (TLS bootstrap and
 //!    certificate rotation), [`dns`], [`mirror`] (mirror pods),
-//!    [`nodestatus`] (the Node object and lease).
+//!    [`nodestatus`] (the Node object and lease), [`nodelister`] (the Node as the API server
+//!    has it).
 //! 3. **Managers** — [`cm`] (pod cgroups), [`config`] (pod sources and their merge),
 //!    [`envvars`], [`logs`] (reading and rotating container logs), [`status`] (API pod status
 //!    and its sync to the API server), [`volumemanager`], [`kuberuntime`] (`SyncPod` and
@@ -26,7 +27,8 @@
 //!    (probe workers), [`stats`] (the summary of node, pod and container usage).
 //! 5. **The loop** — [`host`] (what the servers read of the running kubelet), [`pod_workers`],
 //!    [`server`] (read-only, authenticated and healthz servers), [`apimode`] (API-server mode),
-//!    [`kubelet`] (the sync loop, which wires everything).
+//!    [`kubelet`] (the sync loop, which wires everything), [`kubemark`] (hollow nodes: the
+//!    kubelet on the in-memory fake runtime).
 //! 6. **Options** — [`kubeletconfig`] (the config file and the resolved configuration) and
 //!    [`flags`]; the binary (`main.rs`) embeds dockershim, the library never uses it.
 
@@ -52,11 +54,13 @@ pub mod host;
 pub mod images;
 pub mod kubelet;
 pub mod kubeletconfig;
+pub mod kubemark;
 pub mod kuberuntime;
 pub mod logging;
 pub mod logs;
 pub mod metrics;
 pub mod mirror;
+pub mod nodelister;
 pub mod nodeshutdown;
 pub mod nodestatus;
 pub mod pleg;

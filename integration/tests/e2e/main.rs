@@ -26,6 +26,7 @@ mod dockershim_logs;
 mod dockershim_network;
 mod dockershim_restart;
 mod grpc_clients;
+mod hollow_nodes;
 mod judges;
 mod kubelet_allocatable;
 mod kubelet_api_features;

@@ -57,6 +57,28 @@ struct State {
     sandbox_status_latency: std::time::Duration,
     sandbox_status_in_flight: usize,
     sandbox_status_max_in_flight: usize,
+    /// Simulated time the slow operations take (see [`Latency`]).
+    latency: Latency,
+    /// Whether calls and pulls are recorded (tests) or not (a long-lived fake, which would
+    /// otherwise grow without bound).
+    quiet: bool,
+}
+
+/// How long the operations a real runtime spends time on take in the fake (on the tokio
+/// clock), so that a kubelet on it sees startup latency as on a real runtime (upstream
+/// kubemark's hollow nodes have none; a fake runtime served to other kubelets wants some).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Latency {
+    /// `RunPodSandbox` (a real runtime: pause container and CNI, ~0.3–1 s).
+    pub run_pod_sandbox: Duration,
+    /// `PullImage`.
+    pub pull_image: Duration,
+    /// `CreateContainer`.
+    pub create_container: Duration,
+    /// `StartContainer`.
+    pub start_container: Duration,
+    /// `StopPodSandbox` and `StopContainer`.
+    pub stop: Duration,
 }
 
 impl State {
@@ -114,7 +136,9 @@ impl FakeRuntime {
     /// Records the call `op` and returns the error injected for it, if any.
     fn enter(&self, op: &'static str) -> Result<()> {
         self.with(|s| {
-            s.calls.push(op.to_string());
+            if !s.quiet {
+                s.calls.push(op.to_string());
+            }
             s.tick();
             match s.errors.get_mut(op).and_then(VecDeque::pop_front).flatten() {
                 Some(status) => Err(RuntimeError::Rpc { op, status }),
@@ -147,6 +171,29 @@ impl FakeRuntime {
     /// Forgets the recorded calls.
     pub fn clear_calls(&self) {
         self.with(|s| s.calls.clear());
+    }
+
+    /// The slow operations take `latency` from now on (on the tokio clock).
+    pub fn set_latency(&self, latency: Latency) {
+        self.with(|s| s.latency = latency);
+    }
+
+    /// Stop recording calls and pulls (for a fake that lives long, as a served runtime):
+    /// [`calls`](Self::calls) and [`pulls`](Self::pulls) stay empty from now on.
+    pub fn set_quiet(&self) {
+        self.with(|s| {
+            s.quiet = true;
+            s.calls = Vec::new();
+            s.pulls = Vec::new();
+        });
+    }
+
+    /// Waits out the simulated latency `pick` chooses.
+    async fn delay(&self, pick: impl FnOnce(&Latency) -> Duration) {
+        let d = self.with(|s| pick(&s.latency));
+        if !d.is_zero() {
+            tokio::time::sleep(d).await;
+        }
     }
 
     /// Every `PodSandboxStatus` takes `latency` from now on (on the tokio clock).
@@ -300,6 +347,7 @@ impl RuntimeService for FakeRuntime {
         handler: &str,
     ) -> Result<String> {
         self.enter("run_podsandbox")?;
+        self.delay(|l| l.run_pod_sandbox).await;
         Ok(self.with(|s| {
             s.next_id += 1;
             let id = format!("sandbox-{}", s.next_id);
@@ -341,6 +389,7 @@ impl RuntimeService for FakeRuntime {
 
     async fn stop_pod_sandbox(&self, id: &str) -> Result<()> {
         self.enter("stop_podsandbox")?;
+        self.delay(|l| l.stop).await;
         let stopped = self.with(|s| {
             let now = s.clock_ns;
             if let Some(sb) = s.sandboxes.get_mut(id) {
@@ -446,6 +495,7 @@ impl RuntimeService for FakeRuntime {
         sandbox_config: cri::PodSandboxConfig,
     ) -> Result<String> {
         self.enter("create_container")?;
+        self.delay(|l| l.create_container).await;
         let image = config.image.clone().unwrap_or_default();
         let created = self.with(|s| {
             if !s.sandboxes.contains_key(sandbox_id) {
@@ -505,6 +555,7 @@ impl RuntimeService for FakeRuntime {
 
     async fn start_container(&self, id: &str) -> Result<()> {
         self.enter("start_container")?;
+        self.delay(|l| l.start_container).await;
         let started = self.with(|s| {
             let now = s.clock_ns;
             let c = s
@@ -532,6 +583,7 @@ impl RuntimeService for FakeRuntime {
 
     async fn stop_container(&self, id: &str, _timeout_secs: i64) -> Result<()> {
         self.enter("stop_container")?;
+        self.delay(|l| l.stop).await;
         let stopped = self.with(|s| {
             let now = s.clock_ns;
             let c = s
@@ -761,8 +813,13 @@ impl ImageManagerService for FakeRuntime {
         _sandbox_config: Option<cri::PodSandboxConfig>,
     ) -> Result<String> {
         self.enter("pull_image")?;
+        self.delay(|l| l.pull_image).await;
         let name = normalize(&image.image);
-        self.with(|s| s.pulls.push((image.image.clone(), auth)));
+        self.with(|s| {
+            if !s.quiet {
+                s.pulls.push((image.image.clone(), auth));
+            }
+        });
         if self.with(|s| s.unpullable.contains(&name)) {
             return Err(RuntimeError::Rpc {
                 op: "pull_image",
@@ -800,5 +857,82 @@ impl ImageManagerService for FakeRuntime {
                 value: self.with(|s| s.images.len() as u64),
             }),
         }])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sandbox_config() -> cri::PodSandboxConfig {
+        cri::PodSandboxConfig {
+            metadata: Some(cri::PodSandboxMetadata {
+                name: "p".into(),
+                namespace: "ns".into(),
+                uid: "u".into(),
+                attempt: 0,
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// With a latency profile, `RunPodSandbox` and `PullImage` take that long on the tokio
+    /// clock; the calls without one answer at once.
+    #[tokio::test(start_paused = true)]
+    async fn the_latency_profile_delays_the_slow_operations() {
+        let fake = FakeRuntime::new();
+        fake.set_latency(Latency {
+            run_pod_sandbox: Duration::from_millis(800),
+            pull_image: Duration::from_secs(2),
+            ..Default::default()
+        });
+        let t0 = tokio::time::Instant::now();
+        fake.run_pod_sandbox(sandbox_config(), "")
+            .await
+            .expect("sandbox");
+        assert_eq!(t0.elapsed(), Duration::from_millis(800));
+        let t1 = tokio::time::Instant::now();
+        fake.pull_image(
+            cri::ImageSpec {
+                image: "busybox".into(),
+                ..Default::default()
+            },
+            None,
+            None,
+        )
+        .await
+        .expect("pull");
+        assert_eq!(t1.elapsed(), Duration::from_secs(2));
+        let t2 = tokio::time::Instant::now();
+        fake.list_pod_sandbox(None).await.expect("list");
+        assert_eq!(t2.elapsed(), Duration::ZERO);
+    }
+
+    /// A quiet fake records no calls and no pulls (a long-lived served fake stays bounded),
+    /// and still works.
+    #[tokio::test]
+    async fn a_quiet_fake_records_nothing() {
+        let fake = FakeRuntime::new();
+        fake.run_pod_sandbox(sandbox_config(), "")
+            .await
+            .expect("sandbox");
+        assert_eq!(fake.calls(), vec!["run_podsandbox".to_string()]);
+        fake.set_quiet();
+        fake.run_pod_sandbox(sandbox_config(), "")
+            .await
+            .expect("sandbox");
+        fake.pull_image(
+            cri::ImageSpec {
+                image: "busybox".into(),
+                ..Default::default()
+            },
+            None,
+            None,
+        )
+        .await
+        .expect("pull");
+        assert!(fake.calls().is_empty());
+        assert!(fake.pulls().is_empty());
+        assert_eq!(fake.sandboxes().len(), 2);
     }
 }

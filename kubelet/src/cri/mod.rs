@@ -2,12 +2,14 @@
 //! `RuntimeService` and `ImageManagerService`, the `internalapi` every kubelet manager holds).
 //! Every CRI call the kubelet makes goes through these two traits, by name: [`remote`] speaks
 //! them over gRPC to a CRI socket (upstream `pkg/kubelet/cri/remote`), [`fake`] keeps pods,
-//! containers and images in memory for unit tests (upstream `cri-api/pkg/apis/testing`).
+//! containers and images in memory for unit tests (upstream `cri-api/pkg/apis/testing`) and
+//! for hollow nodes, and [`server`] serves either port over gRPC (the `fake-runtime` binary).
 //!
 //! Ports layer: imports only [`crate::metrics`] (the remote client counts its calls).
 
 pub mod fake;
 pub mod remote;
+pub mod server;
 
 use std::time::Duration;
 

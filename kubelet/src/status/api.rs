@@ -6,7 +6,7 @@
 //! which removes the object. It owns the record of what it wrote; the caller decides when to
 //! run a batch (upstream: on every status change and every 10 s).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
@@ -40,6 +40,9 @@ pub struct ApiStatusSyncer {
     pending: HashMap<String, std::time::Instant>,
     /// `kubelet_pod_status_sync_duration_seconds`: from a changed status seen to it written.
     sync_duration: Option<prometheus_client::metrics::histogram::Histogram>,
+    /// Pods deleted (or found gone) by UID: nothing more is sent for them while the source
+    /// still lists them (its watch lags the deletion; upstream GETs the pod first instead).
+    deleted: HashSet<String>,
 }
 
 impl ApiStatusSyncer {
@@ -49,6 +52,7 @@ impl ApiStatusSyncer {
             written: HashMap::new(),
             pending: HashMap::new(),
             sync_duration: None,
+            deleted: HashSet::new(),
         }
     }
 
@@ -78,6 +82,9 @@ impl ApiStatusSyncer {
             ) else {
                 continue;
             };
+            if self.deleted.contains(uid) {
+                continue;
+            }
             let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
             if let Some(status) = &p.status
                 && self.needs_write(uid, status)
@@ -127,10 +134,12 @@ impl ApiStatusSyncer {
                     Ok(_) => {
                         debug!(pod = name, namespace = ns, "pod deleted from the API");
                         self.written.remove(uid);
+                        self.deleted.insert(uid.to_string());
                         result.deleted += 1;
                     }
                     Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
                         self.written.remove(uid);
+                        self.deleted.insert(uid.to_string());
                     }
                     Err(e) => {
                         warn!(pod = name, namespace = ns, error = %e, "deleting pod failed");
@@ -146,6 +155,7 @@ impl ApiStatusSyncer {
     pub fn retain(&mut self, known_uids: &dyn Fn(&str) -> bool) {
         self.written.retain(|uid, _| known_uids(uid));
         self.pending.retain(|uid, _| known_uids(uid));
+        self.deleted.retain(|uid| known_uids(uid));
     }
 }
 
@@ -355,7 +365,13 @@ mod tests {
         assert_eq!(delete.1, "/api/v1/namespaces/default/pods/web");
         assert_eq!(delete.2["gracePeriodSeconds"], 0);
         assert_eq!(delete.2["preconditions"]["uid"], "u1");
+        // Deleted once: a later batch that still sees it (the source's watch lags) sends
+        // nothing more for it.
+        let r = s.sync_batch(&[state("Succeeded", true, true)]).await;
+        assert_eq!(r, BatchResult::default());
+        assert!(take(&seen).is_empty());
         // A pod that is not being deleted is never deleted.
+        let mut s = ApiStatusSyncer::new(client(Arc::clone(&seen), false));
         let r = s.sync_batch(&[state("Failed", false, true)]).await;
         assert_eq!(r.deleted, 0);
         assert!(take(&seen).iter().all(|r| r.0 != "DELETE"));

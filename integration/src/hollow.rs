@@ -73,6 +73,13 @@ pub fn is_lease_write(r: &ApiRequest) -> bool {
     r.resource == "leases" && (r.verb == "update" || r.verb == "create" || r.verb == "patch")
 }
 
+/// The node's heartbeat: lease and node status reads and writes.
+pub fn is_heartbeat(r: &ApiRequest) -> bool {
+    r.resource == "leases"
+        || r.resource == "nodes/status"
+        || (r.resource == "nodes" && r.verb == "get")
+}
+
 /// Requests counted by `verb resource`, sorted.
 pub fn by_verb_and_resource(requests: &[ApiRequest]) -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
@@ -135,7 +142,8 @@ pub struct SideResult {
     pub pods_per_second: f64,
     pub startup_p50_seconds: f64,
     pub startup_p99_seconds: f64,
-    /// Requests the nodes made from the first pod created to the last pod gone, per pod.
+    /// Requests the nodes made from the first pod created to the last pod gone, per pod
+    /// (heartbeats — lease and node status — left out: they are per node and minute).
     pub requests_per_pod: f64,
     /// The same by `verb resource`, per pod.
     pub requests_per_pod_by_kind: BTreeMap<String, f64>,
@@ -167,8 +175,11 @@ impl SideResult {
     ) {
         let pods = self.pods.max(1) as f64;
         let nodes = self.nodes.max(1) as f64;
+        // The node's own heartbeat (lease, node status) depends on how long the churn took,
+        // not on the pods: it is counted per node and minute instead.
+        let churn: Vec<ApiRequest> = churn.iter().filter(|r| !is_heartbeat(r)).cloned().collect();
         self.requests_per_pod = churn.len() as f64 / pods;
-        self.requests_per_pod_by_kind = by_verb_and_resource(churn)
+        self.requests_per_pod_by_kind = by_verb_and_resource(&churn)
             .into_iter()
             .map(|(k, n)| (k, n as f64 / pods))
             .collect();
@@ -391,7 +402,8 @@ mod tests {
             pods: 4,
             ..Default::default()
         };
-        let churn = vec![r("patch", "pods/status"); 8];
+        let mut churn = vec![r("patch", "pods/status"); 8];
+        churn.push(r("update", "leases"));
         let idle = vec![
             r("update", "leases"),
             r("update", "leases"),

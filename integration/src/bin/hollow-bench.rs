@@ -48,6 +48,11 @@ struct Args {
     /// Go kubelets on fake-runtime for the reference side (needs KUBELET_JUDGE and --api judge).
     #[arg(long, default_value_t = 0)]
     go_nodes: usize,
+    /// Deployments created per second on the real control plane (each of `--pods-per-node`
+    /// replicas; 0: all at once). Pace them to what the control plane schedules, or the
+    /// startup figures measure its queue.
+    #[arg(long, default_value_t = 0.0)]
+    deployments_per_second: f64,
     /// The idle window (seconds) in which status and lease writes are counted.
     #[arg(long, default_value_t = 60)]
     idle_seconds: u64,
@@ -373,6 +378,7 @@ async fn create_pods(
     api: &Api,
     side: &Side,
     pods_per_node: usize,
+    pace: f64,
 ) -> Result<Vec<(String, Instant)>> {
     let mut created = Vec::new();
     match api {
@@ -409,6 +415,9 @@ async fn create_pods(
                 }))?;
                 deployments.create(&Default::default(), &dep).await?;
                 created.push((name, Instant::now()));
+                if pace > 0.0 {
+                    tokio::time::sleep(Duration::from_secs_f64(1.0 / pace)).await;
+                }
             }
         }
     }
@@ -440,7 +449,7 @@ async fn run_side(api: &Api, mut side: Side, args: &Args) -> Result<SideResult> 
         Api::Fixture(_) => None,
     };
     let start = Instant::now();
-    let created = create_pods(api, &side, args.pods_per_node).await?;
+    let created = create_pods(api, &side, args.pods_per_node, args.deployments_per_second).await?;
     let mut first_running: HashMap<String, Instant> = Default::default();
     let mut created_at: HashMap<String, Instant> = created.into_iter().collect();
     let deadline = Instant::now() + timeout;

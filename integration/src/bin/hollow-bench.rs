@@ -69,6 +69,9 @@ struct Args {
 
 const NAMESPACE: &str = "hollow-bench";
 
+/// The hard eviction thresholds of both sides: memory only.
+const EVICTION_HARD: &str = "memory.available<100Mi";
+
 /// Where the API server is and how requests are read back.
 enum Api {
     Fixture(ApiServer),
@@ -251,7 +254,11 @@ fn start_hollow(api: &Api, dir: &Path, prefix: &str, nodes: usize) -> Result<Sid
     cmd.arg(format!("--nodes={nodes}"))
         .arg(format!("--name-prefix={prefix}"))
         .arg(format!("--root-dir-base={}", dir.join("hollow").display()));
-    let mut kubelet_flags = vec!["--cgroups-per-qos=false".to_string()];
+    // No eviction on the host's disk: every hollow node shares it (kubemark's do too).
+    let mut kubelet_flags = vec![
+        "--cgroups-per-qos=false".to_string(),
+        format!("--eviction-hard={EVICTION_HARD}"),
+    ];
     match api {
         Api::Fixture(_) => {
             let kubeconfig = dir.join("kubeconfig");
@@ -334,6 +341,7 @@ fn start_go(
                 .arg("--read-only-port=0")
                 .arg("--healthz-port=0")
                 .arg("--cgroups-per-qos=false")
+                .arg(format!("--eviction-hard={EVICTION_HARD}"))
                 .arg("--enforce-node-allocatable=")
                 .arg("--fail-swap-on=false")
                 .arg("--cgroup-driver=cgroupfs")

@@ -98,6 +98,7 @@ impl Kubelet {
         let cadvisor = Arc::new(crate::cadvisor::CadvisorState::new(
             crate::cadvisor::CGROUP_ROOT,
         ));
+        cadvisor.prime_node();
         let shared = Arc::new(KubeletShared {
             node_labels,
             node_taints: config

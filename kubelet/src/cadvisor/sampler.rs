@@ -109,6 +109,22 @@ impl CadvisorState {
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 
+    /// A first round of only the node's root cgroup (when the kubelet is made, before its
+    /// servers: the node's first rate can be taken against it).
+    pub fn prime_node(&self) {
+        let node = Entry {
+            id: "/".into(),
+            dir: PathBuf::new(),
+            kind: super::inventory::Kind::Node,
+            labels: Default::default(),
+            start_time: None,
+            runtime_id: None,
+            pod_uid: None,
+        };
+        let wall_ns = chrono::Utc::now().timestamp_nanos_opt().unwrap_or(0);
+        self.record(vec![node], Instant::now(), wall_ns);
+    }
+
     /// The last sample of cgroup `id`.
     pub fn last(&self, id: &str) -> Option<Sample> {
         self.series.read().get(id).map(|s| s.last.clone())

@@ -17,8 +17,9 @@
 //! last rates without sampling, as upstream's `GetCPUAndMemoryStats` does. Where there is no
 //! such rate yet (the first read after start), the rate is the housekeeping task's
 //! ([`crate::cadvisor::sampler`]: the node's, each pod cgroup's and each container's cgroup
-//! between its last two samples), so node and container `usageNanoCores` are there from the
-//! first read.
+//! between its last two samples; the node's since the sample taken when the kubelet was made,
+//! before the second round), so node and container `usageNanoCores` are there from the first
+//! read.
 //!
 //! Managers layer: imports the runtime manager, [`crate::cri`]'s types and [`crate::fsstats`].
 
@@ -193,7 +194,15 @@ impl StatsProvider {
         own.or_else(|| {
             let h = self.housekeeping.as_ref()?;
             match hk {
-                Housekept::Node => h.usage_nano_cores("/"),
+                // Before housekeeping's second round: since its first sample.
+                Housekept::Node => h.usage_nano_cores("/").or_else(|| {
+                    let last = h.last("/")?;
+                    let prev = CpuSample {
+                        timestamp: last.wall_ns,
+                        usage_core_nano_seconds: last.stats.cpu?.total,
+                    };
+                    cpu::nano_cores_between(prev, sample)
+                }),
                 Housekept::Pod(uid) => h.pod_usage_nano_cores(uid),
                 Housekept::Container(id) => h.container_usage_nano_cores(id),
             }

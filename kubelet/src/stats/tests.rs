@@ -467,3 +467,39 @@ async fn the_first_read_has_housekeepings_rates_and_later_ones_their_own() {
     );
     assert_eq!(nano(&second[0].0, "busy"), Some(750_000_000));
 }
+
+#[test]
+fn before_housekeepings_second_round_the_nodes_rate_is_since_its_first_sample() {
+    use crate::cadvisor::inventory::{Entry, Kind, Labels};
+    let root = tempfile::tempdir().unwrap();
+    let d = root.path().join("cpuacct");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("cpuacct.usage"), "0\n").unwrap();
+    let hk = std::sync::Arc::new(crate::cadvisor::CadvisorState::new(root.path()));
+    let node = Entry {
+        id: "/".into(),
+        dir: "".into(),
+        kind: Kind::Node,
+        labels: Labels::default(),
+        start_time: None,
+        runtime_id: None,
+        pod_uid: None,
+    };
+    // One sample, 1000 s ago, at no usage: the rate is the host's usage since over 1000 s.
+    let then = now_ns() - 1000 * S;
+    hk.record(vec![node], tokio::time::Instant::now(), then);
+    assert_eq!(
+        StatsProvider::default()
+            .node_cpu(Scope::Full)
+            .unwrap()
+            .usage_nano_cores,
+        None
+    );
+    let cpu = StatsProvider::with_housekeeping(hk)
+        .node_cpu(Scope::Full)
+        .expect("the node's CPU");
+    let used = cpu.usage_core_nano_seconds.unwrap();
+    let rate = cpu.usage_nano_cores.expect("a rate on the first read");
+    let interval = (cpu.time.unix_nanos().unwrap() - then) as u128;
+    assert_eq!(u128::from(rate), u128::from(used) * S as u128 / interval);
+}

@@ -7,7 +7,8 @@
 //! name holds the container's id — a plain `<id>` with the cgroupfs driver, `docker-<id>.scope`
 //! or `cri-containerd-<id>.scope` with systemd — with cAdvisor's labels: `name` its runtime
 //! name (Docker's `k8s_<container>_<pod>_<namespace>_<uid>_<attempt>`, containerd's id),
-//! `image` its image, `container` its Kubernetes name (`POD` for a Docker sandbox, empty for
+//! `image` its image as the pod spec names it (the runtimes' CRI listings give only the image
+//! id, where cAdvisor asks the runtime for the name), `container` its Kubernetes name (`POD` for a Docker sandbox, empty for
 //! containerd's, as their labels give).
 
 use std::collections::BTreeSet;
@@ -78,6 +79,8 @@ pub struct PodCgroup {
     pub name: String,
     pub namespace: String,
     pub dir: PathBuf,
+    /// The image of each of its containers (by name), as its spec gives it.
+    pub images: std::collections::HashMap<String, String>,
 }
 
 /// What the inventory is built from: the runtime's name (`docker` names its containers
@@ -172,11 +175,12 @@ pub fn build(root: &Path, src: &Sources<'_>) -> Vec<Entry> {
                     } else {
                         c.id.clone()
                     },
-                    image: c
-                        .image
-                        .as_ref()
-                        .map(|i| i.image.clone())
-                        .unwrap_or_default(),
+                    image: p.images.get(&name).cloned().unwrap_or_else(|| {
+                        c.image
+                            .as_ref()
+                            .map(|i| i.image.clone())
+                            .unwrap_or_default()
+                    }),
                     namespace: p.namespace.clone(),
                     pod: p.name.clone(),
                     container: name,
@@ -249,6 +253,7 @@ mod tests {
             name: "web".into(),
             namespace: "ns".into(),
             dir: "kubepods/burstable/podu1".into(),
+            images: [("main".to_string(), "busybox:1".to_string())].into(),
         }];
         let sandboxes = [sandbox("sandbox1", "u1"), sandbox("other", "u2")];
         let containers = [container("ctr1", "sandbox1"), container("ctr2", "other")];
@@ -296,7 +301,7 @@ mod tests {
             inv[5].labels,
             Labels {
                 name: "ctr1".into(),
-                image: "registry/busybox:1".into(),
+                image: "busybox:1".into(),
                 namespace: "ns".into(),
                 pod: "web".into(),
                 container: "main".into(),
@@ -323,6 +328,7 @@ mod tests {
             name: "web".into(),
             namespace: "ns".into(),
             dir: pod.into(),
+            images: Default::default(),
         }];
         let inv = build(
             root.path(),
@@ -346,6 +352,11 @@ mod tests {
             format!("/{pod}/docker-ctr1.scope")
         );
         assert_eq!(by_kind(Kind::Container).labels.name, "k8s_main_web_ns_u1_2");
+        assert_eq!(
+            by_kind(Kind::Container).labels.image,
+            "registry/busybox:1",
+            "the runtime's when the spec has none"
+        );
         let slices: Vec<&str> = inv
             .iter()
             .filter(|e| e.kind == Kind::Slice)

@@ -62,6 +62,16 @@ impl InventorySource for KubeletInventory {
                     name: p.metadata.name.clone().unwrap_or_default(),
                     namespace: p.metadata.namespace.clone().unwrap_or_default(),
                     dir: crate::stats::cgroup::cgroup_dir(&parent),
+                    images: p
+                        .spec
+                        .iter()
+                        .flat_map(|s| {
+                            s.containers
+                                .iter()
+                                .chain(s.init_containers.iter().flatten())
+                        })
+                        .filter_map(|c| Some((c.name.clone(), c.image.clone()?)))
+                        .collect(),
                 })
             })
             .collect();

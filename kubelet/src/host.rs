@@ -64,6 +64,9 @@ pub struct KubeletShared {
     pub evicted: RwLock<HashSet<String>>,
     /// The summary provider (`/stats/summary`, `/metrics/resource`) and its CPU samples.
     pub stats: crate::stats::StatsProvider,
+    /// The housekeeping samples of the node's, pods' and containers' cgroups and the inventory
+    /// `/metrics/cadvisor` reads.
+    pub cadvisor: Arc<crate::cadvisor::CadvisorState>,
 }
 
 impl KubeletShared {

@@ -95,6 +95,10 @@ impl Kubelet {
             ),
         ]);
         node_labels.extend(config.node_labels.clone());
+        let cadvisor = Arc::new(crate::cadvisor::CadvisorState::new(
+            crate::cadvisor::CGROUP_ROOT,
+        ));
+        cadvisor.prime_node();
         let shared = Arc::new(KubeletShared {
             node_labels,
             node_taints: config
@@ -116,7 +120,8 @@ impl Kubelet {
             evicted: RwLock::new(HashSet::new()),
             shutdown: Arc::default(),
             mirrors: Default::default(),
-            stats: Default::default(),
+            stats: crate::stats::StatsProvider::with_housekeeping(Arc::clone(&cadvisor)),
+            cadvisor,
             node: Default::default(),
         });
         Self {
@@ -213,6 +218,14 @@ impl Kubelet {
                 Err(e) => tracing::error!(error = %e, "API server mode disabled"),
             }
         }
+        let housekeeping = crate::cadvisor::Housekeeping::new(
+            Arc::clone(&self.shared.cadvisor),
+            Arc::new(crate::cadvisor::KubeletInventory::new(
+                &self.shared,
+                self.config.pod_infra_container_image.clone(),
+            )),
+        );
+        tokio::spawn(housekeeping.run(cancel.child_token()));
         let cache = PodCache::default();
         let probe_results = crate::probe::ProbeResults::default();
         let runtime = self

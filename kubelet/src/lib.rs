@@ -35,6 +35,7 @@
 pub mod active_deadline;
 pub mod apimode;
 pub mod apiobjects;
+pub mod cadvisor;
 pub mod certificate;
 pub mod cliflag;
 pub mod cm;

@@ -34,6 +34,7 @@ mod kubelet_api_mode;
 mod kubelet_api_source;
 mod kubelet_api_status;
 mod kubelet_bench;
+mod kubelet_cadvisor_metrics;
 mod kubelet_conformance_admission;
 mod kubelet_conformance_env;
 mod kubelet_conformance_lifecycle;

@@ -377,6 +377,7 @@ pub async fn route(
     match path.trim_end_matches('/') {
         "/stats/summary" if get => stats::stats_summary(shared, root_dir, query).await,
         "/metrics/resource" if get => stats::resource_metrics(shared, root_dir).await,
+        "/metrics/cadvisor" if get => stats::cadvisor_metrics(shared).await,
         _ => boxed(handle(shared, method, path, accept)),
     }
 }

@@ -461,6 +461,7 @@ async fn route(
         "/runningpods" => json(&running_pods(&shared)),
         "/stats/summary" => super::stats::stats_summary(&shared, &root_dir, &query).await,
         "/metrics/resource" => super::stats::resource_metrics(&shared, &root_dir).await,
+        "/metrics/cadvisor" => super::stats::cadvisor_metrics(&shared).await,
         _ => {
             let accept = crate::server::header_str(&req, hyper::header::ACCEPT);
             crate::server::handle(&shared, req.method(), &path, &accept).map(|b| b.boxed())

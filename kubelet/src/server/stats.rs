@@ -1,4 +1,4 @@
-//! `/stats/summary` and `/metrics/resource`, which both servers serve (upstream's
+//! `/stats/summary`, `/metrics/resource` and `/metrics/cadvisor`, which both servers serve (upstream's
 //! `InstallDefaultHandlers`: the read-only port has them too, with `/pods`, `/healthz` and
 //! `/metrics`; only the debugging handlers are the secure port's alone).
 
@@ -77,6 +77,21 @@ pub(crate) async fn resource_metrics(shared: &KubeletShared, root_dir: &Path) ->
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+    );
+    r
+}
+
+/// `/metrics/cadvisor` (upstream's cAdvisor Prometheus collector): the `container_*` and
+/// `machine_*` series of the node, the kubepods slices, the pods and their containers
+/// ([`crate::cadvisor`]).
+pub(crate) async fn cadvisor_metrics(shared: &KubeletShared) -> Response<Body> {
+    let body = crate::cadvisor::metrics_page(std::sync::Arc::clone(&shared.cadvisor)).await;
+    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
+    r.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(
+            prometheus_client::encoding::prometheus_text::CONTENT_TYPE,
+        ),
     );
     r
 }

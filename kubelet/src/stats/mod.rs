@@ -10,12 +10,16 @@
 //! ([`cpu`]). The node's figures are read from the host ([`node`]: the root cgroup's CPU,
 //! `/proc/meminfo` as the eviction manager reads it, `/proc/net/dev`, statvfs).
 //!
-//! Upstream takes new CPU samples only from the eviction manager's 10 s round and lets
-//! `/stats/summary` read the rates it left; this kubelet's eviction manager asks for stats only
-//! when it must rank pods, so a full `/stats/summary` takes the samples itself (each rate is
-//! the mean since the previous such request), while `/metrics/resource` and
-//! `/stats/summary?only_cpu_and_memory=true` read the last rates without sampling, as upstream's
-//! `GetCPUAndMemoryStats` does.
+//! Upstream's rates come from cAdvisor's housekeeping (and the eviction manager's 10 s round);
+//! this kubelet's eviction manager asks for stats only when it must rank pods, so a full
+//! `/stats/summary` takes the samples itself (each rate is the mean since the previous such
+//! request), while `/metrics/resource` and `/stats/summary?only_cpu_and_memory=true` read the
+//! last rates without sampling, as upstream's `GetCPUAndMemoryStats` does. Where there is no
+//! such rate yet (the first read after start), the rate is the housekeeping task's
+//! ([`crate::cadvisor::sampler`]: the node's, each pod cgroup's and each container's cgroup
+//! between its last two samples; the node's since the sample taken when the kubelet was made,
+//! before the second round), so node and container `usageNanoCores` are there from the first
+//! read.
 //!
 //! Managers layer: imports the runtime manager, [`crate::cri`]'s types and [`crate::fsstats`].
 
@@ -76,10 +80,20 @@ fn network_stats(n: &cri::NetworkUsage) -> NetworkStats {
     }
 }
 
-/// The summary provider's state: the CPU samples rates are computed from.
+/// Where a rate is looked up in the housekeeping samples when there is no own one.
+#[derive(Debug, Clone, Copy)]
+enum Housekept<'a> {
+    Node,
+    Pod(&'a str),
+    Container(&'a str),
+}
+
+/// The summary provider's state: the CPU samples rates are computed from, and the
+/// housekeeping samples for rates before the first own one.
 #[derive(Debug, Default)]
 pub struct StatsProvider {
     cpu: CpuUsageCache,
+    housekeeping: Option<std::sync::Arc<crate::cadvisor::CadvisorState>>,
 }
 
 fn value(v: Option<&cri::UInt64Value>) -> Option<u64> {
@@ -161,13 +175,38 @@ fn pod_key(uid: &str) -> String {
 }
 
 impl StatsProvider {
+    /// A provider that falls back on `housekeeping`'s rates.
+    pub fn with_housekeeping(housekeeping: std::sync::Arc<crate::cadvisor::CadvisorState>) -> Self {
+        Self {
+            cpu: CpuUsageCache::default(),
+            housekeeping: Some(housekeeping),
+        }
+    }
+
     /// The rate of `id` at `sample`: computed against the previous sample for [`Scope::Full`]
-    /// (which `sample` replaces), the last one computed for [`Scope::CpuAndMemory`].
-    fn rate(&self, id: &str, sample: CpuSample, scope: Scope) -> Option<u64> {
-        match scope {
+    /// (which `sample` replaces), the last one computed for [`Scope::CpuAndMemory`]; without
+    /// one, housekeeping's rate of the same cgroup (`hk`).
+    fn rate(&self, id: &str, sample: CpuSample, scope: Scope, hk: Housekept<'_>) -> Option<u64> {
+        let own = match scope {
             Scope::Full => self.cpu.update(id, sample),
             Scope::CpuAndMemory => self.cpu.cached(id),
-        }
+        };
+        own.or_else(|| {
+            let h = self.housekeeping.as_ref()?;
+            match hk {
+                // Before housekeeping's second round: since its first sample.
+                Housekept::Node => h.usage_nano_cores("/").or_else(|| {
+                    let last = h.last("/")?;
+                    let prev = CpuSample {
+                        timestamp: last.wall_ns,
+                        usage_core_nano_seconds: last.stats.cpu?.total,
+                    };
+                    cpu::nano_cores_between(prev, sample)
+                }),
+                Housekept::Pod(uid) => h.pod_usage_nano_cores(uid),
+                Housekept::Container(id) => h.container_usage_nano_cores(id),
+            }
+        })
     }
 
     /// A container's `usageNanoCores`: the runtime's when it gives one, else from the
@@ -180,7 +219,7 @@ impl StatsProvider {
             timestamp: cpu.timestamp,
             usage_core_nano_seconds: value(cpu.usage_core_nano_seconds.as_ref())?,
         };
-        self.rate(id, sample, scope)
+        self.rate(id, sample, scope, Housekept::Container(id))
     }
 
     /// Upstream `addPodCPUMemoryStats`: the pod cgroup's CPU and memory when it can be read
@@ -202,7 +241,12 @@ impl StatsProvider {
         };
         p.cpu = Some(CpuStats {
             time,
-            usage_nano_cores: self.rate(&pod_key(&p.pod_ref.uid), sample, scope),
+            usage_nano_cores: self.rate(
+                &pod_key(&p.pod_ref.uid),
+                sample,
+                scope,
+                Housekept::Pod(&p.pod_ref.uid),
+            ),
             usage_core_nano_seconds: Some(s.cpu),
         });
         p.memory = Some(MemoryStats {
@@ -364,7 +408,7 @@ impl StatsProvider {
             timestamp,
             usage_core_nano_seconds: usage,
         };
-        let usage_nano_cores = self.rate(cpu::NODE, sample, scope);
+        let usage_nano_cores = self.rate(cpu::NODE, sample, scope, Housekept::Node);
         Some(CpuStats {
             time: Time::from_unix_nanos(timestamp),
             usage_nano_cores,

@@ -389,3 +389,117 @@ async fn when_the_list_fails_the_nodes_ready_sandboxes_are_asked_one_by_one() {
     );
     assert!(own_sandbox_stats(&rt, &sandboxes, &uids).await.is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_first_read_has_housekeepings_rates_and_later_ones_their_own() {
+    use crate::cadvisor::inventory::{Entry, Kind, Labels};
+    let root = tempfile::tempdir().unwrap();
+    let usage = |dir: &str, ns: u64| {
+        let d = root.path().join("cpuacct").join(dir);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("cpuacct.usage"), format!("{ns}\n")).unwrap();
+    };
+    let entry = |id: &str, kind, runtime_id: Option<&str>, pod_uid: Option<&str>| Entry {
+        id: id.into(),
+        dir: id.trim_start_matches('/').into(),
+        kind,
+        labels: Labels::default(),
+        start_time: None,
+        runtime_id: runtime_id.map(String::from),
+        pod_uid: pod_uid.map(String::from),
+    };
+    let inventory = || {
+        vec![
+            entry("/", Kind::Node, None, None),
+            entry("/kubepods/podu1", Kind::Pod, None, Some("u1")),
+            entry("/kubepods/podu1/busy", Kind::Container, Some("busy"), None),
+        ]
+    };
+    let hk = std::sync::Arc::new(crate::cadvisor::CadvisorState::new(root.path()));
+    for (dir, ns) in [("", 0), ("kubepods/podu1", 0), ("kubepods/podu1/busy", 0)] {
+        usage(dir, ns);
+    }
+    hk.record(inventory(), tokio::time::Instant::now(), 0);
+    tokio::time::advance(std::time::Duration::from_secs(2)).await;
+    usage("", 3 * S as u64);
+    usage("kubepods/podu1", S as u64);
+    usage("kubepods/podu1/busy", S as u64);
+    hk.record(inventory(), tokio::time::Instant::now(), 0);
+
+    let p = StatsProvider::with_housekeeping(hk);
+    // The first read: no own previous sample; housekeeping's rates (1 core-second in 2 s for
+    // the container, 1.5 cores for the node).
+    let uids = HashSet::from(["u1".to_string()]);
+    let cgroup = |t: i64, cpu: u64| {
+        move |uid: &str| {
+            (uid == "u1").then_some((
+                t * S,
+                CgroupSample {
+                    cpu,
+                    ..Default::default()
+                },
+            ))
+        }
+    };
+    let first = p.pod_stats(
+        &listing(100, 10 * S as u64),
+        &uids,
+        &cgroup(100, 0),
+        Scope::Full,
+    );
+    assert_eq!(nano(&first[0].0, "busy"), Some(500_000_000));
+    assert_eq!(
+        first[0].0.cpu.as_ref().unwrap().usage_nano_cores,
+        Some(500_000_000),
+        "the pod cgroup's"
+    );
+    let node = p.node_cpu(Scope::Full).expect("the node's CPU");
+    assert_eq!(node.usage_nano_cores, Some(1_500_000_000));
+    // /metrics/resource before any full summary: the same.
+    let cached = pods(&p, &listing(101, 10 * S as u64), Scope::CpuAndMemory);
+    assert_eq!(nano(&cached[0], "busy"), Some(500_000_000));
+    // Later full reads rate against their own previous sample: 3 core-seconds in 4 s.
+    let second = p.pod_stats(
+        &listing(104, 13 * S as u64),
+        &uids,
+        &cgroup(104, 0),
+        Scope::Full,
+    );
+    assert_eq!(nano(&second[0].0, "busy"), Some(750_000_000));
+}
+
+#[test]
+fn before_housekeepings_second_round_the_nodes_rate_is_since_its_first_sample() {
+    use crate::cadvisor::inventory::{Entry, Kind, Labels};
+    let root = tempfile::tempdir().unwrap();
+    let d = root.path().join("cpuacct");
+    std::fs::create_dir_all(&d).unwrap();
+    std::fs::write(d.join("cpuacct.usage"), "0\n").unwrap();
+    let hk = std::sync::Arc::new(crate::cadvisor::CadvisorState::new(root.path()));
+    let node = Entry {
+        id: "/".into(),
+        dir: "".into(),
+        kind: Kind::Node,
+        labels: Labels::default(),
+        start_time: None,
+        runtime_id: None,
+        pod_uid: None,
+    };
+    // One sample, 1000 s ago, at no usage: the rate is the host's usage since over 1000 s.
+    let then = now_ns() - 1000 * S;
+    hk.record(vec![node], tokio::time::Instant::now(), then);
+    assert_eq!(
+        StatsProvider::default()
+            .node_cpu(Scope::Full)
+            .unwrap()
+            .usage_nano_cores,
+        None
+    );
+    let cpu = StatsProvider::with_housekeeping(hk)
+        .node_cpu(Scope::Full)
+        .expect("the node's CPU");
+    let used = cpu.usage_core_nano_seconds.unwrap();
+    let rate = cpu.usage_nano_cores.expect("a rate on the first read");
+    let interval = (cpu.time.unix_nanos().unwrap() - then) as u128;
+    assert_eq!(u128::from(rate), u128::from(used) * S as u128 / interval);
+}

@@ -49,6 +49,7 @@ mod kubelet_kubeadm;
 mod kubelet_logs;
 mod kubelet_max_pods;
 mod kubelet_node_api;
+mod kubelet_object_watch;
 mod kubelet_pods;
 mod kubelet_probes;
 mod kubelet_qos;

@@ -140,14 +140,13 @@ async fn object_watch(kind: RuntimeKind) {
                 .await;
             }
             for uid in &uids {
-                let seen = exec(
+                let seen = exec_in_pod(
                     &endpoint,
                     uid,
-                    "cat /etc/cfg/greeting; echo; echo $GREETING",
+                    &["sh", "-c", "cat /etc/cfg/greeting; echo; echo $GREETING"],
                 )
-                .await
-                .expect("exec");
-                assert_eq!(seen, "hello\nhello\n");
+                .await;
+                assert_eq!(seen, Some((0, "hello\nhello\n".to_string(), String::new())));
             }
             let running = reads(&server, &cfg);
             assert_eq!(running.0, 0, "no GET of the configMap: {running:?}");

@@ -140,13 +140,15 @@ async fn object_watch(kind: RuntimeKind) {
                 .await;
             }
             for uid in &uids {
-                let seen = exec_in_pod(
-                    &endpoint,
-                    uid,
-                    &["sh", "-c", "cat /etc/cfg/greeting; echo; echo $GREETING"],
-                )
+                let seen = wait_for("an exec in the pod", &log, || {
+                    exec(
+                        &endpoint,
+                        uid,
+                        "cat /etc/cfg/greeting; echo; echo $GREETING",
+                    )
+                })
                 .await;
-                assert_eq!(seen, Some((0, "hello\nhello\n".to_string(), String::new())));
+                assert_eq!(seen, "hello\nhello\n", "the volume and the env var");
             }
             let running = reads(&server, &cfg);
             assert_eq!(running.0, 0, "no GET of the configMap: {running:?}");

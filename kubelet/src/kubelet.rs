@@ -361,7 +361,12 @@ impl Kubelet {
             sync_frequency: self.config.sync_frequency,
             root_dir: self.config.root_dir.clone(),
             probes: probe_results,
-            api: api_client,
+            objects: api_client.map(|c| {
+                crate::apiobjects::ObjectManager::new(
+                    c,
+                    self.config.config_map_and_secret_change_detection_strategy,
+                )
+            }),
             tokens: Default::default(),
         });
         let (done_tx, mut done_rx) = mpsc::unbounded_channel();

@@ -98,8 +98,8 @@ pub struct SyncContext {
     pub root_dir: PathBuf,
     /// Probe results (readiness/startup feed the API status).
     pub probes: crate::probe::ProbeResults,
-    /// The API server client (API-server mode): configMaps and secrets of pods.
-    pub api: Option<kube::Client>,
+    /// The configMap and secret manager (API-server mode; it holds the API client).
+    pub objects: Option<crate::apiobjects::ObjectManager>,
     /// Service account tokens issued for pods.
     pub tokens: crate::apiobjects::TokenCache,
 }
@@ -109,7 +109,7 @@ impl std::fmt::Debug for SyncContext {
         f.debug_struct("SyncContext")
             .field("root_dir", &self.root_dir)
             .field("node_ip", &self.node_ip.get())
-            .field("api", &self.api.is_some())
+            .field("api", &self.objects.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -394,9 +394,9 @@ pub async fn sync_pod(
             }
         }
     };
-    // The configMaps and secrets the pod refers to, fresh for this sync.
-    let objects = match &ctx.api {
-        Some(client) => crate::apiobjects::fetch(client, pod, &ctx.tokens).await,
+    // The configMaps and secrets the pod refers to, as the object manager has them now.
+    let objects = match &ctx.objects {
+        Some(manager) => crate::apiobjects::fetch(manager, pod, &ctx.tokens).await,
         None => crate::apiobjects::ApiObjects::standalone(ns),
     };
     // Upstream `WaitForAttachAndMount`: no containers start before the volumes are ready.
@@ -581,6 +581,9 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
     }
     ctx.cache.delete_terminated(uid);
     ctx.tokens.forget(uid);
+    if let Some(m) = &ctx.objects {
+        m.unregister_pod(uid);
+    }
     if work.evict.is_none() {
         ctx.status.remove(uid);
     }
@@ -635,7 +638,7 @@ mod tests {
             sync_frequency: Duration::from_secs(60),
             root_dir: dir.path().join("kubelet"),
             probes: Default::default(),
-            api: None,
+            objects: None,
             tokens: Default::default(),
         });
         let (tx, done) = mpsc::unbounded_channel();

@@ -52,6 +52,7 @@ mod kubelet_logs;
 mod kubelet_max_pods;
 mod kubelet_metrics;
 mod kubelet_node_api;
+mod kubelet_object_watch;
 mod kubelet_pods;
 mod kubelet_probes;
 mod kubelet_qos;

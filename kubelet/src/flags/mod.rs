@@ -100,6 +100,10 @@ mod tests {
         assert!(!c.evented_pleg);
         assert_eq!(c.verbosity, 0);
         assert!(c.static_pod_url_header.is_empty());
+        assert_eq!(
+            c.config_map_and_secret_change_detection_strategy,
+            crate::apiobjects::ChangeDetectionStrategy::Watch
+        );
     }
 
     #[test]

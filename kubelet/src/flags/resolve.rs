@@ -496,6 +496,15 @@ pub fn resolve(
             f.max_open_files.and_then(|n| u64::try_from(n).ok())
         ),
         fail_swap_on: val!("fail_swap_on", flags.fail_swap_on, f.fail_swap_on),
+        config_map_and_secret_change_detection_strategy: f
+            .config_map_and_secret_change_detection_strategy
+            .as_deref()
+            .unwrap_or_default()
+            .parse()
+            .map_err(|reason| ConfigError::Flag {
+                flag: "config",
+                reason,
+            })?,
         config_file: flags.config.clone(),
         ignored_fields: ignored,
         image_credential_file: flags.image_credential_file.clone().or_else(|| {

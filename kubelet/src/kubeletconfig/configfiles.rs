@@ -82,6 +82,11 @@ impl KubeletConfiguration {
             &["", "LimitedSwap", "UnlimitedSwap"],
         )?;
         one_of(
+            "configMapAndSecretChangeDetectionStrategy",
+            &self.config_map_and_secret_change_detection_strategy,
+            &["Get", "Cache", "Watch"],
+        )?;
+        one_of(
             "cgroupDriver",
             &self.cgroup_driver,
             &["", "cgroupfs", "systemd"],
@@ -227,6 +232,16 @@ mod tests {
             KubeletConfiguration::parse("logging:\n  format: xml\n", Path::new("config.yaml"))
                 .expect_err("format");
         assert!(err.to_string().contains("logging.format"), "{err}");
+        let err = KubeletConfiguration::parse(
+            "configMapAndSecretChangeDetectionStrategy: Poll\n",
+            Path::new("c.yaml"),
+        )
+        .expect_err("strategy");
+        assert!(
+            err.to_string()
+                .contains("configMapAndSecretChangeDetectionStrategy"),
+            "{err}"
+        );
         let err = KubeletConfiguration::parse("clusterDNS: [dns]\n", Path::new("c.yaml"))
             .expect_err("ip");
         assert!(err.to_string().contains("clusterDNS"), "{err}");
@@ -266,6 +281,7 @@ mod tests {
             "oomScoreAdj",
             "shutdownGracePeriod",
             "shutdownGracePeriodCriticalPods",
+            "configMapAndSecretChangeDetectionStrategy",
         ] {
             assert!(!ignored.contains(&f), "{f}");
         }

@@ -148,12 +148,6 @@ impl KubeletConfiguration {
                 .is_some_and(|m| nonempty_str(&m.swap_behavior)),
         );
         note(
-            "configMapAndSecretChangeDetectionStrategy",
-            self.config_map_and_secret_change_detection_strategy
-                .as_deref()
-                .is_some_and(|s| !s.is_empty() && s != "Get"),
-        );
-        note(
             "reservedSystemCPUs",
             nonempty_str(&self.reserved_system_cpus),
         );

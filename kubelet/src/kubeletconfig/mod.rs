@@ -112,6 +112,8 @@ pub struct KubeletConfig {
     pub http_check_frequency: Duration,
     /// Periodic pod sync.
     pub sync_frequency: Duration,
+    /// `configMapAndSecretChangeDetectionStrategy` (default `Watch`).
+    pub config_map_and_secret_change_detection_strategy: crate::apiobjects::ChangeDetectionStrategy,
     /// Root directory.
     pub root_dir: PathBuf,
     /// Max pods.

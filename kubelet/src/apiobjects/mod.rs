@@ -1,10 +1,16 @@
-//! The API objects a pod refers to (upstream `configmap.Manager` / `secret.Manager`, fetched
-//! per sync like their `Get` strategy): the configMaps and secrets named by its volumes
-//! (also as projected sources), `env[].valueFrom` and `envFrom`, and its `imagePullSecrets`.
-//! The pod worker fetches them before each sync, so a running pod's configMap and secret
-//! volumes follow changes within a sync period; volume setup and the environment read them
-//! from [`ApiObjects`]. In standalone mode there is no client and every lookup fails with
-//! upstream's "no kubeClient defined".
+//! The API objects a pod refers to: the configMaps and secrets named by its volumes (also as
+//! projected sources), `env[].valueFrom` and `envFrom`, and its `imagePullSecrets`, and its
+//! service account tokens. Before each sync the pod worker registers the pod with the
+//! kubelet's [`ObjectManager`] (upstream `configmap.Manager` / `secret.Manager`; by default one
+//! shared watch per referenced object, [`watch_cache`]) and reads them from it into
+//! [`ApiObjects`], so a running pod's configMap and secret volumes follow changes at the next
+//! sync; volume setup and the environment read them from there. In standalone mode there is
+//! no client and every lookup fails with upstream's "no kubeClient defined".
+
+pub mod manager;
+pub mod watch_cache;
+
+pub use manager::{ChangeDetectionStrategy, ObjectManager};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -269,13 +275,6 @@ pub fn referenced(pod: &Pod) -> (BTreeSet<String>, BTreeSet<String>) {
     (cms, secrets)
 }
 
-async fn get<K>(api: &Api<K>, name: &str) -> Result<Option<K>, String>
-where
-    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    api.get_opt(name).await.map_err(|e| e.to_string())
-}
-
 /// Upstream `TokenRequest` for `pod`'s service account, bound to the pod.
 async fn request_token(
     client: &Client,
@@ -313,27 +312,28 @@ async fn request_token(
         .ok_or_else(|| "failed to fetch token: empty token".into())
 }
 
-/// Fetches what `pod` refers to from the API server (service account tokens through `tokens`).
-pub async fn fetch(client: &Client, pod: &Pod, tokens: &TokenCache) -> ApiObjects {
+/// Registers `pod` with `manager` and reads what it refers to from it (service account tokens
+/// through `tokens`).
+pub async fn fetch(manager: &ObjectManager, pod: &Pod, tokens: &TokenCache) -> ApiObjects {
+    let client = manager.client();
+    manager.register_pod(pod);
     let ns = pod
         .metadata
         .namespace
         .clone()
         .unwrap_or_else(|| "default".into());
     let (cms, secrets) = referenced(pod);
-    let cm_api: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
-    let secret_api: Api<Secret> = Api::namespaced(client.clone(), &ns);
     let mut out = ApiObjects {
         available: true,
         namespace: ns.clone(),
         ..Default::default()
     };
     for name in cms {
-        let v = get(&cm_api, &name).await;
+        let v = manager.config_map(&ns, &name).await;
         out.config_maps.insert(name, v);
     }
     for name in secrets {
-        let v = get(&secret_api, &name).await;
+        let v = manager.secret(&ns, &name).await;
         out.secrets.insert(name, v);
     }
     let uid = pod.metadata.uid.clone().unwrap_or_default();

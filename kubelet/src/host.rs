@@ -101,3 +101,80 @@ impl KubeletShared {
         self.pleg.healthy().map_err(|e| format!("pleg: {e}"))
     }
 }
+
+/// The inventory of a running kubelet: its pods (the test bed shares one runtime between
+/// kubelets, so only the pods this one was given), their cgroups as the container manager
+/// names them, and the runtime's sandboxes and containers.
+pub struct KubeletInventory {
+    shared: std::sync::Weak<KubeletShared>,
+    pause_image: String,
+}
+
+impl KubeletInventory {
+    pub fn new(shared: &Arc<KubeletShared>, pause_image: impl Into<String>) -> Self {
+        Self {
+            shared: Arc::downgrade(shared),
+            pause_image: pause_image.into(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::cadvisor::InventorySource for KubeletInventory {
+    async fn inventory(&self) -> Vec<crate::cadvisor::inventory::Entry> {
+        let Some(shared) = self.shared.upgrade() else {
+            return Vec::new();
+        };
+        let runtime = &shared.runtime;
+        let pods: Vec<crate::cadvisor::inventory::PodCgroup> = shared
+            .pods
+            .read()
+            .values()
+            .filter_map(|p| {
+                let parent = runtime.container_manager().pod_cgroup_parent(p)?;
+                Some(crate::cadvisor::inventory::PodCgroup {
+                    uid: p.metadata.uid.clone()?,
+                    name: p.metadata.name.clone().unwrap_or_default(),
+                    namespace: p.metadata.namespace.clone().unwrap_or_default(),
+                    dir: crate::stats::cgroup::cgroup_dir(&parent),
+                    images: p
+                        .spec
+                        .iter()
+                        .flat_map(|s| {
+                            s.containers
+                                .iter()
+                                .chain(s.init_containers.iter().flatten())
+                        })
+                        .filter_map(|c| Some((c.name.clone(), c.image.clone()?)))
+                        .collect(),
+                })
+            })
+            .collect();
+        let rt = runtime.runtime_service();
+        let (sandboxes, containers) = match tokio::try_join!(
+            rt.list_pod_sandbox(None),
+            rt.list_containers(None)
+        ) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::debug!(error = %e, "housekeeping: listing the runtime's containers failed");
+                Default::default()
+            }
+        };
+        let runtime_name = runtime.runtime_name().to_string();
+        let pause_image = self.pause_image.clone();
+        let build = move || {
+            crate::cadvisor::inventory::build(
+                std::path::Path::new(crate::cadvisor::CGROUP_ROOT),
+                &crate::cadvisor::inventory::Sources {
+                    runtime_name: &runtime_name,
+                    pause_image: &pause_image,
+                    pods: &pods,
+                    sandboxes: &sandboxes,
+                    containers: &containers,
+                },
+            )
+        };
+        tokio::task::spawn_blocking(build).await.unwrap_or_default()
+    }
+}

@@ -220,7 +220,7 @@ impl Kubelet {
         }
         let housekeeping = crate::cadvisor::Housekeeping::new(
             Arc::clone(&self.shared.cadvisor),
-            Arc::new(crate::cadvisor::KubeletInventory::new(
+            Arc::new(crate::host::KubeletInventory::new(
                 &self.shared,
                 self.config.pod_infra_container_image.clone(),
             )),

@@ -125,3 +125,6 @@ impl SourceSender {
         self.tx.is_closed()
     }
 }
+
+#[cfg(test)]
+mod gohash_tests;

@@ -82,6 +82,3 @@ pub fn static_pod_uid(pod: &Pod, location: &str, is_file: bool, node_name: &str)
     }
     hex::encode(h.finalize())
 }
-
-#[cfg(test)]
-mod tests;

@@ -195,6 +195,9 @@ impl SideResult {
     }
 }
 
+/// How a table row renders one side.
+type Row = Box<dyn Fn(&SideResult) -> String>;
+
 /// The readable table: one column per side.
 pub fn table(sides: &[SideResult]) -> String {
     let mut out = String::from("| figure |");
@@ -206,7 +209,7 @@ pub fn table(sides: &[SideResult]) -> String {
         out.push_str("---:|");
     }
     out.push('\n');
-    let rows: Vec<(&str, Box<dyn Fn(&SideResult) -> String>)> = vec![
+    let rows: Vec<(&str, Row)> = vec![
         (
             "nodes × pods",
             Box::new(|s| format!("{} × {}", s.nodes, s.pods / s.nodes.max(1))),

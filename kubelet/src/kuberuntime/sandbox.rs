@@ -53,6 +53,32 @@ pub fn namespaces_for_pod(pod: &Pod) -> cri::NamespaceOption {
     }
 }
 
+/// Upstream `kubecontainer.HasPrivilegedContainer`: whether any init, app or
+/// ephemeral container asks for `securityContext.privileged`. The sandbox must
+/// then be privileged too, or runtimes such as containerd refuse the container
+/// ("no privileged container allowed in sandbox").
+pub fn has_privileged_container(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    let privileged = |sc: Option<&k8s_openapi::api::core::v1::SecurityContext>| {
+        sc.and_then(|sc| sc.privileged).unwrap_or(false)
+    };
+    spec.init_containers
+        .iter()
+        .flatten()
+        .any(|c| privileged(c.security_context.as_ref()))
+        || spec
+            .containers
+            .iter()
+            .any(|c| privileged(c.security_context.as_ref()))
+        || spec
+            .ephemeral_containers
+            .iter()
+            .flatten()
+            .any(|c| privileged(c.security_context.as_ref()))
+}
+
 /// Upstream `generatePodSandboxConfig`; `dns` is the pod's DNS from
 /// [`crate::dns::DnsConfigurer::get_pod_dns`].
 pub fn generate_pod_sandbox_config(
@@ -112,6 +138,7 @@ pub fn generate_pod_sandbox_config(
                 supplemental_groups: sc
                     .and_then(|s| s.supplemental_groups.clone())
                     .unwrap_or_default(),
+                privileged: has_privileged_container(pod),
                 ..Default::default()
             }),
             sysctls: sc
@@ -175,5 +202,54 @@ mod tests {
             .expect("ns");
         assert_eq!(ns.network, cri::NamespaceMode::Node as i32);
         assert_eq!(ns.pid, cri::NamespaceMode::Container as i32);
+    }
+
+    fn sandbox_privileged(p: &Pod) -> bool {
+        generate_pod_sandbox_config(p, 0, cri::DnsConfig::default())
+            .linux
+            .and_then(|l| l.security_context)
+            .map(|s| s.privileged)
+            .expect("security context")
+    }
+
+    #[test]
+    fn sandbox_is_privileged_when_any_container_is() {
+        use k8s_openapi::api::core::v1::{EphemeralContainer, SecurityContext};
+        let privileged = || {
+            Some(SecurityContext {
+                privileged: Some(true),
+                ..Default::default()
+            })
+        };
+        let p = pod();
+        assert!(!sandbox_privileged(&p));
+
+        let mut app = pod();
+        app.spec.as_mut().expect("spec").containers[0].security_context = privileged();
+        assert!(sandbox_privileged(&app));
+
+        let mut init = pod();
+        init.spec.as_mut().expect("spec").init_containers = Some(vec![Container {
+            name: "init".into(),
+            security_context: privileged(),
+            ..Default::default()
+        }]);
+        assert!(sandbox_privileged(&init));
+
+        let mut eph = pod();
+        eph.spec.as_mut().expect("spec").ephemeral_containers = Some(vec![EphemeralContainer {
+            name: "debug".into(),
+            security_context: privileged(),
+            ..Default::default()
+        }]);
+        assert!(sandbox_privileged(&eph));
+
+        let mut unprivileged = pod();
+        unprivileged.spec.as_mut().expect("spec").containers[0].security_context =
+            Some(SecurityContext {
+                privileged: Some(false),
+                ..Default::default()
+            });
+        assert!(!sandbox_privileged(&unprivileged));
     }
 }

@@ -36,6 +36,7 @@ mod kubelet_api_status;
 mod kubelet_bench;
 mod kubelet_conformance_admission;
 mod kubelet_conformance_env;
+mod kubelet_conformance_fsgroup;
 mod kubelet_conformance_lifecycle;
 mod kubelet_conformance_logs;
 mod kubelet_credentials;

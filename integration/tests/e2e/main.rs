@@ -37,6 +37,7 @@ mod kubelet_bench;
 mod kubelet_cadvisor_metrics;
 mod kubelet_conformance_admission;
 mod kubelet_conformance_env;
+mod kubelet_conformance_fsgroup;
 mod kubelet_conformance_lifecycle;
 mod kubelet_conformance_logs;
 mod kubelet_credentials;

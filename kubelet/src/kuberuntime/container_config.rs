@@ -93,9 +93,15 @@ pub fn linux_security_context(c: &Container, pod: &Pod) -> cri::LinuxContainerSe
         readonly_rootfs: sc
             .and_then(|s| s.read_only_root_filesystem)
             .unwrap_or(false),
+        // Upstream: the pod's fsGroup first, then its supplementalGroups.
         supplemental_groups: psc
-            .and_then(|p| p.supplemental_groups.clone())
-            .unwrap_or_default(),
+            .into_iter()
+            .flat_map(|p| {
+                p.fs_group
+                    .into_iter()
+                    .chain(p.supplemental_groups.iter().flatten().copied())
+            })
+            .collect(),
         no_new_privs: sc
             .and_then(|s| s.allow_privilege_escalation)
             .is_some_and(|a| !a),

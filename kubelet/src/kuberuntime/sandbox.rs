@@ -135,9 +135,15 @@ pub fn generate_pod_sandbox_config(
                 run_as_group: sc
                     .and_then(|s| s.run_as_group)
                     .map(|value| cri::Int64Value { value }),
+                // Upstream: the pod's fsGroup first, then its supplementalGroups.
                 supplemental_groups: sc
-                    .and_then(|s| s.supplemental_groups.clone())
-                    .unwrap_or_default(),
+                    .into_iter()
+                    .flat_map(|s| {
+                        s.fs_group
+                            .into_iter()
+                            .chain(s.supplemental_groups.iter().flatten().copied())
+                    })
+                    .collect(),
                 privileged: has_privileged_container(pod),
                 ..Default::default()
             }),

@@ -40,8 +40,15 @@ fn mount_tmpfs(dir: &Path, size: Option<u64>) -> Result<(), String> {
     Ok(())
 }
 
-/// Upstream `SetUp` of the emptyDir plugin.
-pub(super) fn set_up(ed: &EmptyDirVolumeSource, path: &Path) -> Result<(), String> {
+/// Upstream `SetUp` of the emptyDir plugin: the directory (or tmpfs) with mode 0777, then the
+/// pod's `fsGroup` applied to it (upstream once, when the volume is set up; here on every sync
+/// whose root does not already have the group, mask and setgid: upstream's `OnRootMismatch`
+/// check, so that the containers' files are not walked again).
+pub(super) fn set_up(
+    ed: &EmptyDirVolumeSource,
+    path: &Path,
+    fs_group: Option<u32>,
+) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::create_dir_all(path).map_err(|e| e.to_string())?;
     if ed.medium.as_deref() == Some("Memory") {
@@ -55,7 +62,20 @@ pub(super) fn set_up(ed: &EmptyDirVolumeSource, path: &Path) -> Result<(), Strin
     } else if let Some(m) = ed.medium.as_deref().filter(|m| !m.is_empty()) {
         return Err(format!("emptyDir medium {m:?} is not supported"));
     }
-    // Upstream emptyDir directories are world-writable.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777))
-        .map_err(|e| e.to_string())
+    // Upstream emptyDir directories are world-writable (`setupDir`: chmod only when the
+    // permission bits differ, which keeps the setgid bit of an fsGroup).
+    let perm = std::fs::metadata(path)
+        .map_err(|e| e.to_string())?
+        .permissions()
+        .mode();
+    if perm & 0o777 != 0o777 {
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777))
+            .map_err(|e| e.to_string())?;
+    }
+    match fs_group {
+        Some(gid) if super::ownership::requires_permission_change(path, gid, false) => {
+            super::ownership::set_volume_ownership(path, fs_group, false)
+        }
+        _ => Ok(()),
+    }
 }

@@ -20,7 +20,8 @@
 //! Layout, as upstream's `pkg/volume/<plugin>`: one file per volume plugin (`emptydir`,
 //! `hostpath`, `downwardapi`, `configmap`, `secret`, `projected`), each with its `SetUp`;
 //! `util` (atomic writer, item payloads), `mount` (mount points, teardown) and `subpath` (safe
-//! subPath mounts) are what they share. This file is the manager: the volumes' host paths, mounting a pod's volumes through
+//! subPath mounts) and `ownership` (the pod's `fsGroup` applied to a volume) are what they
+//! share. This file is the manager: the volumes' host paths, mounting a pod's volumes through
 //! its plugins, container mounts and the pod directory's removal.
 
 mod configmap;
@@ -28,6 +29,7 @@ mod downwardapi;
 mod emptydir;
 mod hostpath;
 mod mount;
+mod ownership;
 mod projected;
 mod secret;
 mod subpath;
@@ -173,25 +175,27 @@ fn set_up_volume(
     node: &NodeAllocatable,
     objects: &crate::apiobjects::ApiObjects,
 ) -> Result<(), String> {
+    let fs_group = ownership::pod_fs_group(pod);
     if let Some(hp) = &v.host_path {
         return hostpath::set_up(hp, path);
     }
     if let Some(ed) = &v.empty_dir {
-        return emptydir::set_up(ed, path);
+        return emptydir::set_up(ed, path, fs_group);
     }
     if let Some(d) = &v.downward_api {
-        return downwardapi::set_up(d, path, pod, node);
+        downwardapi::set_up(d, path, pod, node)?;
+    } else if let Some(c) = &v.config_map {
+        configmap::set_up(c, path, objects)?;
+    } else if let Some(s) = &v.secret {
+        secret::set_up(s, path, objects)?;
+    } else if let Some(p) = &v.projected {
+        projected::set_up(p, path, pod, node, objects, fs_group)?;
+    } else {
+        return Err("unsupported volume type".into());
     }
-    if let Some(c) = &v.config_map {
-        return configmap::set_up(c, path, objects);
-    }
-    if let Some(s) = &v.secret {
-        return secret::set_up(s, path, objects);
-    }
-    if let Some(p) = &v.projected {
-        return projected::set_up(p, path, pod, node, objects);
-    }
-    Err("unsupported volume type".into())
+    // The atomic-writer volumes are read-only: after every write (here every sync, which
+    // covers files just written), the whole volume gets the pod's fsGroup.
+    ownership::set_volume_ownership(path, fs_group, true)
 }
 
 /// Prepare the pod's volumes (upstream `WaitForAttachAndMount`): every volume is set up, or
@@ -657,6 +661,106 @@ mod tests {
             c.optional = Some(true);
         }
         mount_pod_volumes(&p, dir.path(), &none).expect("optional and missing: empty");
+    }
+
+    /// Upstream `SetVolumeOwnership` after the secret, projected and emptyDir set-ups: the
+    /// pod's fsGroup owns every file and directory, files get group read (read-only volumes)
+    /// or read-write (emptyDir), directories setgid; without fsGroup nothing changes.
+    #[test]
+    fn fs_group_owns_secret_projected_and_empty_dir_volumes() {
+        use k8s_openapi::api::core::v1::{
+            KeyToPath, PodSecurityContext, ProjectedVolumeSource, SecretProjection,
+            SecretVolumeSource, VolumeProjection,
+        };
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED fsGroup ownership: chown to another group needs root");
+            return;
+        }
+        let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "s"}, "data": {"data-1": "dmFsdWUtMQ=="}}),
+        )
+        .expect("secret");
+        let objs = crate::apiobjects::ApiObjects::from_objects("ns", vec![], vec![secret]);
+        let pod_with = |fs_group: Option<i64>, default_mode: i32| Pod {
+            spec: Some(PodSpec {
+                security_context: Some(PodSecurityContext {
+                    fs_group,
+                    ..Default::default()
+                }),
+                volumes: Some(vec![
+                    Volume {
+                        name: "sec".into(),
+                        secret: Some(SecretVolumeSource {
+                            secret_name: Some("s".into()),
+                            default_mode: Some(default_mode),
+                            items: Some(vec![KeyToPath {
+                                key: "data-1".into(),
+                                path: "sub/data-1".into(),
+                                mode: None,
+                            }]),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    },
+                    Volume {
+                        name: "proj".into(),
+                        projected: Some(ProjectedVolumeSource {
+                            default_mode: Some(default_mode),
+                            sources: Some(vec![VolumeProjection {
+                                secret: Some(SecretProjection {
+                                    name: "s".into(),
+                                    ..Default::default()
+                                }),
+                                ..Default::default()
+                            }]),
+                        }),
+                        ..Default::default()
+                    },
+                    Volume {
+                        name: "scratch".into(),
+                        empty_dir: Some(EmptyDirVolumeSource::default()),
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let stat = |p: &Path| {
+            let md = std::fs::symlink_metadata(p).expect("stat");
+            (md.gid(), md.mode() & 0o7777)
+        };
+        for (default_mode, file_mode) in [(0o440, 0o440), (0o400, 0o440), (0o644, 0o644)] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let paths = mount_pod_volumes(&pod_with(Some(1001), default_mode), dir.path(), &objs)
+                .expect("mount");
+            assert_eq!(
+                std::fs::read_to_string(paths["sec"].join("sub/data-1")).expect("read"),
+                "value-1"
+            );
+            assert_eq!(stat(&paths["sec"].join("sub/data-1")), (1001, file_mode));
+            assert_eq!(stat(&paths["sec"].join("sub")).0, 1001);
+            assert_eq!(stat(&paths["sec"].join("sub")).1 & 0o2550, 0o2550);
+            assert_eq!(stat(&paths["sec"]).0, 1001);
+            assert_eq!(stat(&paths["proj"].join("data-1")), (1001, file_mode));
+            assert_eq!(stat(&paths["scratch"]), (1001, 0o2777));
+            // A file a container made in the emptyDir is not walked again on the next sync.
+            let mine = paths["scratch"].join("mine");
+            std::fs::write(&mine, b"x").expect("write");
+            std::os::unix::fs::chown(&mine, None, Some(0)).expect("chown");
+            mount_pod_volumes(&pod_with(Some(1001), default_mode), dir.path(), &objs)
+                .expect("again");
+            assert_eq!(stat(&mine).0, 0);
+            assert_eq!(stat(&paths["scratch"]), (1001, 0o2777));
+            assert_eq!(stat(&paths["sec"].join("sub/data-1")), (1001, file_mode));
+        }
+        // Without fsGroup: the modes as given, the kubelet's group.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let paths = mount_pod_volumes(&pod_with(None, 0o400), dir.path(), &objs).expect("mount");
+        assert_eq!(stat(&paths["sec"].join("sub/data-1")), (0, 0o400));
+        assert_eq!(stat(&paths["scratch"]), (0, 0o777));
     }
 
     #[test]

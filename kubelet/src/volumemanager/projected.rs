@@ -19,6 +19,7 @@ pub(super) fn set_up(
     pod: &Pod,
     node: &NodeAllocatable,
     objects: &crate::apiobjects::ApiObjects,
+    fs_group: Option<u32>,
 ) -> Result<(), String> {
     let mut files = Vec::new();
     for src in p.sources.iter().flatten() {
@@ -51,12 +52,13 @@ pub(super) fn set_up(
             )?);
         } else if let Some(t) = &src.service_account_token {
             let token = objects.token(t)?;
-            // Upstream writes the token 0600 unless the volume says otherwise.
-            files.push((
-                t.path.clone(),
-                token.into_bytes(),
-                p.default_mode.unwrap_or(0o600),
-            ));
+            // Upstream writes the token with the volume's mode, but 0600 when the pod has an
+            // fsGroup (the ownership step then makes it 0640).
+            let mode = match fs_group {
+                Some(_) => 0o600,
+                None => p.default_mode.unwrap_or(0o600),
+            };
+            files.push((t.path.clone(), token.into_bytes(), mode));
         } else {
             return Err("unsupported projected volume source".into());
         }

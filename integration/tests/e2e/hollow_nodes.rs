@@ -243,6 +243,8 @@ async fn a_node_label_the_kubelet_did_not_register_admits_the_pods_selecting_it(
         .arg("--")
         .arg(format!("--kubeconfig={}", kubeconfig.display()))
         .arg("--cgroups-per-qos=false")
+        // A hollow node shares the host's disk: no eviction on it.
+        .arg("--eviction-hard=memory.available<100Mi")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)

@@ -65,38 +65,19 @@ pub fn boot_time() -> Option<i64> {
     i64::try_from(secs).ok()?.checked_mul(1_000_000_000)
 }
 
-/// Devices cAdvisor leaves out of the node's network stats.
-fn ignored_device(name: &str) -> bool {
-    name == "lo"
-        || ["veth", "docker", "nerdctl"]
-            .iter()
-            .any(|p| name.starts_with(p))
-}
-
-/// The interfaces of a `/proc/net/dev` table, without those cAdvisor ignores, by name.
+/// The interfaces of a `/proc/net/dev` table, without those cAdvisor ignores, by name (the
+/// table as [`crate::cadvisor::network`] reads it).
 pub fn net_dev_interfaces(table: &str) -> Vec<InterfaceStats> {
-    let mut out: Vec<InterfaceStats> = table
-        .lines()
-        .skip(2)
-        .filter_map(|line| {
-            let (name, rest) = line.split_once(':')?;
-            let name = name.trim();
-            let f: Vec<u64> = rest
-                .split_whitespace()
-                .map(|v| v.parse().unwrap_or(0))
-                .collect();
-            // rx: bytes packets errs drop fifo frame compressed multicast; tx: bytes packets errs
-            (!ignored_device(name) && f.len() >= 16).then(|| InterfaceStats {
-                name: name.to_string(),
-                rx_bytes: Some(f[0]),
-                rx_errors: Some(f[2]),
-                tx_bytes: Some(f[8]),
-                tx_errors: Some(f[10]),
-            })
+    crate::cadvisor::network::parse_net_dev(table)
+        .into_iter()
+        .map(|i| InterfaceStats {
+            name: i.name,
+            rx_bytes: Some(i.rx_bytes),
+            rx_errors: Some(i.rx_errors),
+            tx_bytes: Some(i.tx_bytes),
+            tx_errors: Some(i.tx_errors),
         })
-        .collect();
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
+        .collect()
 }
 
 /// The node's interfaces (the host network namespace's).

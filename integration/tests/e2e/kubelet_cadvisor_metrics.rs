@@ -167,35 +167,6 @@ spec:
     )
 }
 
-/// `promtool check metrics` on `page`, when promtool is installed: its complaints.
-fn promtool(page: &str) -> Option<String> {
-    use std::io::Write;
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .ok()?;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(page.as_bytes())
-        .expect("write to promtool");
-    let out = child.wait_with_output().expect("promtool");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(if out.status.success() {
-        String::new()
-    } else {
-        said
-    })
-}
-
 async fn kubelet_cadvisor_metrics(kind: RuntimeKind) {
     let tb = require_testbed!(&format!("kubelet_cadvisor_metrics[{}]", kind.name()));
     let mut k = Kubelet::new(kind, "klcadv");

@@ -83,35 +83,6 @@ fn sample_names(text: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// `promtool check metrics` on `body`: its complaints (empty: clean). `None` without promtool.
-fn promtool(body: &str) -> Option<String> {
-    use std::io::Write as _;
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .ok()?;
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(body.as_bytes())
-        .expect("write to promtool");
-    let out = child.wait_with_output().expect("promtool");
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Some(if out.status.success() && said.trim().is_empty() {
-        String::new()
-    } else {
-        format!("exit {:?}: {said}", out.status.code())
-    })
-}
-
 async fn kubelet_metrics(kind: RuntimeKind) {
     let tb = require_testbed!(&format!("kubelet_metrics[{}]", kind.name()));
     let mut k = Kubelet::new(kind, "klmet");

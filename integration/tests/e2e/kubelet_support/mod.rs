@@ -573,3 +573,32 @@ pub async fn delete_pod_and_wait(
     })
     .await;
 }
+
+/// `promtool check metrics` on `body`: its complaints (empty: clean). `None` without promtool.
+pub fn promtool(body: &str) -> Option<String> {
+    use std::io::Write as _;
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(body.as_bytes())
+        .expect("write to promtool");
+    let out = child.wait_with_output().expect("promtool");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Some(if out.status.success() && said.trim().is_empty() {
+        String::new()
+    } else {
+        format!("exit {:?}: {said}", out.status.code())
+    })
+}

@@ -57,22 +57,7 @@ async fn scrape(port: u16, path: &str, accept: &str) -> Option<(u16, String, Str
 
 /// The value of the first sample of `name` whose label set contains every one of `labels`.
 fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    text.lines().find_map(|l| {
-        let rest = l.strip_prefix(name)?;
-        let (set, rest) = match rest.strip_prefix('{') {
-            Some(r) => r.split_once('}')?,
-            None => ("", rest),
-        };
-        let have: Vec<&str> = set.split(',').collect();
-        if !rest.starts_with(' ')
-            || !labels
-                .iter()
-                .all(|(k, v)| have.contains(&format!("{k}=\"{v}\"").as_str()))
-        {
-            return None;
-        }
-        rest.split_whitespace().next()?.parse().ok()
-    })
+    metric(text, name, labels).map(|(v, _)| v)
 }
 
 fn sample_names(text: &str) -> BTreeSet<String> {

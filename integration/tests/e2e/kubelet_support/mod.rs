@@ -602,3 +602,25 @@ pub fn promtool(body: &str) -> Option<String> {
         format!("exit {:?}: {said}", out.status.code())
     })
 }
+
+/// The sample of `name` whose labels include `labels`: (value, time stamp in ms).
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<(f64, Option<i64>)> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?;
+        let (set, rest) = match rest.strip_prefix('{') {
+            Some(r) => r.split_once('}')?,
+            None => ("", rest),
+        };
+        let have: Vec<&str> = set.split(',').collect();
+        if !rest.starts_with(' ')
+            || !labels
+                .iter()
+                .all(|(k, v)| have.contains(&format!("{k}=\"{v}\"").as_str()))
+        {
+            return None;
+        }
+        let mut f = rest.split_whitespace();
+        let value = f.next()?.parse().ok()?;
+        Some((value, f.next().and_then(|t| t.parse().ok())))
+    })
+}

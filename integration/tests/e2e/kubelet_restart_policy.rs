@@ -5,7 +5,10 @@
 //!   container under restartPolicy Never fails the pod and the app never starts;
 //! - CrashLoopBackOff with a growing back-off (10 s, then 20 s) in the waiting message;
 //! - a container killed behind the kubelet's back (CRI StopContainer on the runtime) is
-//!   restarted through the PLEG, with a new container id and restartCount 1.
+//!   restarted through the PLEG, with a new container id and restartCount 1;
+//! - a finished run-once pod (Never, OnFailure with exit 0) is not set up again by the syncs
+//!   that follow (every 2 s here): one sandbox (attempt 0) and one container on the runtime,
+//!   as upstream; a second sandbox would run the pod again and hide its logs.
 
 use crate::kubelet_support;
 
@@ -125,7 +128,7 @@ spec:
         &policy_pod("victim", &uid("victim"), &image, "Always", "sleep 3600"),
     );
     uids.push(uid("victim"));
-    k.spawn(&tb, &[]);
+    k.spawn(&tb, &["--sync-frequency".into(), "2s".into()]);
     let (port, log) = (k.port, k.log.clone());
     let endpoint = k.endpoint(&tb);
 
@@ -187,6 +190,25 @@ spec:
                     .then_some(())
                 })
                 .await;
+            }
+
+            // Finished run-once pods stay finished through the syncs since (every 2 s, and
+            // the back-off above took more than 10 s): one sandbox and one container each.
+            for name in ["onfail0", "never0", "never1"] {
+                let sandboxes = runtime_sandboxes(&endpoint, &uid(name))
+                    .await
+                    .expect("ListPodSandbox");
+                let attempts: Vec<u32> = sandboxes
+                    .iter()
+                    .filter_map(|s| s.metadata.as_ref().map(|m| m.attempt))
+                    .collect();
+                assert_eq!(attempts, vec![0], "{name}: not set up again");
+                let containers = runtime_containers(&endpoint, &uid(name))
+                    .await
+                    .expect("ListContainers");
+                assert_eq!(containers.len(), 1, "{name}: run once: {containers:?}");
+                let (phase, _) = status_of(&pod(port, &uid(name)).await.expect("pod"));
+                assert_ne!(phase, "Running", "{name}: still finished");
             }
 
             // Killed behind the kubelet's back: restarted through the PLEG.

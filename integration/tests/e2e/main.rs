@@ -40,6 +40,7 @@ mod kubelet_conformance_env;
 mod kubelet_conformance_fsgroup;
 mod kubelet_conformance_lifecycle;
 mod kubelet_conformance_logs;
+mod kubelet_conformance_volumes;
 mod kubelet_credentials;
 mod kubelet_evented_pleg;
 mod kubelet_eviction;

@@ -14,14 +14,15 @@ fn clients_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("clients")
 }
 
-/// Builds the Go client with Debian's Go and gRPC (GOPATH mode, offline) into `out`.
-fn build_go_client(out: &Path) -> PathBuf {
-    let bin = out.join("go-cri-client");
+/// Builds the Go program `integration/clients/<name>` with Debian's Go (and its gRPC: GOPATH
+/// mode, offline) into `out`.
+pub(crate) fn build_go_program(name: &str, out: &Path) -> PathBuf {
+    let bin = out.join(name);
     let res = Command::new("go")
         .args(["build", "-o"])
         .arg(&bin)
         .arg(".")
-        .current_dir(clients_dir().join("go-cri-client"))
+        .current_dir(clients_dir().join(name))
         .env("GOPATH", "/usr/share/gocode")
         .env("GO111MODULE", "off")
         .env("GOFLAGS", "")
@@ -70,7 +71,7 @@ async fn go_and_python_grpc_clients_are_served() {
         .prefix("grpc-clients-")
         .tempdir()
         .unwrap();
-    let go_client = build_go_client(dir.path());
+    let go_client = build_go_program("go-cri-client", dir.path());
     let python_client = clients_dir().join("python").join("cri_client.py");
     let mut shim = ShimProcess::start(&tb, dir.path())
         .await

@@ -18,6 +18,9 @@
 //!   container (`stdin` and `tty`, printing `polo` every 2 s) is added through the
 //!   `ephemeralcontainers` subresource; once it runs, an exec into it answers and its log,
 //!   read through `/containerLogs` by its name, contains `polo`.
+//! - The websockets spec as the API server reads the log for it: a Go client
+//!   (`integration/clients/go-log-reader`, Debian's Go) with the copy loop of the API server's
+//!   websocket stream, which drops data that Go's `net/http` returns together with EOF.
 
 use crate::kubelet_logs::{secure_get_status, secure_port_flags};
 use crate::kubelet_secure_port::{connector, relay};
@@ -199,6 +202,65 @@ async fn logs_at_running(kind: RuntimeKind) {
         },
     )
     .await;
+}
+
+/// The same log read by a Go client as the API server reads it for a websocket
+/// (`integration/clients/go-log-reader`: Go's `net/http`, then `wsstream`'s copy loop, which
+/// drops data read together with EOF): 20 reads, each must get the whole log. With the log
+/// sent with a `Content-Length` every read came back empty, as the spec's did.
+async fn logs_read_like_the_api_server(kind: RuntimeKind) {
+    with_kubelet(
+        "kubelet_conformance_logs_go_reader",
+        kind,
+        "kclogsgo",
+        |_server, pods, k, created| async move {
+            let name = unique_name("pod-logs-websocket");
+            let p = pods
+                .create(
+                    &PostParams::default(),
+                    &busybox_pod(
+                        &name,
+                        &k.node,
+                        &k.image,
+                        "echo container is alive; sleep 10000",
+                    ),
+                )
+                .await
+                .expect("create pod");
+            created.lock().extend(p.metadata.uid.clone());
+            let path = format!("/containerLogs/default/{name}/main");
+            wait_for("the log written", &k.log, || async {
+                let (code, body) = secure_get_status(k.secure_port, &path).await?;
+                (code == 200 && body == "container is alive\n").then_some(())
+            })
+            .await;
+            let dir = tempfile::tempdir().expect("tempdir");
+            let reader = crate::grpc_clients::build_go_program("go-log-reader", dir.path());
+            let url = format!("https://127.0.0.1:{}{path}", k.secure_port);
+            let out = tokio::process::Command::new(&reader)
+                .args([url.as_str(), "container is alive\n", "20"])
+                .output()
+                .await
+                .expect("run go-log-reader");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success() && stdout.trim() == "OK 20",
+                "the Go reader: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_conformance_logs_go_reader_containerd() {
+    logs_read_like_the_api_server(RuntimeKind::Containerd).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_conformance_logs_go_reader_dockershim() {
+    logs_read_like_the_api_server(RuntimeKind::Dockershim).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -305,7 +305,14 @@ pub async fn container_logs(shared: &KubeletShared, rest: &str, query: &str) -> 
     };
     if !opts.follow {
         return match crate::logs::read_logs_to_vec(&log_path, &opts).await {
-            Ok(b) => boxed(response(StatusCode::OK, "text/plain", b)),
+            Ok(b) => {
+                let mut r = Response::new(flushed_body(Bytes::from(b)));
+                r.headers_mut().insert(
+                    hyper::header::CONTENT_TYPE,
+                    hyper::header::HeaderValue::from_static("text/plain"),
+                );
+                r
+            }
             Err(e) => text(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         };
     }
@@ -334,6 +341,19 @@ pub async fn container_logs(shared: &KubeletShared, rest: &str, query: &str) -> 
         r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
     }
     r
+}
+
+/// A log answer as upstream's (`Transfer-Encoding: chunked` through a `flushwriter`): the data
+/// flushed in chunks of its own, the end of the stream after. A Go client (the API server
+/// proxying `pods/log`) then reads the data before the EOF; read together, as from a
+/// `Content-Length` body or a last chunk sharing a TLS record with the terminating chunk, Go's
+/// `net/http` returns the data with `io.EOF`, and the API server's websocket stream
+/// (`wsstream.messageCopy`) drops data that comes with EOF: the websocket log read was empty.
+pub(crate) fn flushed_body(data: Bytes) -> Body {
+    let data = futures::stream::iter((!data.is_empty()).then(|| Ok(Frame::data(data))));
+    // One `Pending` before the end: hyper flushes what it wrote before the terminating chunk.
+    let flush = futures::stream::once(tokio::task::yield_now()).filter_map(|()| async { None });
+    BodyExt::boxed(StreamBody::new(data.chain(flush)))
 }
 
 /// The debugging endpoints' paths (upstream `InstallDebuggingDisabledHandlers`): the read-only

@@ -256,8 +256,14 @@ mod tests {
         let addr: SocketAddr = "127.0.0.1:4000".parse().expect("addr");
         let kc = "clusters:\n- name: judge\n  cluster:\n    server: https://127.0.0.1:6443\n    certificate-authority-data: QUJD\nusers: []\n";
         let out = redirect_kubeconfig(kc, addr);
-        assert!(out.contains("    server: https://127.0.0.1:4000\n"), "{out}");
-        assert!(out.contains("    certificate-authority-data: QUJD\n"), "{out}");
+        assert!(
+            out.contains("    server: https://127.0.0.1:4000\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("    certificate-authority-data: QUJD\n"),
+            "{out}"
+        );
         assert_eq!(
             kubeconfig_server_addr(kc),
             Some("127.0.0.1:6443".parse().expect("addr"))

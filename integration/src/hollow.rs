@@ -1,8 +1,9 @@
 //! What `hollow-bench` counts: API requests classified by verb and resource as the API
 //! server's `apiserver_request_total` labels them (from the fixture's request log or the
-//! real API server's audit log), the node status and lease writes among them, watches, and
-//! the summary figures of one side (this kubelet's hollow nodes, or Go kubelets on
-//! `fake-runtime`) of a run.
+//! real API server's audit log), the node status and lease writes among them, watches, bytes
+//! each way (from `byteproxy`'s counts), the startup split into phases, and the summary
+//! figures of one side (this kubelet's hollow nodes, or Go kubelets on `fake-runtime`) of a
+//! run.
 
 use std::collections::BTreeMap;
 

@@ -583,8 +583,7 @@ async fn run_side(api: &Api, mut side: Side, args: &Args) -> Result<SideResult> 
     let all = api.requests_between(all_from, churn_to, &prefix);
     result.count_requests(&churn, &idle, args.idle_seconds as f64 / 60.0, &all);
     result.count_bytes(&whole_bytes, &idle_bytes, args.idle_seconds as f64 / 60.0);
-    result.api_logged_response_bytes_per_node =
-        logged.map(|b| b as f64 / side.nodes.max(1) as f64);
+    result.api_logged_response_bytes_per_node = logged.map(|b| b as f64 / side.nodes.max(1) as f64);
     if let Some(o) = &observer {
         let timelines: Vec<PodTimeline> = o
             .lock()

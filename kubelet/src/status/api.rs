@@ -31,88 +31,6 @@ pub struct BatchResult {
     pub failed: usize,
 }
 
-/// How many pods a batch writes at once.
-pub const WRITES_IN_FLIGHT: usize = 8;
-
-/// What one request of a batch came to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Written {
-    Done,
-    /// 404 or 409: the pod is gone, or another pod has its name now.
-    Gone,
-    Failed,
-}
-
-/// One pod's requests of a batch, and what they came to.
-struct PodWrite {
-    ns: String,
-    name: String,
-    uid: String,
-    /// The status to patch, if it changed.
-    status: Option<PodStatus>,
-    /// Delete the pod (grace 0) after.
-    delete: bool,
-}
-
-#[derive(Debug, Default)]
-struct Outcome {
-    patch: Option<Written>,
-    delete: Option<Written>,
-}
-
-impl PodWrite {
-    /// Patches the status (the UID as a precondition), then deletes the pod if asked.
-    async fn send(&self, client: Client) -> Outcome {
-        let (ns, name, uid) = (self.ns.as_str(), self.name.as_str(), self.uid.as_str());
-        let api: Api<Pod> = Api::namespaced(client, ns);
-        let mut out = Outcome::default();
-        if let Some(status) = &self.status {
-            let patch = serde_json::json!({
-                "metadata": {"uid": uid},
-                "status": status_patch(status),
-            });
-            out.patch = Some(
-                match api
-                    .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
-                    .await
-                {
-                    Ok(_) => {
-                        debug!(pod = name, namespace = ns, "pod status written");
-                        Written::Done
-                    }
-                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Written::Gone,
-                    Err(e) => {
-                        warn!(pod = name, namespace = ns, error = %e, "writing pod status failed");
-                        Written::Failed
-                    }
-                },
-            );
-        }
-        if self.delete {
-            let dp = DeleteParams {
-                grace_period_seconds: Some(0),
-                preconditions: Some(Preconditions {
-                    uid: Some(uid.to_string()),
-                    resource_version: None,
-                }),
-                ..Default::default()
-            };
-            out.delete = Some(match api.delete(name, &dp).await {
-                Ok(_) => {
-                    debug!(pod = name, namespace = ns, "pod deleted from the API");
-                    Written::Done
-                }
-                Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Written::Gone,
-                Err(e) => {
-                    warn!(pod = name, namespace = ns, error = %e, "deleting pod failed");
-                    Written::Failed
-                }
-            });
-        }
-        out
-    }
-}
-
 /// Writes pod statuses and final deletions to the API server.
 pub struct ApiStatusSyncer {
     client: Client,
@@ -154,14 +72,8 @@ impl ApiStatusSyncer {
     }
 
     /// Writes what changed; deletes what can be. `pods` are the API source's pods only.
-    /// Up to [`WRITES_IN_FLIGHT`] pods are written at once, each pod's own requests in order
-    /// (its status, then its deletion): one slow answer of a loaded API server does not hold
-    /// back every other pod's status (upstream writes one pod after the other, paced by
-    /// `kubeAPIQPS`; with 30 pods starting together on a busy server the last one's Running
-    /// then waited seconds behind the others).
     pub async fn sync_batch(&mut self, pods: &[PodState]) -> BatchResult {
-        use futures::StreamExt;
-        let mut work = Vec::new();
+        let mut result = BatchResult::default();
         for p in pods {
             let (Some(ns), Some(name), Some(uid)) = (
                 p.pod.metadata.namespace.as_deref(),
@@ -173,72 +85,67 @@ impl ApiStatusSyncer {
             if self.deleted.contains(uid) {
                 continue;
             }
-            let status = match &p.status {
-                Some(status) if self.needs_write(uid, status) => {
-                    self.pending
-                        .entry(uid.to_string())
-                        .or_insert_with(std::time::Instant::now);
-                    Some(status.clone())
-                }
-                _ => None,
-            };
-            let delete = p.can_be_deleted && p.pod.metadata.deletion_timestamp.is_some();
-            if status.is_some() || delete {
-                work.push(PodWrite {
-                    ns: ns.to_string(),
-                    name: name.to_string(),
-                    uid: uid.to_string(),
-                    status,
-                    delete,
+            let api: Api<Pod> = Api::namespaced(self.client.clone(), ns);
+            if let Some(status) = &p.status
+                && self.needs_write(uid, status)
+            {
+                let since = *self
+                    .pending
+                    .entry(uid.to_string())
+                    .or_insert_with(std::time::Instant::now);
+                let patch = serde_json::json!({
+                    "metadata": {"uid": uid},
+                    "status": status_patch(status),
                 });
-            }
-        }
-        let client = self.client.clone();
-        let outcomes: Vec<(PodWrite, Outcome)> = futures::stream::iter(work)
-            .map(|w| {
-                let client = client.clone();
-                async move {
-                    let outcome = w.send(client).await;
-                    (w, outcome)
-                }
-            })
-            .buffer_unordered(WRITES_IN_FLIGHT)
-            .collect()
-            .await;
-        let mut result = BatchResult::default();
-        for (w, o) in outcomes {
-            match o.patch {
-                Some(Written::Done) => {
-                    if let Some(status) = w.status {
-                        self.written.insert(w.uid.clone(), status);
+                match api
+                    .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
+                    .await
+                {
+                    Ok(_) => {
+                        debug!(pod = name, namespace = ns, "pod status written");
+                        self.written.insert(uid.to_string(), status.clone());
+                        self.pending.remove(uid);
+                        if let Some(h) = &self.sync_duration {
+                            h.observe(since.elapsed().as_secs_f64());
+                        }
+                        result.patched += 1;
                     }
-                    if let (Some(since), Some(h)) =
-                        (self.pending.remove(&w.uid), &self.sync_duration)
-                    {
-                        h.observe(since.elapsed().as_secs_f64());
+                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
+                        // Gone, or another pod of the same name now: nothing of ours to write.
+                        self.written.remove(uid);
+                        self.pending.remove(uid);
                     }
-                    result.patched += 1;
+                    Err(e) => {
+                        warn!(pod = name, namespace = ns, error = %e, "writing pod status failed");
+                        result.failed += 1;
+                    }
                 }
-                Some(Written::Gone) => {
-                    // Gone, or another pod of the same name now: nothing of ours to write.
-                    self.written.remove(&w.uid);
-                    self.pending.remove(&w.uid);
-                }
-                Some(Written::Failed) => result.failed += 1,
-                None => {}
             }
-            match o.delete {
-                Some(Written::Done) => {
-                    self.written.remove(&w.uid);
-                    self.deleted.insert(w.uid);
-                    result.deleted += 1;
+            if p.can_be_deleted && p.pod.metadata.deletion_timestamp.is_some() {
+                let dp = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    preconditions: Some(Preconditions {
+                        uid: Some(uid.to_string()),
+                        resource_version: None,
+                    }),
+                    ..Default::default()
+                };
+                match api.delete(name, &dp).await {
+                    Ok(_) => {
+                        debug!(pod = name, namespace = ns, "pod deleted from the API");
+                        self.written.remove(uid);
+                        self.deleted.insert(uid.to_string());
+                        result.deleted += 1;
+                    }
+                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
+                        self.written.remove(uid);
+                        self.deleted.insert(uid.to_string());
+                    }
+                    Err(e) => {
+                        warn!(pod = name, namespace = ns, error = %e, "deleting pod failed");
+                        result.failed += 1;
+                    }
                 }
-                Some(Written::Gone) => {
-                    self.written.remove(&w.uid);
-                    self.deleted.insert(w.uid);
-                }
-                Some(Written::Failed) => result.failed += 1,
-                None => {}
             }
         }
         result
@@ -468,50 +375,6 @@ mod tests {
         let r = s.sync_batch(&[state("Failed", false, true)]).await;
         assert_eq!(r.deleted, 0);
         assert!(take(&seen).iter().all(|r| r.0 != "DELETE"));
-    }
-
-    #[tokio::test]
-    async fn a_batch_writes_every_pod_once_and_each_pods_requests_in_order() {
-        let seen = Seen::default();
-        let mut s = ApiStatusSyncer::new(client(Arc::clone(&seen), false));
-        let pods: Vec<PodState> = (0..3 * WRITES_IN_FLIGHT)
-            .map(|i| {
-                let mut p = state("Succeeded", i == 5, i == 5);
-                p.pod.metadata.name = Some(format!("web-{i}"));
-                p.pod.metadata.uid = Some(format!("u-{i}"));
-                p
-            })
-            .collect();
-        let r = s.sync_batch(&pods).await;
-        assert_eq!(
-            r,
-            BatchResult {
-                patched: 3 * WRITES_IN_FLIGHT,
-                deleted: 1,
-                failed: 0
-            }
-        );
-        let reqs = take(&seen);
-        for i in 0..3 * WRITES_IN_FLIGHT {
-            let status = format!("/api/v1/namespaces/default/pods/web-{i}/status");
-            let patches: Vec<usize> = (0..reqs.len()).filter(|&k| reqs[k].1 == status).collect();
-            assert_eq!(patches.len(), 1, "pod {i}: {reqs:?}");
-            assert_eq!(reqs[patches[0]].2["metadata"]["uid"], format!("u-{i}"));
-        }
-        // The pod being deleted: its status first, then its deletion.
-        let patch = reqs
-            .iter()
-            .position(|r| r.1 == "/api/v1/namespaces/default/pods/web-5/status");
-        let delete = reqs
-            .iter()
-            .position(|r| r.0 == "DELETE" && r.1 == "/api/v1/namespaces/default/pods/web-5");
-        assert!(
-            patch.is_some() && delete.is_some() && patch < delete,
-            "{reqs:?}"
-        );
-        // Nothing changed: nothing written.
-        assert_eq!(s.sync_batch(&pods).await, BatchResult::default());
-        assert!(take(&seen).is_empty());
     }
 
     #[tokio::test]

@@ -1,12 +1,15 @@
 //! What `hollow-bench` counts: API requests classified by verb and resource as the API
 //! server's `apiserver_request_total` labels them (from the fixture's request log or the
-//! real API server's audit log), the node status and lease writes among them, watches, and
-//! the summary figures of one side (this kubelet's hollow nodes, or Go kubelets on
-//! `fake-runtime`) of a run.
+//! real API server's audit log), the node status and lease writes among them, watches, bytes
+//! each way (from `byteproxy`'s counts), the startup split into phases, and the summary
+//! figures of one side (this kubelet's hollow nodes, or Go kubelets on `fake-runtime`) of a
+//! run.
 
 use std::collections::BTreeMap;
 
 use serde::Serialize;
+
+use crate::byteproxy::ByteCounts;
 
 /// One API request as the bench counts it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,8 +20,6 @@ pub struct ApiRequest {
     pub resource: String,
     /// The node the request was made by, when known (audit log: `system:node:<name>`).
     pub node: Option<String>,
-    /// Bytes of the response, when known.
-    pub response_bytes: Option<u64>,
 }
 
 /// Classifies an HTTP request (method, path, query) as the API server does: the verb
@@ -126,7 +127,6 @@ pub fn parse_audit_line(line: &str) -> Option<ApiRequest> {
         verb,
         resource,
         node: Some(node),
-        response_bytes: None,
     })
 }
 
@@ -155,8 +155,22 @@ pub struct SideResult {
     pub idle_requests_per_node_minute: f64,
     /// Watches opened per node over the whole run.
     pub watches_per_node: f64,
-    /// Response bytes per node over the whole run, when the API server's log has them.
-    pub bytes_per_node: Option<f64>,
+    /// Bytes the API server sent to the side's nodes, per node, over the whole run (from
+    /// the first node started to the last pod gone), as a byte-counting proxy between them
+    /// saw them: TLS records, HTTP headers and bodies, watch streams.
+    pub bytes_to_nodes_per_node: f64,
+    /// Bytes the nodes sent to the API server, per node, over the whole run.
+    pub bytes_from_nodes_per_node: f64,
+    /// Bytes the API server sent per node per minute in the idle window.
+    pub idle_bytes_to_nodes_per_node_minute: f64,
+    /// Bytes the nodes sent per node per minute in the idle window.
+    pub idle_bytes_from_nodes_per_node_minute: f64,
+    /// Response body bytes per node over the whole run as the API server logged them (the
+    /// fixture counts them; the real API server's audit log has no sizes): a cross-check of
+    /// the proxy's figure, which also counts headers and framing.
+    pub api_logged_response_bytes_per_node: Option<f64>,
+    /// Where the startup time went, on a real control plane: p50/p99 (s) of each phase.
+    pub startup_phases: Option<StartupPhases>,
     /// Resident memory per node (MiB) with the pods running.
     pub rss_mib_per_node: f64,
     /// CPU per node over the run (milli-cores).
@@ -190,13 +204,79 @@ impl SideResult {
             per_node_minute(idle.iter().filter(|r| is_lease_write(r)).count());
         self.idle_requests_per_node_minute = per_node_minute(idle.len());
         self.watches_per_node = all.iter().filter(|r| r.verb == "watch").count() as f64 / nodes;
-        let bytes: Option<u64> = all.iter().map(|r| r.response_bytes).sum();
-        self.bytes_per_node = bytes.map(|b| b as f64 / nodes);
+    }
+
+    /// Fills the byte figures from the proxy's counts over the whole run and over the idle
+    /// window of `idle_minutes`.
+    pub fn count_bytes(&mut self, whole: &ByteCounts, idle: &ByteCounts, idle_minutes: f64) {
+        let nodes = self.nodes.max(1) as f64;
+        self.bytes_to_nodes_per_node = whole.to_clients as f64 / nodes;
+        self.bytes_from_nodes_per_node = whole.to_upstream as f64 / nodes;
+        let per_node_minute = |b: u64| b as f64 / nodes / idle_minutes.max(1e-9);
+        self.idle_bytes_to_nodes_per_node_minute = per_node_minute(idle.to_clients);
+        self.idle_bytes_from_nodes_per_node_minute = per_node_minute(idle.to_upstream);
+    }
+}
+
+/// One pod's way to Running on a real control plane, in seconds since the Unix epoch: the
+/// API server's times (`creationTimestamp`, the `PodScheduled` condition's transition, the
+/// kubelet's `status.startTime`, all whole seconds) and the bench's watch seeing it Running.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PodTimeline {
+    pub created: f64,
+    pub scheduled: f64,
+    /// When the kubelet acknowledged the pod (`status.startTime`, which it sets at its first
+    /// sync of the pod).
+    pub kubelet_saw: f64,
+    /// When the bench's watch saw the pod Running (the kubelet's status patch applied).
+    pub running_seen: f64,
+}
+
+/// p50 and p99 (s) of each phase of the startup (upstream's pod startup SLI spans them all).
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct StartupPhases {
+    /// `creationTimestamp` → `PodScheduled` (the scheduler's queue and binding).
+    pub created_to_scheduled: [f64; 2],
+    /// `PodScheduled` → `status.startTime` (the bind reaching the kubelet's watch, its
+    /// admission and first sync).
+    pub scheduled_to_kubelet: [f64; 2],
+    /// `status.startTime` → Running seen by a watch (sandbox, container start, the status
+    /// manager's patch).
+    pub kubelet_to_running: [f64; 2],
+    /// `creationTimestamp` → Running seen, as the server's clock has it (whole seconds at
+    /// the start: up to a second longer than the bench's own figure).
+    pub created_to_running: [f64; 2],
+}
+
+impl StartupPhases {
+    /// The phases' percentiles over `pods`; `None` for no pods.
+    pub fn of(pods: &[PodTimeline]) -> Option<StartupPhases> {
+        if pods.is_empty() {
+            return None;
+        }
+        let p = |f: &dyn Fn(&PodTimeline) -> f64| {
+            let v: Vec<f64> = pods.iter().map(|t| f(t).max(0.0)).collect();
+            [percentile(&v, 50.0), percentile(&v, 99.0)]
+        };
+        Some(StartupPhases {
+            created_to_scheduled: p(&|t| t.scheduled - t.created),
+            scheduled_to_kubelet: p(&|t| t.kubelet_saw - t.scheduled),
+            kubelet_to_running: p(&|t| t.running_seen - t.kubelet_saw),
+            created_to_running: p(&|t| t.running_seen - t.created),
+        })
     }
 }
 
 /// How a table row renders one side.
 type Row = Box<dyn Fn(&SideResult) -> String>;
+
+/// One phase's `p50 / p99` cell, `n/a` without phases (the fixture schedules nothing).
+fn phase(s: &SideResult, f: fn(&StartupPhases) -> [f64; 2]) -> String {
+    s.startup_phases.as_ref().map_or("n/a".to_string(), |p| {
+        let [p50, p99] = f(p);
+        format!("{p50:.1} / {p99:.1}")
+    })
+}
 
 /// The readable table: one column per side.
 pub fn table(sides: &[SideResult]) -> String {
@@ -251,11 +331,43 @@ pub fn table(sides: &[SideResult]) -> String {
             Box::new(|s| format!("{:.1}", s.watches_per_node)),
         ),
         (
-            "bytes sent per node",
+            "KiB API server → node, whole run",
+            Box::new(|s| format!("{:.1}", s.bytes_to_nodes_per_node / 1024.0)),
+        ),
+        (
+            "KiB node → API server, whole run",
+            Box::new(|s| format!("{:.1}", s.bytes_from_nodes_per_node / 1024.0)),
+        ),
+        (
+            "KiB/min API server → node (idle)",
+            Box::new(|s| format!("{:.2}", s.idle_bytes_to_nodes_per_node_minute / 1024.0)),
+        ),
+        (
+            "KiB/min node → API server (idle)",
+            Box::new(|s| format!("{:.2}", s.idle_bytes_from_nodes_per_node_minute / 1024.0)),
+        ),
+        (
+            "KiB response bodies logged by the API server",
             Box::new(|s| {
-                s.bytes_per_node
-                    .map_or("n/a".to_string(), |b| format!("{b:.0}"))
+                s.api_logged_response_bytes_per_node
+                    .map_or("n/a".to_string(), |b| format!("{:.1}", b / 1024.0))
             }),
+        ),
+        (
+            "phase p50/p99 (s): created → scheduled",
+            Box::new(|s| phase(s, |p| p.created_to_scheduled)),
+        ),
+        (
+            "phase p50/p99 (s): scheduled → kubelet saw it",
+            Box::new(|s| phase(s, |p| p.scheduled_to_kubelet)),
+        ),
+        (
+            "phase p50/p99 (s): kubelet saw it → Running seen",
+            Box::new(|s| phase(s, |p| p.kubelet_to_running)),
+        ),
+        (
+            "phase p50/p99 (s): created → Running seen (server clock)",
+            Box::new(|s| phase(s, |p| p.created_to_running)),
         ),
         (
             "RSS per node (MiB)",
@@ -347,7 +459,6 @@ mod tests {
             verb: verb.into(),
             resource: resource.into(),
             node: None,
-            response_bytes: None,
         };
         assert!(is_node_status_write(&r("patch", "nodes/status")));
         assert!(!is_node_status_write(&r("get", "nodes")));
@@ -373,7 +484,6 @@ mod tests {
                 verb: "patch".into(),
                 resource: "pods/status".into(),
                 node: Some("h1".into()),
-                response_bytes: None,
             })
         );
         let started = line.replace("ResponseComplete", "RequestReceived");
@@ -398,7 +508,6 @@ mod tests {
             verb: verb.into(),
             resource: resource.into(),
             node: None,
-            response_bytes: None,
         };
         let mut s = SideResult {
             nodes: 2,
@@ -419,6 +528,38 @@ mod tests {
         assert_eq!(s.lease_writes_per_node_minute, 2.0);
         assert_eq!(s.node_status_writes_per_node_minute, 1.0);
         assert_eq!(s.watches_per_node, 1.0);
-        assert_eq!(s.bytes_per_node, None);
+        let whole = ByteCounts {
+            to_upstream: 2000,
+            to_clients: 8000,
+            connections: 4,
+        };
+        let idle = ByteCounts {
+            to_upstream: 100,
+            to_clients: 300,
+            connections: 0,
+        };
+        s.count_bytes(&whole, &idle, 0.5);
+        assert_eq!(s.bytes_to_nodes_per_node, 4000.0);
+        assert_eq!(s.bytes_from_nodes_per_node, 1000.0);
+        assert_eq!(s.idle_bytes_to_nodes_per_node_minute, 300.0);
+        assert_eq!(s.idle_bytes_from_nodes_per_node_minute, 100.0);
+        assert!(table(&[s]).contains("| KiB API server → node, whole run | 3.9 |"));
+    }
+
+    #[test]
+    fn startup_time_is_split_into_phases() {
+        let t = |created, scheduled, kubelet_saw, running_seen| PodTimeline {
+            created,
+            scheduled,
+            kubelet_saw,
+            running_seen,
+        };
+        let pods = vec![t(100.0, 101.0, 103.0, 103.5), t(100.0, 100.0, 100.0, 100.5)];
+        let p = StartupPhases::of(&pods).expect("phases");
+        assert_eq!(p.created_to_scheduled, [0.0, 1.0]);
+        assert_eq!(p.scheduled_to_kubelet, [0.0, 2.0]);
+        assert_eq!(p.kubelet_to_running, [0.5, 0.5]);
+        assert_eq!(p.created_to_running, [0.5, 3.5]);
+        assert_eq!(StartupPhases::of(&[]), None);
     }
 }

@@ -5,10 +5,12 @@
 //! streaming URLs over SPDY and WebSocket (`streaming`), and the CRI
 //! conformance suite (`conformance`, binary `cri-conformance`); the Kubernetes API fixture for
 //! API-server mode (`apiserver`), the kubelet as a child process (`kubelet_proc`) and the
-//! CRI benchmark `cri-bench` (`benchmark`).
+//! CRI benchmark `cri-bench` (`benchmark`); for `hollow-bench`, its figures (`hollow`) and a
+//! byte-counting TCP proxy between nodes and the API server (`byteproxy`).
 
 pub mod apiserver;
 pub mod benchmark;
+pub mod byteproxy;
 pub mod conformance;
 pub mod dockerd;
 pub mod fixtures;

@@ -129,7 +129,20 @@ async fn serve_conn<I>(
                     }
                 }
             };
-            Ok::<_, Infallible>(handle(s, req, identity).await)
+            let counted = s.clone();
+            let resp = handle(s, req, identity).await.map(|body| {
+                use http_body_util::BodyExt as _;
+                body.map_frame(move |f| {
+                    if let Some(d) = f.data_ref() {
+                        counted
+                            .response_body_bytes
+                            .fetch_add(d.len() as u64, std::sync::atomic::Ordering::Relaxed);
+                    }
+                    f
+                })
+                .boxed()
+            });
+            Ok::<_, Infallible>(resp)
         }
     });
     let io = hyper_util::rt::TokioIo::new(io);
@@ -211,6 +224,7 @@ impl ApiServer {
             seen: Mutex::new(Vec::new()),
             reviews: Mutex::new(Default::default()),
             signer,
+            response_body_bytes: Default::default(),
         });
         let stop = CancellationToken::new();
         let (s, st) = (shared.clone(), stop.clone());
@@ -317,6 +331,13 @@ impl ApiServer {
         let mut w = self.shared.watches.lock();
         w.cancel();
         *w = CancellationToken::new();
+    }
+
+    /// Bytes of the response bodies sent so far (headers and framing not counted).
+    pub fn response_body_bytes(&self) -> u64 {
+        self.shared
+            .response_body_bytes
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Every request so far.

@@ -45,4 +45,6 @@ pub(super) struct Shared {
     /// The TokenReview and SubjectAccessReview rules, and the reviews received.
     pub(super) reviews: Mutex<Reviews>,
     pub(super) signer: Option<Signer>,
+    /// Bytes of every response body sent so far (watch streams as they are sent).
+    pub(super) response_body_bytes: std::sync::atomic::AtomicU64,
 }

@@ -5,7 +5,10 @@
 //! keeps an idle window, deletes them and waits for them gone. It reports pods/s to Running,
 //! p50/p99 startup (created → Running seen by the bench), API requests per pod lifecycle by
 //! verb and resource, node status and lease writes per node per minute when idle, watches per
-//! node, and RSS and CPU per node.
+//! node, bytes each way between the API server and the nodes (a byte-counting proxy between
+//! them, `integration::byteproxy`: each side's kubeconfigs name it), and RSS and CPU per node.
+//! On a real control plane the startup is also split into phases (created → scheduled →
+//! the kubelet's first sync → Running seen).
 //!
 //! `--api fixture` (default; what CI runs): the project's API server fixture in-process,
 //! which logs every request. `--api judge`: the real Kubernetes 1.26 control plane of
@@ -26,7 +29,8 @@ use anyhow::{Context, Result, anyhow, bail};
 use clap::Parser;
 use integration::apiserver::ApiServer;
 use integration::apiserver::store::Key;
-use integration::hollow::{self, ApiRequest, SideResult};
+use integration::byteproxy::{self, ByteCounts, ByteProxy};
+use integration::hollow::{self, ApiRequest, PodTimeline, SideResult, StartupPhases};
 use integration::kubelet_proc::{proc_cpu_seconds, rss_mib};
 use integration::runtimes::workspace_binary;
 use parking_lot::Mutex;
@@ -108,7 +112,6 @@ impl Api {
                             verb,
                             resource,
                             node: None,
-                            response_bytes: None,
                         }
                     })
                 })
@@ -125,6 +128,23 @@ impl Api {
                         .collect()
                 })
                 .unwrap_or_default(),
+        }
+    }
+
+    /// Where the API server listens (what the byte proxies forward to).
+    fn server_addr(&self) -> Result<std::net::SocketAddr> {
+        match self {
+            Api::Fixture(s) => Ok(s.addr),
+            Api::Judge { .. } => byteproxy::kubeconfig_server_addr(&self.kubeconfig_text()?)
+                .ok_or_else(|| anyhow!("the judge's admin kubeconfig names no server")),
+        }
+    }
+
+    /// Response body bytes the API server logged so far (the fixture only).
+    fn logged_response_bytes(&self) -> Option<u64> {
+        match self {
+            Api::Fixture(s) => Some(s.response_body_bytes()),
+            Api::Judge { .. } => None,
         }
     }
 
@@ -214,13 +234,16 @@ async fn pod_phases(api: &Api) -> Result<Vec<(String, String)>> {
 
 /// One side's processes: the kubelets (measured: RSS and CPU) and what they run on (the Go
 /// side's fake-runtime processes, not measured; this kubelet's fake is in its process and
-/// counted), all killed at the end.
+/// counted), all killed at the end; and the proxy their API traffic goes through.
 struct Side {
     name: String,
     prefix: String,
     nodes: usize,
     children: Vec<tokio::process::Child>,
     runtimes: Vec<tokio::process::Child>,
+    proxy: ByteProxy,
+    /// The API server's logged response bytes when the side started (fixture).
+    logged_from: Option<u64>,
 }
 
 impl Side {
@@ -247,9 +270,19 @@ fn log_file(dir: &Path, name: &str) -> Result<(Stdio, Stdio)> {
     Ok((f.try_clone()?.into(), f.into()))
 }
 
+/// The judge's bootstrap kubeconfig with its server replaced by `proxy`, written in `dir`.
+fn proxied_bootstrap(judge: &Path, proxy: &ByteProxy, dir: &Path, prefix: &str) -> Result<PathBuf> {
+    let text = std::fs::read_to_string(judge.join("run/bootstrap.kubeconfig"))?;
+    let path = dir.join(format!("{prefix}bootstrap.kubeconfig"));
+    std::fs::write(&path, byteproxy::redirect_kubeconfig(&text, proxy.addr()))?;
+    Ok(path)
+}
+
 /// Starts this kubelet's hollow nodes: one `hollow-node` process with `nodes` nodes.
-fn start_hollow(api: &Api, dir: &Path, prefix: &str, nodes: usize) -> Result<Side> {
+async fn start_hollow(api: &Api, dir: &Path, prefix: &str, nodes: usize) -> Result<Side> {
     let bin = workspace_binary("hollow-node")?;
+    let logged_from = api.logged_response_bytes();
+    let proxy = ByteProxy::start(api.server_addr()?).await?;
     let mut cmd = tokio::process::Command::new(bin);
     cmd.arg(format!("--nodes={nodes}"))
         .arg(format!("--name-prefix={prefix}"))
@@ -261,18 +294,17 @@ fn start_hollow(api: &Api, dir: &Path, prefix: &str, nodes: usize) -> Result<Sid
     ];
     match api {
         Api::Fixture(_) => {
-            let kubeconfig = dir.join("kubeconfig");
-            std::fs::write(&kubeconfig, api.kubeconfig_text()?)?;
+            let kubeconfig = dir.join(format!("{prefix}kubeconfig"));
+            let text = byteproxy::redirect_kubeconfig(&api.kubeconfig_text()?, proxy.addr());
+            std::fs::write(&kubeconfig, text)?;
             kubelet_flags.push(format!("--kubeconfig={}", kubeconfig.display()));
         }
         Api::Judge { dir: judge, .. } => {
             let kubeconfigs = dir.join("hollow-kubeconfigs");
             std::fs::create_dir_all(&kubeconfigs)?;
             cmd.arg(format!("--kubeconfig-dir={}", kubeconfigs.display()));
-            kubelet_flags.push(format!(
-                "--bootstrap-kubeconfig={}",
-                judge.join("run/bootstrap.kubeconfig").display()
-            ));
+            let bootstrap = proxied_bootstrap(judge, &proxy, dir, prefix)?;
+            kubelet_flags.push(format!("--bootstrap-kubeconfig={}", bootstrap.display()));
         }
     }
     let (out, err) = log_file(dir, "hollow-node.log")?;
@@ -290,11 +322,13 @@ fn start_hollow(api: &Api, dir: &Path, prefix: &str, nodes: usize) -> Result<Sid
         nodes,
         children: vec![child],
         runtimes: Vec::new(),
+        proxy,
+        logged_from,
     })
 }
 
 /// Starts `nodes` Go kubelets, each on its own `fake-runtime` (judge mode only).
-fn start_go(
+async fn start_go(
     judge: &Path,
     go_kubelet: &Path,
     dir: &Path,
@@ -302,6 +336,11 @@ fn start_go(
     nodes: usize,
 ) -> Result<Side> {
     let fake = workspace_binary("fake-runtime")?;
+    let text = std::fs::read_to_string(judge.join("run/admin.kubeconfig"))?;
+    let upstream = byteproxy::kubeconfig_server_addr(&text)
+        .ok_or_else(|| anyhow!("the judge's admin kubeconfig names no server"))?;
+    let proxy = ByteProxy::start(upstream).await?;
+    let bootstrap = proxied_bootstrap(judge, &proxy, dir, prefix)?;
     let mut children = Vec::new();
     let mut runtimes = Vec::new();
     for i in 0..nodes {
@@ -322,10 +361,7 @@ fn start_go(
         let (out, err) = log_file(&root, "kubelet.log")?;
         children.push(
             tokio::process::Command::new(go_kubelet)
-                .arg(format!(
-                    "--bootstrap-kubeconfig={}",
-                    judge.join("run/bootstrap.kubeconfig").display()
-                ))
+                .arg(format!("--bootstrap-kubeconfig={}", bootstrap.display()))
                 .arg(format!(
                     "--kubeconfig={}",
                     root.join("kubelet.kubeconfig").display()
@@ -359,6 +395,8 @@ fn start_go(
         nodes,
         children,
         runtimes,
+        proxy,
+        logged_from: None,
     })
 }
 
@@ -447,8 +485,10 @@ async fn run_side(api: &Api, mut side: Side, args: &Args) -> Result<SideResult> 
     }
     // Idle window: registered, no pods.
     let idle_from = api.request_cursor();
+    let idle_bytes_from = side.proxy.counts();
     tokio::time::sleep(Duration::from_secs(args.idle_seconds)).await;
     let idle_to = api.request_cursor();
+    let idle_bytes = side.proxy.counts().since(&idle_bytes_from);
     let cpu0 = side.cpu_seconds();
     let churn_from = api.request_cursor();
     let pods = side.nodes * args.pods_per_node;
@@ -518,6 +558,12 @@ async fn run_side(api: &Api, mut side: Side, args: &Args) -> Result<SideResult> 
     })
     .await?;
     let churn_to = api.request_cursor();
+    // The API server's own count first: what it logged has reached the proxy after.
+    let logged = api
+        .logged_response_bytes()
+        .zip(side.logged_from)
+        .map(|(now, from)| now.saturating_sub(from));
+    let whole_bytes: ByteCounts = side.proxy.counts();
     let cpu = side.cpu_seconds() - cpu0;
     let churn_secs = start.elapsed().as_secs_f64();
     let mut result = SideResult {
@@ -536,6 +582,17 @@ async fn run_side(api: &Api, mut side: Side, args: &Args) -> Result<SideResult> 
     let idle = api.requests_between(idle_from, idle_to, &prefix);
     let all = api.requests_between(all_from, churn_to, &prefix);
     result.count_requests(&churn, &idle, args.idle_seconds as f64 / 60.0, &all);
+    result.count_bytes(&whole_bytes, &idle_bytes, args.idle_seconds as f64 / 60.0);
+    result.api_logged_response_bytes_per_node = logged.map(|b| b as f64 / side.nodes.max(1) as f64);
+    if let Some(o) = &observer {
+        let timelines: Vec<PodTimeline> = o
+            .lock()
+            .iter()
+            .filter(|(n, _)| n.starts_with(prefix.as_str()))
+            .filter_map(|(_, seen)| seen.timeline())
+            .collect();
+        result.startup_phases = StartupPhases::of(&timelines);
+    }
     for c in side.children.iter_mut().chain(side.runtimes.iter_mut()) {
         let _ = c.start_kill();
     }
@@ -550,6 +607,28 @@ struct Seen {
     created: Instant,
     running: Option<Instant>,
     deleted: bool,
+    /// The API server's times (s since the epoch): created, scheduled, the kubelet's
+    /// `status.startTime`; and the wall clock when the watch saw it Running.
+    created_at: Option<f64>,
+    scheduled_at: Option<f64>,
+    kubelet_saw_at: Option<f64>,
+    running_seen_at: Option<f64>,
+}
+
+impl Seen {
+    fn timeline(&self) -> Option<PodTimeline> {
+        Some(PodTimeline {
+            created: self.created_at?,
+            scheduled: self.scheduled_at?,
+            kubelet_saw: self.kubelet_saw_at?,
+            running_seen: self.running_seen_at?,
+        })
+    }
+}
+
+/// Seconds since the epoch of an API time.
+fn api_seconds(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> f64 {
+    t.0.as_millisecond() as f64 / 1000.0
 }
 
 type Observed = Arc<Mutex<HashMap<String, Seen>>>;
@@ -581,10 +660,35 @@ fn observe_pods(client: kube::Client) -> Observed {
                     created: now,
                     running: None,
                     deleted: false,
+                    created_at: None,
+                    scheduled_at: None,
+                    kubelet_saw_at: None,
+                    running_seen_at: None,
                 });
-                let running = p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                let status = p.status.as_ref();
+                let running = status.and_then(|s| s.phase.as_deref()) == Some("Running");
                 if running && e.running.is_none() {
                     e.running = Some(now);
+                    e.running_seen_at = std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .ok()
+                        .map(|d| d.as_secs_f64());
+                }
+                if e.created_at.is_none() {
+                    e.created_at = p.metadata.creation_timestamp.as_ref().map(api_seconds);
+                }
+                if e.scheduled_at.is_none() {
+                    e.scheduled_at = status
+                        .and_then(|s| s.conditions.as_ref())
+                        .and_then(|cs| {
+                            cs.iter()
+                                .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+                        })
+                        .and_then(|c| c.last_transition_time.as_ref())
+                        .map(api_seconds);
+                }
+                if e.kubelet_saw_at.is_none() {
+                    e.kubelet_saw_at = status.and_then(|s| s.start_time.as_ref()).map(api_seconds);
                 }
                 e.deleted |= deleted;
             }
@@ -676,14 +780,15 @@ async fn main() -> Result<()> {
     let dir = tempfile::Builder::new().prefix("hollow-bench-").tempdir()?;
     let api = connect(&args).await?;
     let mut results = Vec::new();
-    let ours = start_hollow(&api, dir.path(), "hollow-", args.nodes)?;
+    let ours = start_hollow(&api, dir.path(), "hollow-", args.nodes).await?;
     results.push(run_side(&api, ours, &args).await?);
     if args.go_nodes > 0 {
         match (&api, std::env::var_os("KUBELET_JUDGE")) {
             (Api::Judge { dir: judge, .. }, Some(go)) => {
                 if args.go_nodes != args.nodes {
                     // This kubelet at the Go side's scale too: the same control plane load.
-                    let mut same = start_hollow(&api, dir.path(), "hollowb-", args.go_nodes)?;
+                    let mut same =
+                        start_hollow(&api, dir.path(), "hollowb-", args.go_nodes).await?;
                     same.name = format!("this kubelet, {} nodes", args.go_nodes);
                     results.push(run_side(&api, same, &args).await?);
                 }
@@ -693,7 +798,8 @@ async fn main() -> Result<()> {
                     dir.path(),
                     "gohollow-",
                     args.go_nodes,
-                )?;
+                )
+                .await?;
                 results.push(run_side(&api, side, &args).await?);
             }
             (Api::Judge { .. }, None) => {

@@ -1,7 +1,7 @@
 //! Hollow nodes (`hollow-node`, `fake-runtime`, `hollow-bench`) end to end: the benchmark
 //! with 5 hollow nodes on the API server fixture (what CI runs) writes every figure it
-//! promises; this kubelet runs static pods on the `fake-runtime` binary over its CRI socket;
-//! crictl (judge, `CRICTL`) drives `fake-runtime`; `hollow-node` refuses a flag it owns.
+//! promises, bytes per node through its proxy among them (printed); this kubelet runs static
+//! pods on the `fake-runtime` binary over its CRI socket; crictl (judge, `CRICTL`) drives `fake-runtime`; `hollow-node` refuses a flag it owns.
 //! Checks what happened, never how fast.
 
 use std::time::Duration;
@@ -72,12 +72,27 @@ async fn hollow_bench_five_nodes_on_the_fixture_reports_every_figure() {
         "idle_requests_per_node_minute",
         "watches_per_node",
         "rss_mib_per_node",
+        "bytes_to_nodes_per_node",
+        "bytes_from_nodes_per_node",
+        "idle_bytes_to_nodes_per_node_minute",
+        "idle_bytes_from_nodes_per_node_minute",
     ] {
         assert!(
             ours[key].as_f64().is_some_and(|x| x > 0.0),
             "{key} should be positive: {ours}"
         );
     }
+    // The proxy between the nodes and the API server saw at least the response bodies the
+    // API server logged sending (it also carries headers and framing).
+    let proxied = ours["bytes_to_nodes_per_node"].as_f64().unwrap_or(0.0);
+    let logged = ours["api_logged_response_bytes_per_node"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the fixture logs response bytes: {ours}"));
+    assert!(
+        logged > 0.0 && proxied >= logged,
+        "proxied {proxied} bytes per node, the fixture logged {logged}: {ours}"
+    );
+    println!("{stdout}");
     // Each pod's status was written by its node, and each pod deleted by it (grace 0).
     let kinds = &ours["requests_per_pod_by_kind"];
     for kind in ["patch pods/status", "delete pods"] {

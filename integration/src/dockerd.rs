@@ -31,7 +31,7 @@ impl PrivateDockerd {
     pub fn start(dir: &Path, live_restore: bool) -> anyhow::Result<PrivateDockerd> {
         // The exec root holds containerd's socket: keep it short (sun_path is 108 bytes).
         let exec_root = PathBuf::from("/run").join(crate::fixtures::unique_name("itd"));
-        let bridge = make_bridge()?;
+        let (bridge, _) = make_bridge("itd")?;
         let mut d = PrivateDockerd {
             dir: dir.to_path_buf(),
             endpoint: format!("unix://{}", dir.join("docker.sock").display()),
@@ -94,6 +94,31 @@ impl PrivateDockerd {
             "dockerd did not answer within 60 s; see {}",
             self.log().display()
         )
+    }
+
+    /// Kills dockerd with SIGKILL (no chance to stop its containers or clean anything up) and
+    /// reaps it. Its containerd and the containers' shims are left as they are.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts dockerd again on the same state after [`PrivateDockerd::kill`] or
+    /// [`PrivateDockerd::stop`], and waits until it answers.
+    pub fn start_again(&mut self) -> anyhow::Result<()> {
+        self.spawn()
+    }
+
+    /// The pid of the running dockerd, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Its data root (`--data-root`), where the containers' mounts live.
+    pub fn data_root(&self) -> PathBuf {
+        self.dir.join("data")
     }
 
     /// Its log file.
@@ -230,8 +255,13 @@ impl Drop for PrivateDockerd {
             }
         }
         let _ = std::fs::remove_dir_all(&self.exec_root);
-        let _ = ip(&["link", "del", &self.bridge]);
+        delete_bridge(&self.bridge);
     }
+}
+
+/// Deletes a bridge made by [`make_bridge`] (best effort).
+pub fn delete_bridge(name: &str) {
+    let _ = ip(&["link", "del", name]);
 }
 
 fn ip(args: &[&str]) -> anyhow::Result<std::process::Output> {
@@ -242,9 +272,11 @@ fn ip(args: &[&str]) -> anyhow::Result<std::process::Output> {
         .context("running ip")
 }
 
-/// A bridge of its own, up, with the first free 172.30.N.1/24 (N from 1 to 250).
-fn make_bridge() -> anyhow::Result<String> {
-    let name = format!("itd{:x}", rand::random::<u32>() & 0xff_ffff);
+/// A bridge of its own named `<prefix><6 hex digits>` (`prefix` at most 9 bytes), up, with the
+/// first free 172.30.N.1/24 (N from 1 to 250, from a random start): its name and N. Deleted by
+/// [`delete_bridge`].
+pub fn make_bridge(prefix: &str) -> anyhow::Result<(String, u8)> {
+    let name = format!("{prefix}{:06x}", rand::random::<u32>() & 0xff_ffff);
     let out = ip(&["link", "add", "name", &name, "type", "bridge"])?;
     if !out.status.success() {
         bail!(
@@ -263,7 +295,8 @@ fn make_bridge() -> anyhow::Result<String> {
         if ip(&["addr", "add", &addr, "dev", &name])?.status.success()
             && ip(&["link", "set", &name, "up"])?.status.success()
         {
-            return Ok(name);
+            // n is 1..=250.
+            return Ok((name, n as u8));
         }
     }
     let _ = ip(&["link", "del", &name]);

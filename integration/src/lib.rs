@@ -5,16 +5,19 @@
 //! streaming URLs over SPDY and WebSocket (`streaming`), and the CRI
 //! conformance suite (`conformance`, binary `cri-conformance`); the Kubernetes API fixture for
 //! API-server mode (`apiserver`), the kubelet as a child process (`kubelet_proc`) and the
-//! CRI benchmark `cri-bench` (`benchmark`).
+//! CRI benchmark `cri-bench` (`benchmark`); a containerd of a test's own (`containerd`); the
+//! soak, pod churn under SIGKILLs of the kubelet and runtimes (`soak`, binary `soak`).
 
 pub mod apiserver;
 pub mod benchmark;
 pub mod conformance;
+pub mod containerd;
 pub mod dockerd;
 pub mod fixtures;
 pub mod hollow;
 pub mod interrupt;
 pub mod kubelet_proc;
 pub mod runtimes;
+pub mod soak;
 pub mod streaming;
 pub mod testbed;

@@ -1,6 +1,6 @@
-//! A containerd of a test's own, with the CRI plugin configured as `hack/testbed.sh` configures
-//! the test bed's (overlayfs, runc with cgroupfs, the test bed's registry mirrors in
-//! `certs.d`), but its own root, state, socket and runc root, and the CNI configuration
+//! A containerd of a test's own, configured from the test bed's configuration file (so its CRI
+//! plugin runs as the test bed's: overlayfs, runc with cgroupfs, the test bed's pause image,
+//! CNI plugins and registry mirrors in `certs.d`), but with its own root, state, socket and runc root, and the CNI configuration
 //! directory the caller gives, so that a test or benchmark may kill it (SIGKILL) and start it
 //! again without disturbing the tests that share the test bed's containerd. The containers'
 //! shims outlive a killed containerd, as on a real node. On drop: containerd is stopped, the shims it started are
@@ -8,13 +8,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 
-/// The test bed's registry configuration (`hosts.toml` per registry), which the private
-/// containerd shares: it only reads it.
-pub const TESTBED_CERTS_D: &str = "/etc/cri-testbed/containerd/certs.d";
+/// The test bed's containerd configuration (`hack/testbed.sh`'s `CTD_CONFIG`), which a private
+/// containerd's is made from.
+pub const TESTBED_CONFIG: &str = "/etc/cri-testbed/containerd/config.toml";
 
 /// A private `containerd`.
 pub struct PrivateContainerd {
@@ -26,30 +26,19 @@ pub struct PrivateContainerd {
 }
 
 impl PrivateContainerd {
-    /// Starts a containerd whose root and socket live in `dir` (which must exist), whose CRI
-    /// plugin runs pods on the CNI network configured in `cni_conf_dir` with the plugins of
-    /// `cni_bin_dir` and `sandbox_image` as the pause image, and waits until its CRI plugin
-    /// answers.
-    pub fn start(
-        dir: &Path,
-        cni_conf_dir: &Path,
-        cni_bin_dir: &Path,
-        sandbox_image: &str,
-    ) -> anyhow::Result<PrivateContainerd> {
+    /// Starts a containerd whose root and socket live in `dir` (which must exist) and whose
+    /// CRI plugin runs pods on the CNI network configured in `cni_conf_dir`, and waits until
+    /// its CRI plugin answers.
+    pub fn start(dir: &Path, cni_conf_dir: &Path) -> anyhow::Result<PrivateContainerd> {
         // The state directory holds the runc and shim sockets' bundles: keep it under /run.
         let state = PathBuf::from("/run").join(crate::fixtures::unique_name("itc"));
         std::fs::create_dir_all(&state).context("containerd state dir")?;
         let sock = dir.join("containerd.sock");
+        let testbed = std::fs::read_to_string(TESTBED_CONFIG)
+            .with_context(|| format!("{TESTBED_CONFIG}: run hack/testbed.sh up"))?;
         std::fs::write(
             dir.join("config.toml"),
-            config_toml(
-                &dir.join("root"),
-                &state,
-                &sock,
-                cni_conf_dir,
-                cni_bin_dir,
-                sandbox_image,
-            ),
+            config_toml(&testbed, &dir.join("root"), &state, &sock, cni_conf_dir),
         )
         .context("config.toml")?;
         let mut c = PrivateContainerd {
@@ -76,48 +65,16 @@ impl PrivateContainerd {
             .stderr(log)
             .spawn()
             .context("starting containerd")?;
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if self.cri_ok() {
-                return Ok(());
-            }
-            if let Some(c) = self.child.as_mut()
-                && let Ok(Some(st)) = c.try_wait()
-            {
-                bail!("containerd exited early ({st}); see {}", self.log().display());
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        bail!(
-            "containerd's CRI plugin is not ok within 60 s; see {}",
-            self.log().display()
-        )
-    }
-
-    /// Whether its CRI plugin is loaded and ok (`ctr plugins ls`).
-    fn cri_ok(&self) -> bool {
-        let out = self.ctr(&["plugins", "ls"]);
-        out.is_ok_and(|o| {
-            o.status.success()
-                && String::from_utf8_lossy(&o.stdout).lines().any(|l| {
-                    let f: Vec<&str> = l.split_whitespace().collect();
-                    f.first() == Some(&"io.containerd.grpc.v1")
-                        && f.get(1) == Some(&"cri")
-                        && f.last() == Some(&"ok")
-                })
+        let (sock, log) = (self.socket(), self.log());
+        let child = self.child.insert(child);
+        crate::daemon::wait_ready(child, "containerd", &log, Duration::from_secs(60), || {
+            cri_ok(&sock)
         })
     }
 
     /// Runs `ctr` against this containerd.
     pub fn ctr(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
-        Command::new("ctr")
-            .arg("--address")
-            .arg(self.socket())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .context("running ctr")
+        ctr_at(&self.socket(), args)
     }
 
     fn socket(&self) -> PathBuf {
@@ -142,9 +99,8 @@ impl PrivateContainerd {
 
     /// Kills containerd with SIGKILL and reaps it; the shims and their containers keep running.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(c) = self.child.take() {
+            crate::daemon::kill(c);
         }
     }
 
@@ -155,20 +111,9 @@ impl PrivateContainerd {
 
     /// Stops containerd with SIGTERM and waits (SIGKILL after 30 s).
     pub fn stop(&mut self) {
-        let Some(mut c) = self.child.take() else {
-            return;
-        };
-        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
-        unsafe { libc::kill(c.id() as libc::pid_t, libc::SIGTERM) };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = c.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if let Some(c) = self.child.take() {
+            crate::daemon::stop(c, Duration::from_secs(30));
         }
-        let _ = c.kill();
-        let _ = c.wait();
     }
 
     /// The pids of the shims serving this containerd (`containerd-shim-runc-v2 … -address
@@ -185,9 +130,9 @@ impl PrivateContainerd {
                 let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
                 args.first()
                     .is_some_and(|a| a.ends_with(b"containerd-shim-runc-v2"))
-                    && args.windows(2).any(|w| {
-                        w[0] == b"-address".as_slice() && w[1] == sock.as_bytes()
-                    })
+                    && args
+                        .windows(2)
+                        .any(|w| w[0] == b"-address".as_slice() && w[1] == sock.as_bytes())
             })
             .collect()
     }
@@ -202,79 +147,75 @@ impl Drop for PrivateContainerd {
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
         }
         std::thread::sleep(Duration::from_millis(300));
-        let dirs = self.directories().map(|d| d.display().to_string());
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut mounts: Vec<&str> = mountinfo
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|m| dirs.iter().any(|d| m.starts_with(d.as_str())))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in mounts {
-            if let Ok(c) = std::ffi::CString::new(m) {
-                // SAFETY: umount2(2) with a NUL-terminated path under our own directories.
-                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-            }
-        }
+        crate::daemon::unmount_under(&self.directories());
         let _ = std::fs::remove_dir_all(&self.state);
         let _ = std::fs::remove_dir_all(self.dir.join("root"));
     }
 }
 
-/// The configuration file: the test bed's (`hack/testbed.sh`'s `write_configs`) with this
-/// instance's paths.
+/// Whether the CRI plugin of the containerd at `sock` is loaded and ok (`ctr plugins ls`).
+fn cri_ok(sock: &Path) -> bool {
+    ctr_at(sock, &["plugins", "ls"]).is_ok_and(|o| {
+        o.status.success()
+            && String::from_utf8_lossy(&o.stdout).lines().any(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                f.first() == Some(&"io.containerd.grpc.v1")
+                    && f.get(1) == Some(&"cri")
+                    && f.last() == Some(&"ok")
+            })
+    })
+}
+
+/// Runs `ctr` against the containerd at `sock`.
+fn ctr_at(sock: &Path, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    Command::new("ctr")
+        .arg("--address")
+        .arg(sock)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("running ctr")
+}
+
+/// This instance's configuration: the test bed's (`testbed`, the text of [`TESTBED_CONFIG`]),
+/// so that it runs pods as the test bed's containerd does, with this instance's root, state,
+/// sockets, runc root and CNI configuration directory instead of the test bed's.
 fn config_toml(
+    testbed: &str,
     root: &Path,
     state: &Path,
     sock: &Path,
     cni_conf_dir: &Path,
-    cni_bin_dir: &Path,
-    sandbox_image: &str,
 ) -> String {
-    let (root, state, sock) = (root.display(), state.display(), sock.display());
-    let (conf, bin) = (cni_conf_dir.display(), cni_bin_dir.display());
-    format!(
-        r#"version = 2
-root = "{root}"
-state = "{state}"
-oom_score = 0
-
-[grpc]
-  address = "{sock}"
-
-[ttrpc]
-  address = "{sock}.ttrpc"
-
-[debug]
-  address = ""
-  level = "info"
-
-[metrics]
-  address = ""
-
-[plugins]
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "{sandbox_image}"
-    restrict_oom_score_adj = true
-    stream_server_address = "127.0.0.1"
-    stream_server_port = "0"
-    enable_selinux = false
-    [plugins."io.containerd.grpc.v1.cri".containerd]
-      snapshotter = "overlayfs"
-      default_runtime_name = "runc"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-        runtime_type = "io.containerd.runc.v2"
-        [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-          SystemdCgroup = false
-          Root = "{state}/runc"
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "{bin}"
-      conf_dir = "{conf}"
-      max_conf_num = 1
-    [plugins."io.containerd.grpc.v1.cri".registry]
-      config_path = "{TESTBED_CERTS_D}"
-"#
-    )
+    let mut section = String::new();
+    let mut out = String::new();
+    for line in testbed.lines() {
+        let t = line.trim_start();
+        if t.starts_with('[') {
+            section = t.to_string();
+        }
+        let indent = &line[..line.len() - t.len()];
+        let key = t.split('=').next().unwrap_or("").trim();
+        let value = match (key, section.as_str()) {
+            ("root", "") => Some(root.display().to_string()),
+            ("state", "") => Some(state.display().to_string()),
+            ("address", "[grpc]") => Some(sock.display().to_string()),
+            ("address", "[ttrpc]") => Some(format!("{}.ttrpc", sock.display())),
+            ("Root", s) if s.contains(".runc.options]") => {
+                Some(state.join("runc").display().to_string())
+            }
+            ("conf_dir", s) if s.ends_with(".cni]") => Some(cni_conf_dir.display().to_string()),
+            _ => None,
+        };
+        match value {
+            Some(v) => out.push_str(&format!("{indent}{key} = \"{v}\"\n")),
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -283,13 +224,14 @@ mod tests {
 
     #[test]
     fn the_configuration_names_only_this_instances_paths() {
+        // The test bed's configuration as hack/testbed.sh writes it.
+        let testbed = include_str!("../testdata/containerd-testbed.toml");
         let text = config_toml(
+            testbed,
             Path::new("/tmp/x/root"),
             Path::new("/run/itc-1"),
             Path::new("/tmp/x/containerd.sock"),
             Path::new("/tmp/x/net.d"),
-            Path::new("/usr/lib/cni"),
-            "registry.k8s.io/pause:3.9",
         );
         assert!(text.contains("root = \"/tmp/x/root\""));
         assert!(text.contains("state = \"/run/itc-1\""));
@@ -298,5 +240,11 @@ mod tests {
         assert!(text.contains("Root = \"/run/itc-1/runc\""));
         assert!(text.contains("conf_dir = \"/tmp/x/net.d\""));
         assert!(!text.contains("/run/cri-testbed"), "{text}");
+        assert!(!text.contains("/var/lib/cri-testbed"), "{text}");
+        // The rest is the test bed's.
+        assert!(text.contains("sandbox_image = \"registry.k8s.io/pause:3.9\""));
+        assert!(text.contains("config_path = \"/etc/cri-testbed/containerd/certs.d\""));
+        assert!(text.contains("bin_dir = \"/usr/lib/cni\""));
+        assert_eq!(text.lines().count(), testbed.lines().count());
     }
 }

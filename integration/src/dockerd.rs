@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 
@@ -73,35 +73,19 @@ impl PrivateDockerd {
             .stderr(log)
             .spawn()
             .context("starting dockerd")?;
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if self
-                .docker(&["version", "--format", "{{.Server.Version}}"])?
-                .status
-                .success()
-            {
-                return Ok(());
-            }
-            if let Some(c) = self.child.as_mut()
-                && let Ok(Some(st)) = c.try_wait()
-            {
-                bail!("dockerd exited early ({st}); see {}", self.log().display());
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        bail!(
-            "dockerd did not answer within 60 s; see {}",
-            self.log().display()
-        )
+        let (endpoint, log) = (self.endpoint.clone(), self.log());
+        let child = self.child.insert(child);
+        crate::daemon::wait_ready(child, "dockerd", &log, Duration::from_secs(60), || {
+            docker_at(&endpoint, &["version", "--format", "{{.Server.Version}}"])
+                .is_ok_and(|o| o.status.success())
+        })
     }
 
     /// Kills dockerd with SIGKILL (no chance to stop its containers or clean anything up) and
     /// reaps it. Its containerd and the containers' shims are left as they are.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        if let Some(c) = self.child.take() {
+            crate::daemon::kill(c);
         }
     }
 
@@ -128,13 +112,7 @@ impl PrivateDockerd {
 
     /// Runs the `docker` CLI against this daemon.
     pub fn docker(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
-        Command::new("docker")
-            .arg("--host")
-            .arg(&self.endpoint)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .context("running docker")
+        docker_at(&self.endpoint, args)
     }
 
     /// Copies `images` from the Docker at `from` (a `unix://` endpoint) into this one.
@@ -179,19 +157,9 @@ impl PrivateDockerd {
     /// Stops dockerd with SIGTERM and waits for it to exit (SIGKILL after 60 s). Without
     /// `--live-restore` Docker stops every container on the way out.
     pub fn stop(&mut self) {
-        self.terminate();
-        let Some(mut c) = self.child.take() else {
-            return;
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = c.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if let Some(c) = self.child.take() {
+            crate::daemon::stop(c, Duration::from_secs(60));
         }
-        let _ = c.kill();
-        let _ = c.wait();
     }
 
     /// Stops and starts it again on the same state.
@@ -239,21 +207,7 @@ impl Drop for PrivateDockerd {
         }
         // Overlay mounts of removed containers are gone; anything left under the data root is
         // unmounted before removal.
-        let data = self.dir.join("data").display().to_string();
-        let exec = self.exec_root.display().to_string();
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut mounts: Vec<&str> = mountinfo
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|m| m.starts_with(&data) || m.starts_with(&exec))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in mounts {
-            if let Ok(c) = std::ffi::CString::new(m) {
-                // SAFETY: umount2(2) with a NUL-terminated path under our own directories.
-                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-            }
-        }
+        crate::daemon::unmount_under(&[self.data_root(), self.exec_root.clone()]);
         let _ = std::fs::remove_dir_all(&self.exec_root);
         delete_bridge(&self.bridge);
     }
@@ -262,6 +216,17 @@ impl Drop for PrivateDockerd {
 /// Deletes a bridge made by [`make_bridge`] (best effort).
 pub fn delete_bridge(name: &str) {
     let _ = ip(&["link", "del", name]);
+}
+
+/// Runs the `docker` CLI against the daemon at `endpoint`.
+fn docker_at(endpoint: &str, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    Command::new("docker")
+        .arg("--host")
+        .arg(endpoint)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("running docker")
 }
 
 fn ip(args: &[&str]) -> anyhow::Result<std::process::Output> {

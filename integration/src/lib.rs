@@ -5,13 +5,15 @@
 //! streaming URLs over SPDY and WebSocket (`streaming`), and the CRI
 //! conformance suite (`conformance`, binary `cri-conformance`); the Kubernetes API fixture for
 //! API-server mode (`apiserver`), the kubelet as a child process (`kubelet_proc`) and the
-//! CRI benchmark `cri-bench` (`benchmark`); a containerd of a test's own (`containerd`); the
+//! CRI benchmark `cri-bench` (`benchmark`); a containerd of a test's own (`containerd`) and
+//! what it shares with the private dockerd (`daemon`); the
 //! soak, pod churn under SIGKILLs of the kubelet and runtimes (`soak`, binary `soak`).
 
 pub mod apiserver;
 pub mod benchmark;
 pub mod conformance;
 pub mod containerd;
+pub mod daemon;
 pub mod dockerd;
 pub mod fixtures;
 pub mod hollow;

@@ -65,7 +65,8 @@ async fn main() -> Result<()> {
 
 async fn soak() -> Result<()> {
     let args = Args::parse();
-    let tb = Testbed::get("soak").ok_or_else(|| anyhow!("needs the test bed (root, hack/testbed.sh up)"))?;
+    let tb = Testbed::get("soak")
+        .ok_or_else(|| anyhow!("needs the test bed (root, hack/testbed.sh up)"))?;
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

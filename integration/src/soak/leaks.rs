@@ -62,7 +62,10 @@ pub async fn find(node: &Node, run: &str, cgroup_root: &str) -> Vec<Leak> {
                 Err(e) => out.push(leak("sandbox", format!("ListPodSandbox failed: {e}"))),
             }
         }
-        Err(e) => out.push(leak("container", format!("the runtime does not answer: {e}"))),
+        Err(e) => out.push(leak(
+            "container",
+            format!("the runtime does not answer: {e}"),
+        )),
     }
     if let Some(d) = node.dockerd()
         && let Ok(o) = d.docker(&["ps", "-aq", "--no-trunc"])
@@ -261,13 +264,21 @@ mod tests {
         remove_cgroup_root(d.path(), "/soak1");
         assert!(!d.path().join("cpu/soak1").exists());
         assert!(!d.path().join("memory/soak1").exists());
-        assert!(d.path().join("cpu/other/kubepods/besteffort/podnotours").exists());
+        assert!(
+            d.path()
+                .join("cpu/other/kubepods/besteffort/podnotours")
+                .exists()
+        );
     }
 
     #[test]
     fn log_directories_of_the_run_only() {
         let d = tempfile::tempdir().expect("tmp");
-        for n in ["default_churn1_run7-churn1", "default_x_run70-x", "default_k_other"] {
+        for n in [
+            "default_churn1_run7-churn1",
+            "default_x_run70-x",
+            "default_k_other",
+        ] {
             std::fs::create_dir_all(d.path().join(n)).expect("dir");
         }
         assert_eq!(

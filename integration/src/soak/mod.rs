@@ -127,6 +127,9 @@ pub struct Report {
     pub unexpected_restarts: Vec<String>,
     /// What was left once every pod was deleted.
     pub leaks: Vec<Leak>,
+    /// The kinds of thing the leak checks found with the keepers running, before the churn:
+    /// a check that finds nothing then would find no leak either.
+    pub seen_with_pods: Vec<String>,
     /// Anything else that went wrong (keepers not running again in time, a process that would
     /// not start again).
     pub failures: Vec<String>,
@@ -163,7 +166,11 @@ impl Report {
         for (t, n) in &self.kills {
             let _ = writeln!(s, "| {t} | {n} |");
         }
-        let recovered: Vec<f64> = self.kill_events.iter().filter_map(|e| e.recovered_s).collect();
+        let recovered: Vec<f64> = self
+            .kill_events
+            .iter()
+            .filter_map(|e| e.recovered_s)
+            .collect();
         let _ = writeln!(
             s,
             "\nPods churned: {} ({} added, {} deleted, {} edited); {} keepers.",
@@ -188,7 +195,12 @@ impl Report {
         for u in &self.unexpected_restarts {
             let _ = writeln!(s, "- unexpected: {u}");
         }
-        let _ = writeln!(s, "Leaks: {}.", self.leaks.len());
+        let _ = writeln!(
+            s,
+            "Leaks: {} (the checks saw {} with the keepers running).",
+            self.leaks.len(),
+            self.seen_with_pods.join(", ")
+        );
         for l in &self.leaks {
             let _ = writeln!(s, "- {}: {}", l.kind, l.what);
         }
@@ -346,10 +358,16 @@ async fn soak(
         )?;
     }
     let mut failures = Vec::new();
-    let Some(mut baseline) = wait_running(n, &keeper_uids, settings.recovery_timeout).await
-    else {
+    let Some(mut baseline) = wait_running(n, &keeper_uids, settings.recovery_timeout).await else {
         bail!("the keepers never ran");
     };
+    let mut seen_with_pods: Vec<String> = leaks::find(n, run_id, cgroup_root)
+        .await
+        .into_iter()
+        .map(|l| l.kind)
+        .collect();
+    seen_with_pods.sort();
+    seen_with_pods.dedup();
 
     let start = Instant::now();
     let stop = CancellationToken::new();
@@ -407,7 +425,10 @@ async fn soak(
                 .map(|(u, s)| (u.clone(), s.clone()))
                 .collect();
             for c in pods::changed(&comparable, &now) {
-                unexpected.push(format!("with no kill, before {}s: {c}", start.elapsed().as_secs()));
+                unexpected.push(format!(
+                    "with no kill, before {}s: {c}",
+                    start.elapsed().as_secs()
+                ));
             }
             baseline.extend(now);
         }
@@ -441,11 +462,9 @@ async fn soak(
                 if expected {
                     expected_restarts += changed.len();
                 } else {
-                    unexpected.extend(
-                        changed
-                            .iter()
-                            .map(|c| format!("after the kill of {} at {t_s:.0} s: {c}", target.name())),
-                    );
+                    unexpected.extend(changed.iter().map(|c| {
+                        format!("after the kill of {} at {t_s:.0} s: {c}", target.name())
+                    }));
                 }
                 baseline = after;
                 (changed.len(), expected)
@@ -470,7 +489,10 @@ async fn soak(
     }
     stop.cancel();
     let duration_s = start.elapsed().as_secs_f64();
-    churner.await.context("the churn")?.context("writing manifests")?;
+    churner
+        .await
+        .context("the churn")?
+        .context("writing manifests")?;
     let samples = sampler.await.context("the RSS sampler")?;
     let (counts, live) = {
         let c = churn.lock();
@@ -517,6 +539,7 @@ async fn soak(
         expected_restarts,
         unexpected_restarts: unexpected,
         leaks,
+        seen_with_pods,
         failures,
         rss_samples: samples,
         kubelet_rss,
@@ -568,14 +591,30 @@ mod tests {
                 keepers_restarted: 0,
                 expected: false,
             }],
-            churn: ChurnCounts { added: 3, deleted: 1, edited: 1 },
+            churn: ChurnCounts {
+                added: 3,
+                deleted: 1,
+                edited: 1,
+            },
             expected_restarts: 0,
             unexpected_restarts: vec!["u: a -> b".into()],
-            leaks: vec![Leak { kind: "mount".into(), what: "/x".into() }],
+            leaks: vec![Leak {
+                kind: "mount".into(),
+                what: "/x".into(),
+            }],
+            seen_with_pods: vec!["mount".into()],
             failures: vec![],
             rss_samples: vec![
-                rss::Sample { t_s: 10.0, kubelet_mib: Some(20.0), dockershim_mib: Some(9.0) },
-                rss::Sample { t_s: 20.0, kubelet_mib: Some(22.0), dockershim_mib: None },
+                rss::Sample {
+                    t_s: 10.0,
+                    kubelet_mib: Some(20.0),
+                    dockershim_mib: Some(9.0),
+                },
+                rss::Sample {
+                    t_s: 20.0,
+                    kubelet_mib: Some(22.0),
+                    dockershim_mib: None,
+                },
             ],
             kubelet_rss: rss::summarize([Some(20.0), Some(22.0)]),
             dockershim_rss: rss::summarize([Some(9.0)]),
@@ -584,7 +623,10 @@ mod tests {
         assert!(!r.clean());
         let t = r.table();
         assert!(t.contains("| kubelet | 2 |"), "{t}");
-        assert!(t.contains("Pods churned: 5 (3 added, 1 deleted, 1 edited)"), "{t}");
+        assert!(
+            t.contains("Pods churned: 5 (3 added, 1 deleted, 1 edited)"),
+            "{t}"
+        );
         assert!(t.contains("- unexpected: u: a -> b"), "{t}");
         assert!(t.contains("- mount: /x"), "{t}");
         assert!(t.contains("| kubelet | 20.0 | 22.0 | 22.0 |"), "{t}");

@@ -52,7 +52,9 @@ impl std::str::FromStr for SoakRuntime {
         match s {
             "containerd" => Ok(SoakRuntime::Containerd),
             "dockershim" => Ok(SoakRuntime::Dockershim),
-            other => Err(format!("unknown runtime {other:?}: containerd or dockershim")),
+            other => Err(format!(
+                "unknown runtime {other:?}: containerd or dockershim"
+            )),
         }
     }
 }
@@ -136,9 +138,8 @@ impl Node {
                 let net = CniNetwork::create(dir, Some(PathBuf::from("/var/lib/cni")))?;
                 let cdir = dir.join("containerd");
                 std::fs::create_dir_all(&cdir)?;
-                let ctd = tokio::task::block_in_place(|| {
-                    PrivateContainerd::start(&cdir, &net.conf_dir, &tb.cni_bin_dir, &tb.pause_image)
-                })?;
+                let ctd =
+                    tokio::task::block_in_place(|| PrivateContainerd::start(&cdir, &net.conf_dir))?;
                 let (_, mut img) = crate::runtimes::clients(&ctd.endpoint).await?;
                 for i in images {
                     crate::fixtures::ensure_image(&mut img, i)
@@ -174,9 +175,12 @@ impl Node {
                     shim_args.push(flag.into());
                     shim_args.push(d.clone().into_os_string());
                 }
-                let shim =
-                    ShimProcess::spawn(&workspace_binary("dockershim")?, &shim_dir, shim_args.clone())
-                        .await?;
+                let shim = ShimProcess::spawn(
+                    &workspace_binary("dockershim")?,
+                    &shim_dir,
+                    shim_args.clone(),
+                )
+                .await?;
                 let endpoint = shim.endpoint.clone();
                 pids.lock().dockershim = Some(shim.pid());
                 (

@@ -163,18 +163,12 @@ impl Node {
                 let mut shim_args: Vec<OsString> = vec![
                     "--pod-infra-container-image".into(),
                     tb.pause_image.clone().into(),
-                    "--docker-endpoint".into(),
-                    dockerd.endpoint.clone().into(),
-                    "--network-plugin=cni".into(),
                 ];
-                for (flag, d) in [
-                    ("--cni-bin-dir", &tb.cni_bin_dir),
-                    ("--cni-conf-dir", &net.conf_dir),
-                    ("--cni-cache-dir", &net.cache_dir),
-                ] {
-                    shim_args.push(flag.into());
-                    shim_args.push(d.clone().into_os_string());
-                }
+                shim_args.extend(tb.dockershim_args_on(
+                    &dockerd.endpoint,
+                    &net.conf_dir,
+                    &net.cache_dir,
+                ));
                 let shim = ShimProcess::spawn(
                     &workspace_binary("dockershim")?,
                     &shim_dir,

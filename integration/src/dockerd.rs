@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{Context, bail};
 
@@ -31,7 +31,7 @@ impl PrivateDockerd {
     pub fn start(dir: &Path, live_restore: bool) -> anyhow::Result<PrivateDockerd> {
         // The exec root holds containerd's socket: keep it short (sun_path is 108 bytes).
         let exec_root = PathBuf::from("/run").join(crate::fixtures::unique_name("itd"));
-        let bridge = make_bridge()?;
+        let (bridge, _) = make_bridge("itd")?;
         let mut d = PrivateDockerd {
             dir: dir.to_path_buf(),
             endpoint: format!("unix://{}", dir.join("docker.sock").display()),
@@ -73,27 +73,36 @@ impl PrivateDockerd {
             .stderr(log)
             .spawn()
             .context("starting dockerd")?;
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if self
-                .docker(&["version", "--format", "{{.Server.Version}}"])?
-                .status
-                .success()
-            {
-                return Ok(());
-            }
-            if let Some(c) = self.child.as_mut()
-                && let Ok(Some(st)) = c.try_wait()
-            {
-                bail!("dockerd exited early ({st}); see {}", self.log().display());
-            }
-            std::thread::sleep(Duration::from_millis(200));
+        let (endpoint, log) = (self.endpoint.clone(), self.log());
+        let child = self.child.insert(child);
+        crate::daemon::wait_ready(child, "dockerd", &log, Duration::from_secs(60), || {
+            docker_at(&endpoint, &["version", "--format", "{{.Server.Version}}"])
+                .is_ok_and(|o| o.status.success())
+        })
+    }
+
+    /// Kills dockerd with SIGKILL (no chance to stop its containers or clean anything up) and
+    /// reaps it. Its containerd and the containers' shims are left as they are.
+    pub fn kill(&mut self) {
+        if let Some(c) = self.child.take() {
+            crate::daemon::kill(c);
         }
-        bail!(
-            "dockerd did not answer within 60 s; see {}",
-            self.log().display()
-        )
+    }
+
+    /// Starts dockerd again on the same state after [`PrivateDockerd::kill`] or
+    /// [`PrivateDockerd::stop`], and waits until it answers.
+    pub fn start_again(&mut self) -> anyhow::Result<()> {
+        self.spawn()
+    }
+
+    /// The pid of the running dockerd, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Its data root (`--data-root`), where the containers' mounts live.
+    pub fn data_root(&self) -> PathBuf {
+        self.dir.join("data")
     }
 
     /// Its log file.
@@ -103,13 +112,7 @@ impl PrivateDockerd {
 
     /// Runs the `docker` CLI against this daemon.
     pub fn docker(&self, args: &[&str]) -> anyhow::Result<std::process::Output> {
-        Command::new("docker")
-            .arg("--host")
-            .arg(&self.endpoint)
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .context("running docker")
+        docker_at(&self.endpoint, args)
     }
 
     /// Copies `images` from the Docker at `from` (a `unix://` endpoint) into this one.
@@ -154,19 +157,9 @@ impl PrivateDockerd {
     /// Stops dockerd with SIGTERM and waits for it to exit (SIGKILL after 60 s). Without
     /// `--live-restore` Docker stops every container on the way out.
     pub fn stop(&mut self) {
-        self.terminate();
-        let Some(mut c) = self.child.take() else {
-            return;
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = c.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
+        if let Some(c) = self.child.take() {
+            crate::daemon::stop(c, Duration::from_secs(60));
         }
-        let _ = c.kill();
-        let _ = c.wait();
     }
 
     /// Stops and starts it again on the same state.
@@ -214,24 +207,26 @@ impl Drop for PrivateDockerd {
         }
         // Overlay mounts of removed containers are gone; anything left under the data root is
         // unmounted before removal.
-        let data = self.dir.join("data").display().to_string();
-        let exec = self.exec_root.display().to_string();
-        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        let mut mounts: Vec<&str> = mountinfo
-            .lines()
-            .filter_map(|l| l.split(' ').nth(4))
-            .filter(|m| m.starts_with(&data) || m.starts_with(&exec))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.len()));
-        for m in mounts {
-            if let Ok(c) = std::ffi::CString::new(m) {
-                // SAFETY: umount2(2) with a NUL-terminated path under our own directories.
-                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-            }
-        }
+        crate::daemon::unmount_under(&[self.data_root(), self.exec_root.clone()]);
         let _ = std::fs::remove_dir_all(&self.exec_root);
-        let _ = ip(&["link", "del", &self.bridge]);
+        delete_bridge(&self.bridge);
     }
+}
+
+/// Deletes a bridge made by [`make_bridge`] (best effort).
+pub fn delete_bridge(name: &str) {
+    let _ = ip(&["link", "del", name]);
+}
+
+/// Runs the `docker` CLI against the daemon at `endpoint`.
+fn docker_at(endpoint: &str, args: &[&str]) -> anyhow::Result<std::process::Output> {
+    Command::new("docker")
+        .arg("--host")
+        .arg(endpoint)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("running docker")
 }
 
 fn ip(args: &[&str]) -> anyhow::Result<std::process::Output> {
@@ -242,9 +237,11 @@ fn ip(args: &[&str]) -> anyhow::Result<std::process::Output> {
         .context("running ip")
 }
 
-/// A bridge of its own, up, with the first free 172.30.N.1/24 (N from 1 to 250).
-fn make_bridge() -> anyhow::Result<String> {
-    let name = format!("itd{:x}", rand::random::<u32>() & 0xff_ffff);
+/// A bridge of its own named `<prefix><6 hex digits>` (`prefix` at most 9 bytes), up, with the
+/// first free 172.30.N.1/24 (N from 1 to 250, from a random start): its name and N. Deleted by
+/// [`delete_bridge`].
+pub fn make_bridge(prefix: &str) -> anyhow::Result<(String, u8)> {
+    let name = format!("{prefix}{:06x}", rand::random::<u32>() & 0xff_ffff);
     let out = ip(&["link", "add", "name", &name, "type", "bridge"])?;
     if !out.status.success() {
         bail!(
@@ -263,7 +260,8 @@ fn make_bridge() -> anyhow::Result<String> {
         if ip(&["addr", "add", &addr, "dev", &name])?.status.success()
             && ip(&["link", "set", &name, "up"])?.status.success()
         {
-            return Ok(name);
+            // n is 1..=250.
+            return Ok((name, n as u8));
         }
     }
     let _ = ip(&["link", "del", &name]);

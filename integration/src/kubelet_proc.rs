@@ -30,32 +30,35 @@ pub async fn http_get(port: u16, path: &str) -> Option<String> {
     head.starts_with("HTTP/1.1 200").then(|| body.to_string())
 }
 
-/// How many of `uids` are Running with every container ready in the kubelet's `/pods`.
-pub async fn running(port: u16, uids: &[String]) -> usize {
-    let Some(body) = http_get(port, "/pods").await else {
-        return 0;
-    };
+/// The pods of the kubelet's `/pods` (`None` when it does not answer).
+pub async fn pods(port: u16) -> Option<Vec<serde_json::Value>> {
+    let body = http_get(port, "/pods").await?;
     // Chunked or not, the JSON starts at the first '{'.
     let json = body.find('{').map(|i| &body[i..]).unwrap_or("");
     let json = json.rfind('}').map(|i| &json[..=i]).unwrap_or("");
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
-        return 0;
-    };
-    v["items"]
-        .as_array()
-        .map(|items| {
-            items
-                .iter()
-                .filter(|p| {
-                    uids.iter().any(|u| p["metadata"]["uid"] == u.as_str())
-                        && p["status"]["phase"] == "Running"
-                        && p["status"]["containerStatuses"]
-                            .as_array()
-                            .is_some_and(|cs| cs.iter().all(|c| c["ready"] == true))
-                })
-                .count()
-        })
-        .unwrap_or(0)
+    let mut v = serde_json::from_str::<serde_json::Value>(json).ok()?;
+    match v["items"].take() {
+        serde_json::Value::Array(items) => Some(items),
+        _ => None,
+    }
+}
+
+/// Whether pod `p` (as `/pods` gives it) is Running with every container ready.
+pub fn pod_ready(p: &serde_json::Value) -> bool {
+    p["status"]["phase"] == "Running"
+        && p["status"]["containerStatuses"]
+            .as_array()
+            .is_some_and(|cs| cs.iter().all(|c| c["ready"] == true))
+}
+
+/// How many of `uids` are Running with every container ready in the kubelet's `/pods`.
+pub async fn running(port: u16, uids: &[String]) -> usize {
+    pods(port)
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|p| uids.iter().any(|u| p["metadata"]["uid"] == u.as_str()) && pod_ready(p))
+        .count()
 }
 
 /// User plus system CPU seconds of process `pid`.
@@ -220,9 +223,21 @@ impl KubeletProc {
     }
 }
 
+impl KubeletProc {
+    /// Kills it with SIGKILL (no chance to clean anything up) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for KubeletProc {
     fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid of a child we spawned.
+        // Already reaped (killed): its pid may belong to another process by now.
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        // SAFETY: kill(2) on the pid of a child we spawned and have not reaped.
         unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
         let _ = self.child.wait();
     }
@@ -270,7 +285,11 @@ pub fn start_kubelet_with(
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
-    let log = std::fs::File::create(dir.join("kubelet.log"))?;
+    // Appended to: a kubelet started again on the same directory keeps the earlier log.
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("kubelet.log"))?;
     let child = std::process::Command::new(bin)
         .args(runtime)
         .arg("--root-dir")

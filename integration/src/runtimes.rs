@@ -136,6 +136,23 @@ pub async fn clients(
     ))
 }
 
+/// Stops and removes every sandbox (and so every container) of the runtime at `endpoint`,
+/// best effort: for clean-ups on a runtime of a test's own.
+pub async fn remove_all_sandboxes(endpoint: &str) {
+    use cri_proto::runtime::v1 as cri;
+    let Ok((mut rt, _)) = clients(endpoint).await else {
+        return;
+    };
+    let Ok(list) = rt
+        .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
+        .await
+    else {
+        return;
+    };
+    let ids: Vec<String> = list.into_inner().items.into_iter().map(|s| s.id).collect();
+    crate::fixtures::cleanup_sandboxes(&mut rt, &ids).await;
+}
+
 impl TestRuntime {
     /// Starts or connects to `kind`.
     pub async fn new(kind: RuntimeKind, tb: &Testbed) -> anyhow::Result<TestRuntime> {
@@ -258,7 +275,11 @@ impl ShimProcess {
         use std::process::Stdio;
         let sock = dir.join("dockershim.sock");
         let endpoint = format!("unix://{}", sock.display());
-        let log = std::fs::File::create(dir.join("dockershim.log"))?;
+        // Appended to: a dockershim started again in the same directory keeps the earlier log.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("dockershim.log"))?;
         // cri-dockerd's flag names, which dockershim shares, so either binary can be spawned.
         let child = std::process::Command::new(binary)
             .arg("--container-runtime-endpoint")

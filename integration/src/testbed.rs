@@ -47,18 +47,33 @@ impl Testbed {
     /// The flags that put a dockershim (ours, or the kubelet's embedded one) on the test bed's
     /// Docker and CNI network.
     pub fn dockershim_args(&self) -> Vec<std::ffi::OsString> {
+        self.dockershim_args_on(
+            &self.docker_endpoint,
+            &self.dockershim_cni_conf_dir,
+            &self.dockershim_cni_cache_dir,
+        )
+    }
+
+    /// The flags that put a dockershim on the Docker at `docker_endpoint` and the CNI network
+    /// configured in `cni_conf_dir`, with the test bed's CNI plugins.
+    pub fn dockershim_args_on(
+        &self,
+        docker_endpoint: &str,
+        cni_conf_dir: &std::path::Path,
+        cni_cache_dir: &std::path::Path,
+    ) -> Vec<std::ffi::OsString> {
         let mut args: Vec<std::ffi::OsString> = vec![
             "--docker-endpoint".into(),
-            self.docker_endpoint.clone().into(),
+            docker_endpoint.into(),
             "--network-plugin=cni".into(),
         ];
         for (flag, dir) in [
-            ("--cni-bin-dir", &self.cni_bin_dir),
-            ("--cni-conf-dir", &self.dockershim_cni_conf_dir),
-            ("--cni-cache-dir", &self.dockershim_cni_cache_dir),
+            ("--cni-bin-dir", self.cni_bin_dir.as_path()),
+            ("--cni-conf-dir", cni_conf_dir),
+            ("--cni-cache-dir", cni_cache_dir),
         ] {
             args.push(flag.into());
-            args.push(dir.clone().into_os_string());
+            args.push(dir.as_os_str().to_os_string());
         }
         args
     }

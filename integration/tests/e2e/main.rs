@@ -72,5 +72,6 @@ mod kubelet_tls_bootstrap;
 mod kubelet_volumes;
 mod kubelet_webhook_auth;
 mod packages;
+mod soak;
 mod socket_activation;
 mod streaming;

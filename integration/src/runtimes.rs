@@ -181,7 +181,7 @@ impl TestRuntime {
 }
 
 /// Our `dockershim` binary run as its own process, serving on a socket in a directory of the
-/// caller's; terminated on drop (SIGTERM, then SIGKILL after 5 s). Its log is
+/// caller's; terminated on drop (SIGTERM, then SIGKILL after 5 s). Its log is appended to
 /// `dir/dockershim.log`.
 pub struct ShimProcess {
     child: std::process::Child,
@@ -258,7 +258,12 @@ impl ShimProcess {
         use std::process::Stdio;
         let sock = dir.join("dockershim.sock");
         let endpoint = format!("unix://{}", sock.display());
-        let log = std::fs::File::create(dir.join("dockershim.log"))?;
+        // Appended to: a runtime started again in `dir` (a restart, or a swap between
+        // cri-dockerd and dockershim) keeps the earlier one's log.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("dockershim.log"))?;
         // cri-dockerd's flag names, which dockershim shares, so either binary can be spawned.
         let child = std::process::Command::new(binary)
             .arg("--container-runtime-endpoint")

@@ -16,7 +16,11 @@
 //!   goes — for a pod the other runtime started, from the other runtime's checkpoint;
 //! - a new pod starts.
 //!
-//! Skipped with a loud line when `KUBELET_JUDGE` or `CRI_DOCKERD` is not set.
+//! Skipped with a loud line when `KUBELET_JUDGE` or `CRI_DOCKERD` is not set. On a host that
+//! cannot lower oom_score_adj (`CRI_TESTBED_CAN_LOWER_OOM_SCORE_ADJ=false`) cri-dockerd's
+//! pause containers (-998) do not start: `CRI_DOCKERD` must then be a build that takes the
+//! sandboxes' value from `CRI_DOCKERD_SANDBOX_OOM_SCORE_ADJ` (see
+//! `ShimProcess::start_cri_dockerd`).
 
 use crate::kubelet_faults::ip_reserved_for;
 use crate::kubelet_support::*;

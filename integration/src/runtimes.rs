@@ -198,7 +198,7 @@ impl TestRuntime {
 }
 
 /// Our `dockershim` binary run as its own process, serving on a socket in a directory of the
-/// caller's; terminated on drop (SIGTERM, then SIGKILL after 5 s). Its log is
+/// caller's; terminated on drop (SIGTERM, then SIGKILL after 5 s). Its log is appended to
 /// `dir/dockershim.log`.
 pub struct ShimProcess {
     child: std::process::Child,
@@ -275,7 +275,8 @@ impl ShimProcess {
         use std::process::Stdio;
         let sock = dir.join("dockershim.sock");
         let endpoint = format!("unix://{}", sock.display());
-        // Appended to: a dockershim started again in the same directory keeps the earlier log.
+        // Appended to: a runtime started again in `dir` (a restart, or a swap between
+        // cri-dockerd and dockershim) keeps the earlier one's log.
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)

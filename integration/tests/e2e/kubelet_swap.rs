@@ -15,10 +15,19 @@
 //! - `kubelet_swap_with_go_kubelet_containerd`: the Go kubelet 1.26 (`KUBELET_JUDGE`, a
 //!   kubelet binary) runs the pods standalone, is swapped for this kubelet, and back. Skipped
 //!   with a loud line when `KUBELET_JUDGE` is not set.
+//! - `kubelet_swap_with_go_kubelet_dockershim`: the same with this project's standalone
+//!   `dockershim` binary as the runtime of both kubelets (one socket and root directory): the
+//!   Go kubelet's pods are adopted, a deleted manifest's containers, sandbox, checkpoint and
+//!   CNI address go, and the Go kubelet takes the rest back.
+//!
+//! Deleting a manifest also checks that the pod's CNI address (host-local IPAM) is released
+//! and, on dockershim, its sandbox checkpoint removed. dockershim_swap.rs swaps the runtime
+//! (cri-dockerd and dockershim) under a running Go kubelet with these helpers.
 //!
 //! The manifests live at fixed paths (`/tmp/kubelet-swap-e2e/<case>/manifests`) on fixed node
 //! names because a static pod's UID depends on both.
 
+use crate::kubelet_faults::ip_reserved_for;
 use crate::kubelet_support;
 
 use std::collections::BTreeMap;
@@ -28,13 +37,13 @@ use std::process::Stdio;
 use cri_proto::runtime::v1 as cri;
 use futures::FutureExt;
 use integration::require_testbed;
-use integration::runtimes::RuntimeKind;
+use integration::runtimes::{RuntimeKind, ShimProcess};
 use integration::testbed::Testbed;
 use kubelet_support::*;
 use tokio::process::{Child, Command};
 
 /// The busybox image the golden values were computed with.
-const GOLDEN_IMAGE: &str = "127.0.0.1:5000/busybox:latest";
+pub(crate) const GOLDEN_IMAGE: &str = "127.0.0.1:5000/busybox:latest";
 
 const WEB: &str = r#"apiVersion: v1
 kind: Pod
@@ -143,9 +152,9 @@ spec:
 "#;
 
 /// One case's fixed place and the Go kubelet 1.26's values for it: (file, text, UID).
-struct Case {
-    name: &'static str,
-    pods: [(&'static str, &'static str, &'static str); 3],
+pub(crate) struct Case {
+    pub(crate) name: &'static str,
+    pub(crate) pods: [(&'static str, &'static str, &'static str); 3],
 }
 
 /// `io.kubernetes.container.hash` of each container (the same in every case).
@@ -173,6 +182,23 @@ const SELF_DOCKERSHIM: Case = Case {
         ("tools.yaml", TOOLS, "2f34993ba86965d099a09df4b5791a21"),
     ],
 };
+const JUDGE_DOCKERSHIM: Case = Case {
+    name: "judge-dockershim",
+    pods: [
+        ("web.yaml", WEB, "02bdbef5895216ccb8db595addcde58d"),
+        ("db.yaml", DB, "a972ba34a59c0bd793c0a0fea0861cd4"),
+        ("tools.yaml", TOOLS, "f1d011990982b48efccbdb337dc03981"),
+    ],
+};
+/// Static pods under the Go kubelet while cri-dockerd and dockershim swap (dockershim_swap.rs).
+pub(crate) const DOCKERSHIM_CRI_DOCKERD: Case = Case {
+    name: "dockershim-cri-dockerd",
+    pods: [
+        ("web.yaml", WEB, "4396501417cc0aa3abe8252875132fd4"),
+        ("db.yaml", DB, "1e39d6ecbc0a56873c6c5e9138b4f8be"),
+        ("tools.yaml", TOOLS, "be227d6fa126d47e9af4ace7a3625dda"),
+    ],
+};
 const JUDGE_CONTAINERD: Case = Case {
     name: "judge-containerd",
     pods: [
@@ -183,18 +209,18 @@ const JUDGE_CONTAINERD: Case = Case {
 };
 
 /// Where a case runs: its directories, node name and read-only port.
-struct Place {
-    dir: PathBuf,
-    root: PathBuf,
-    manifests: PathBuf,
-    log: PathBuf,
-    node: String,
-    port: u16,
+pub(crate) struct Place {
+    pub(crate) dir: PathBuf,
+    pub(crate) root: PathBuf,
+    pub(crate) manifests: PathBuf,
+    pub(crate) log: PathBuf,
+    pub(crate) node: String,
+    pub(crate) port: u16,
 }
 
 impl Place {
     /// A clean fixed directory for `case` with its manifests written for `image`.
-    fn new(case: &Case, image: &str) -> Place {
+    pub(crate) fn new(case: &Case, image: &str) -> Place {
         let dir = Path::new("/tmp/kubelet-swap-e2e").join(case.name);
         let root = dir.join("root");
         unmount_under(&root);
@@ -216,7 +242,7 @@ impl Place {
 }
 
 /// Detach every mount under `root` (emptyDirs a stopped kubelet left mounted).
-fn unmount_under(root: &Path) {
+pub(crate) fn unmount_under(root: &Path) {
     let root = root.display().to_string();
     let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     for m in mountinfo.lines().filter_map(|l| l.split(' ').nth(4)) {
@@ -246,18 +272,22 @@ fn ours(kind: RuntimeKind, tb: &Testbed, place: &Place) -> Child {
     .expect("spawn kubelet")
 }
 
-/// The Go kubelet 1.26 at `judge`, standalone on containerd, on `place`: no API server, the
-/// runtime's cgroupfs driver, no iptables chains, and neither image nor dead-container GC
-/// (other tests share the runtime and its images).
-fn go_kubelet(judge: &Path, tb: &Testbed, place: &Place) -> Child {
+/// The Go kubelet 1.26 at `judge`, standalone on the CRI runtime at `endpoint` (containerd,
+/// dockershim or cri-dockerd), on `place`: no API server, the runtime's cgroupfs driver, no
+/// iptables chains, and neither image nor dead-container GC (other tests share the runtime and
+/// its images).
+pub(crate) fn go_kubelet(judge: &Path, tb: &Testbed, endpoint: &str, place: &Place) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&place.log)
         .expect("log");
     Command::new(judge)
-        .arg("--container-runtime-endpoint")
-        .arg(&tb.containerd_endpoint)
+        .args([
+            "--container-runtime=remote",
+            "--container-runtime-endpoint",
+            endpoint,
+        ])
         .arg("--root-dir")
         .arg(&place.root)
         .arg("--pod-manifest-path")
@@ -291,12 +321,12 @@ fn go_kubelet(judge: &Path, tb: &Testbed, place: &Place) -> Child {
 /// What the runtime holds for one pod: sandbox ids, and per container name its id, hash
 /// label and restart count annotation (every container, running or not).
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Snapshot {
-    sandboxes: Vec<String>,
-    containers: BTreeMap<String, Vec<(String, String, String, i32)>>,
+pub(crate) struct Snapshot {
+    pub(crate) sandboxes: Vec<String>,
+    pub(crate) containers: BTreeMap<String, Vec<(String, String, String, i32)>>,
 }
 
-async fn snapshot(endpoint: &str, uid: &str) -> Snapshot {
+pub(crate) async fn snapshot(endpoint: &str, uid: &str) -> Snapshot {
     let mut sandboxes: Vec<String> = runtime_sandboxes(endpoint, uid)
         .await
         .unwrap_or_default()
@@ -343,7 +373,12 @@ async fn snapshot(endpoint: &str, uid: &str) -> Snapshot {
 
 /// Wait until the kubelet on `port` reports the first `n` pods of `case` Running with every
 /// container running, then return the runtime's snapshot of each.
-async fn running_pods(case: &Case, n: usize, place: &Place, endpoint: &str) -> Vec<Snapshot> {
+pub(crate) async fn running_pods(
+    case: &Case,
+    n: usize,
+    place: &Place,
+    endpoint: &str,
+) -> Vec<Snapshot> {
     let mut out = Vec::new();
     for (file, _, uid) in case.pods.iter().take(n) {
         wait_for(&format!("{file} Running"), &place.log, || async {
@@ -356,13 +391,13 @@ async fn running_pods(case: &Case, n: usize, place: &Place, endpoint: &str) -> V
 }
 
 /// [`running_pods`] for every pod of `case`.
-async fn all_running(case: &Case, place: &Place, endpoint: &str) -> Vec<Snapshot> {
+pub(crate) async fn all_running(case: &Case, place: &Place, endpoint: &str) -> Vec<Snapshot> {
     running_pods(case, case.pods.len(), place, endpoint).await
 }
 
 /// Check the Go kubelet's values: sandbox and containers found under the Go UID, and every
 /// container's hash label the Go hash.
-fn assert_golden(case: &Case, snaps: &[Snapshot]) {
+pub(crate) fn assert_golden(case: &Case, snaps: &[Snapshot]) {
     for ((file, _, uid), snap) in case.pods.iter().zip(snaps) {
         assert_eq!(
             snap.sandboxes.len(),
@@ -385,7 +420,7 @@ fn assert_golden(case: &Case, snaps: &[Snapshot]) {
 /// A new kubelet has synced the old pods: a fourth static pod added after it started runs
 /// (its first sync comes after the first sync of the pods it found), then the canary is
 /// stopped (the Go kubelet leaves its dead containers to the garbage collector).
-async fn settle(place: &Place, image: &str, endpoint: &str) {
+pub(crate) async fn settle(place: &Place, image: &str, endpoint: &str) {
     let canary = format!("{}-canary", place.node);
     std::fs::write(
         place.manifests.join("canary.yaml"),
@@ -407,7 +442,7 @@ async fn settle(place: &Place, image: &str, endpoint: &str) {
 }
 
 /// After a swap: the same snapshot, pod by pod.
-fn assert_unchanged(step: &str, case: &Case, before: &[Snapshot], after: &[Snapshot]) {
+pub(crate) fn assert_unchanged(step: &str, case: &Case, before: &[Snapshot], after: &[Snapshot]) {
     for (((file, _, _), b), a) in case.pods.iter().zip(before).zip(after) {
         assert_eq!(
             b, a,
@@ -416,9 +451,37 @@ fn assert_unchanged(step: &str, case: &Case, before: &[Snapshot], after: &[Snaps
     }
 }
 
-/// The deleted manifest's pod goes: no container, no sandbox.
-async fn delete_one(case: &Case, place: &Place, endpoint: &str) {
+/// The deleted manifest's pod goes: no container, no sandbox, no CNI address (host-local IPAM
+/// on the test bed's network of `kind`) and, given dockershim's checkpoint directory, no
+/// sandbox checkpoint.
+async fn delete_one(
+    case: &Case,
+    place: &Place,
+    endpoint: &str,
+    kind: RuntimeKind,
+    checkpoints: Option<&Path>,
+) {
     let (file, _, uid) = case.pods[2];
+    let ids: Vec<String> = runtime_sandboxes(endpoint, uid)
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    assert!(!ids.is_empty(), "{file}: a sandbox before the deletion");
+    if let Some(dir) = checkpoints {
+        for id in &ids {
+            assert!(
+                dir.join(id).exists(),
+                "{file}: sandbox {id} checkpointed in {}",
+                dir.display()
+            );
+        }
+    }
+    assert!(
+        ids.iter().any(|id| ip_reserved_for(kind, id)),
+        "{file}: an address reserved for its sandbox"
+    );
     std::fs::remove_file(place.manifests.join(file)).expect("remove manifest");
     wait_for(
         &format!("{file} removed from the runtime"),
@@ -430,9 +493,21 @@ async fn delete_one(case: &Case, place: &Place, endpoint: &str) {
         },
     )
     .await;
+    for id in &ids {
+        assert!(
+            !ip_reserved_for(kind, id),
+            "{file}: the address of sandbox {id} released"
+        );
+        if let Some(dir) = checkpoints {
+            assert!(
+                !dir.join(id).exists(),
+                "{file}: the checkpoint of sandbox {id} removed"
+            );
+        }
+    }
 }
 
-async fn stop(child: &mut Option<Child>) {
+pub(crate) async fn stop(child: &mut Option<Child>) {
     if let Some(mut c) = child.take() {
         stop_kubelet(&mut c).await;
     }
@@ -440,7 +515,7 @@ async fn stop(child: &mut Option<Child>) {
 
 /// UIDs of every sandbox of `node` on the runtime at `endpoint` (pods a kubelet made under
 /// UIDs other than the expected ones, too).
-async fn node_pod_uids(endpoint: &str, node: &str) -> Vec<String> {
+pub(crate) async fn node_pod_uids(endpoint: &str, node: &str) -> Vec<String> {
     let Ok((mut rt, _)) = integration::runtimes::clients(endpoint).await else {
         return Vec::new();
     };
@@ -459,6 +534,23 @@ async fn node_pod_uids(endpoint: &str, node: &str) -> Vec<String> {
         .collect()
 }
 
+/// The UIDs of every pod of the case's node on the runtime at `endpoint`: the case's, the
+/// canary's and any other the kubelets made.
+pub(crate) async fn case_pod_uids(case: &Case, place: &Place, endpoint: &str) -> Vec<String> {
+    let mut uids: Vec<String> = case.pods.iter().map(|(_, _, u)| u.to_string()).collect();
+    uids.push(format!("{}-canary", place.node));
+    uids.extend(node_pod_uids(endpoint, &place.node).await);
+    uids.sort();
+    uids.dedup();
+    uids
+}
+
+/// Remove the case's directory (after detaching what the kubelets left mounted there).
+pub(crate) fn remove_place(place: &Place) {
+    unmount_under(&place.root);
+    let _ = std::fs::remove_dir_all(&place.dir);
+}
+
 /// Stop the kubelet and remove every pod of the case's node from the runtime (collected while
 /// the kubelet, and with it an embedded dockershim, still runs).
 async fn teardown(
@@ -468,16 +560,28 @@ async fn teardown(
     place: &Place,
     child: &mut Option<Child>,
 ) {
-    let endpoint = runtime_endpoint(kind, tb, &place.root);
-    let mut uids: Vec<String> = case.pods.iter().map(|(_, _, u)| u.to_string()).collect();
-    uids.push(format!("{}-canary", place.node));
-    uids.extend(node_pod_uids(&endpoint, &place.node).await);
-    uids.sort();
-    uids.dedup();
+    let uids = case_pod_uids(case, place, &runtime_endpoint(kind, tb, &place.root)).await;
     stop(child).await;
     cleanup_all(kind, tb, &uids).await;
-    unmount_under(&place.root);
-    let _ = std::fs::remove_dir_all(&place.dir);
+    remove_place(place);
+}
+
+/// Stop the kubelet, then remove every pod of the case's node through the standalone runtime
+/// at `endpoint` (still running), which the caller stops afterwards.
+pub(crate) async fn teardown_on(
+    endpoint: &str,
+    case: &Case,
+    place: &Place,
+    child: &mut Option<Child>,
+    extra_uids: &[String],
+) {
+    let mut uids = case_pod_uids(case, place, endpoint).await;
+    uids.extend_from_slice(extra_uids);
+    stop(child).await;
+    for u in &uids {
+        cleanup_runtime(endpoint, u).await;
+    }
+    remove_place(place);
 }
 
 async fn swap_self(kind: RuntimeKind, case: &Case) {
@@ -500,7 +604,9 @@ async fn swap_self(kind: RuntimeKind, case: &Case) {
         let settled = all_running(case, &place, &endpoint).await;
         assert_unchanged("restart", case, &before, &after);
         assert_unchanged("restart, settled", case, &before, &settled);
-        delete_one(case, &place, &endpoint).await;
+        let checkpoints = place.root.join("dockershim").join("sandbox");
+        let checkpoints = (kind == RuntimeKind::Dockershim).then_some(checkpoints.as_path());
+        delete_one(case, &place, &endpoint, kind, checkpoints).await;
         let kept = running_pods(case, 2, &place, &endpoint).await;
         assert_unchanged("after deleting tools", case, &before[..2], &kept[..2]);
     };
@@ -535,7 +641,7 @@ async fn kubelet_swap_with_go_kubelet_containerd() {
     let case = &JUDGE_CONTAINERD;
     let place = Place::new(case, &tb.busybox_image);
     let endpoint = tb.containerd_endpoint.clone();
-    let mut child = Some(go_kubelet(&judge, &tb, &place));
+    let mut child = Some(go_kubelet(&judge, &tb, &endpoint, &place));
     let body = async {
         let before = all_running(case, &place, &endpoint).await;
         if tb.busybox_image == GOLDEN_IMAGE {
@@ -549,7 +655,7 @@ async fn kubelet_swap_with_go_kubelet_containerd() {
         let ours_settled = all_running(case, &place, &endpoint).await;
         assert_unchanged("Go kubelet -> this kubelet", case, &before, &ours_settled);
         stop(&mut child).await;
-        child = Some(go_kubelet(&judge, &tb, &place));
+        child = Some(go_kubelet(&judge, &tb, &endpoint, &place));
         all_running(case, &place, &endpoint).await;
         settle(&place, &tb.busybox_image, &endpoint).await;
         let go_settled = all_running(case, &place, &endpoint).await;
@@ -558,12 +664,106 @@ async fn kubelet_swap_with_go_kubelet_containerd() {
         stop(&mut child).await;
         child = Some(ours(kind, &tb, &place));
         all_running(case, &place, &endpoint).await;
-        delete_one(case, &place, &endpoint).await;
+        delete_one(case, &place, &endpoint, kind, None).await;
         let kept = running_pods(case, 2, &place, &endpoint).await;
         assert_unchanged("after deleting tools", case, &before[..2], &kept[..2]);
     };
     let outcome = std::panic::AssertUnwindSafe(body).catch_unwind().await;
     teardown(kind, &tb, case, &place, &mut child).await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e);
+    }
+}
+
+/// Prints how long a swap took since `started` (a figure for the docs, not an assertion).
+pub(crate) fn figure(what: &str, started: std::time::Instant) {
+    eprintln!("FIGURE {what}: {:.1} s", started.elapsed().as_secs_f64());
+}
+
+/// This kubelet on `place` with the standalone CRI runtime at `endpoint`.
+fn ours_on(endpoint: &str, tb: &Testbed, place: &Place) -> Child {
+    kubelet_command_on(
+        vec!["--container-runtime-endpoint".into(), endpoint.into()],
+        tb,
+        &place.root,
+        Some(&place.manifests),
+        place.port,
+        &place.node,
+        &place.log,
+    )
+    .spawn()
+    .expect("spawn kubelet")
+}
+
+/// The Go kubelet 1.26 on this project's standalone `dockershim` (the test bed's Docker and
+/// CNI network) runs the pods; it is swapped for this kubelet on the same socket, root
+/// directory and manifests (nothing recreated), which then manages them (a deleted manifest's
+/// containers, sandbox, checkpoint and address go), and back.
+#[tokio::test]
+async fn kubelet_swap_with_go_kubelet_dockershim() {
+    let test = "kubelet_swap_with_go_kubelet_dockershim";
+    let Some(judge) = std::env::var_os("KUBELET_JUDGE").map(PathBuf::from) else {
+        eprintln!(
+            "SKIPPED {test}: KUBELET_JUDGE is not set (a Go kubelet 1.26 binary, e.g. /opt/judges/k8s/bin/kubelet)"
+        );
+        return;
+    };
+    let tb = require_testbed!(test);
+    let case = &JUDGE_DOCKERSHIM;
+    let place = Place::new(case, &tb.busybox_image);
+    let shim_dir = place.dir.join("shim");
+    std::fs::create_dir_all(&shim_dir).expect("shim dir");
+    let shim = ShimProcess::start(&tb, &shim_dir)
+        .await
+        .expect("dockershim");
+    let endpoint = shim.endpoint.clone();
+    let checkpoints = shim_dir.join("root").join("sandbox");
+    let mut child = Some(go_kubelet(&judge, &tb, &endpoint, &place));
+    let body = async {
+        let before = all_running(case, &place, &endpoint).await;
+        if tb.busybox_image == GOLDEN_IMAGE {
+            assert_golden(case, &before);
+        }
+        let t = std::time::Instant::now();
+        stop(&mut child).await;
+        child = Some(ours_on(&endpoint, &tb, &place));
+        all_running(case, &place, &endpoint).await;
+        figure("Go kubelet -> this kubelet on dockershim, pods Running", t);
+        settle(&place, &tb.busybox_image, &endpoint).await;
+        let ours_settled = all_running(case, &place, &endpoint).await;
+        assert_unchanged("Go kubelet -> this kubelet", case, &before, &ours_settled);
+        delete_one(
+            case,
+            &place,
+            &endpoint,
+            RuntimeKind::Dockershim,
+            Some(&checkpoints),
+        )
+        .await;
+        let kept = running_pods(case, 2, &place, &endpoint).await;
+        assert_unchanged("after deleting tools", case, &before[..2], &kept[..2]);
+        let t = std::time::Instant::now();
+        stop(&mut child).await;
+        child = Some(go_kubelet(&judge, &tb, &endpoint, &place));
+        running_pods(case, 2, &place, &endpoint).await;
+        figure("this kubelet -> Go kubelet on dockershim, pods Running", t);
+        settle(&place, &tb.busybox_image, &endpoint).await;
+        let go_settled = running_pods(case, 2, &place, &endpoint).await;
+        assert_unchanged(
+            "this kubelet -> Go kubelet",
+            case,
+            &before[..2],
+            &go_settled,
+        );
+        let tools = snapshot(&endpoint, case.pods[2].2).await;
+        assert!(
+            tools.sandboxes.is_empty() && tools.containers.is_empty(),
+            "the Go kubelet did not bring the deleted pod back: {tools:?}"
+        );
+    };
+    let outcome = std::panic::AssertUnwindSafe(body).catch_unwind().await;
+    teardown_on(&endpoint, case, &place, &mut child, &[]).await;
+    drop(shim);
     if let Err(e) = outcome {
         std::panic::resume_unwind(e);
     }

@@ -25,6 +25,7 @@ mod dockershim_listing;
 mod dockershim_logs;
 mod dockershim_network;
 mod dockershim_restart;
+mod dockershim_swap;
 mod grpc_clients;
 mod hollow_nodes;
 mod judges;

@@ -484,7 +484,13 @@ fn cgroup_at(readings: &[(f64, CpuReading)], t: f64) -> CpuReading {
     let i = readings
         .iter()
         .position(|(rt, _)| *rt >= t)
-        .unwrap_or_else(|| panic!("no cgroup reading after {t}"));
+        .unwrap_or_else(|| {
+            panic!(
+                "no cgroup reading after {t}: {} readings, the last at {:?}",
+                readings.len(),
+                readings.last().map(|r| r.0)
+            )
+        });
     assert!(i > 0, "no cgroup reading before {t}");
     let ((ta, a), (tb, b)) = (readings[i - 1], readings[i]);
     let f = if tb > ta { (t - ta) / (tb - ta) } else { 0.0 };
@@ -745,8 +751,12 @@ async fn kubelet_prometheus(kind: RuntimeKind) {
                 id
             })
             .await;
-            let pid = wait_for("the burner's pid", &log, || {
-                container_pid(&endpoint, &burner_id)
+            // A pid whose process still exists (its /proc/<pid>/cgroup is read next).
+            let pid = wait_for("the burner's pid", &log, || async {
+                let pid = container_pid(&endpoint, &burner_id).await?;
+                Path::new(&format!("/proc/{pid}/cgroup"))
+                    .exists()
+                    .then_some(pid)
             })
             .await;
             let cg = CgroupFiles::of_pid(pid);
@@ -760,7 +770,12 @@ async fn kubelet_prometheus(kind: RuntimeKind) {
                 async move {
                     loop {
                         let t0 = now_secs();
-                        let Some(r) = cg.try_read() else { return };
+                        // A failed read (the container gone or restarted) is left out; the
+                        // comparison then says which instants have no reading.
+                        let Some(r) = cg.try_read() else {
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                            continue;
+                        };
                         let t = (t0 + now_secs()) / 2.0;
                         readings.lock().push((t, r));
                         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -803,7 +803,10 @@ async fn kubelet_prometheus(kind: RuntimeKind) {
             while now_secs() < window_end {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            let at = (now_secs() - 1.0).floor();
+            // Past the last scrape, and not past the last cgroup reading (the sampler may lag
+            // on a loaded machine).
+            let last_reading = readings.lock().last().map(|r| r.0).unwrap_or_default();
+            let at = (now_secs() - 1.0).min(last_reading).floor();
             let w = WINDOW_SECS as u64;
             let throttled = usage.replace(
                 "container_cpu_usage_seconds_total",

@@ -175,7 +175,7 @@ ensure_packages() {
         htpasswd'|apache2-utils' gcc'|gcc' curl'|curl' ip'|iproute2' \
         strip'|binutils' tar'|tar' flock'|util-linux' \
         systemd-socket-activate'|systemd' dbus-daemon'|dbus-daemon' go'|golang-go' \
-        lintian'|lintian' dpkg-deb'|dpkg' promtool'|prometheus' \
+        lintian'|lintian' dpkg-deb'|dpkg' promtool'|prometheus' /usr/bin/prometheus'|prometheus' \
         /usr/share/gocode/src/google.golang.org/grpc'|golang-google-grpc-dev' \
         /usr/share/gocode/src/google.golang.org/protobuf'|golang-google-protobuf-dev'; do
         local check=${entry%%|*} pkg=${entry#*|}

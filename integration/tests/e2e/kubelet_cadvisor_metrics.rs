@@ -15,96 +15,18 @@
 use crate::kubelet_secure_port::{client_identity, connector, get, relay};
 use crate::kubelet_support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use cri_proto::runtime::v1 as cri;
 use integration::require_testbed;
-use integration::runtimes::{RuntimeKind, clients};
+use integration::runtimes::RuntimeKind;
+use kubelet_support::cgroup::{CgroupFiles, CpuReading, container_pid};
 use kubelet_support::*;
 
 /// How far apart the two scrapes are.
 const WINDOW: Duration = Duration::from_secs(5);
 /// The largest relative difference allowed between a served rate and the cgroup's.
 const TOLERANCE: f64 = 0.10;
-
-const CGROUP_ROOT: &str = "/sys/fs/cgroup";
-
-/// The container's cgroup files: cumulative CPU and the CFS counters.
-#[derive(Debug, Clone)]
-struct CgroupFiles {
-    /// v1: `cpuacct.usage`; v2: `cpu.stat` (`usage_usec`).
-    usage: PathBuf,
-    /// `cpu.stat` with `nr_throttled`.
-    cpu_stat: PathBuf,
-    v2: bool,
-    /// The cgroup's path below the hierarchies (cAdvisor's `id`).
-    id: String,
-}
-
-fn keyed(text: &str, key: &str) -> Option<u64> {
-    text.lines()
-        .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
-}
-
-impl CgroupFiles {
-    /// The cgroup of process `pid`, from `/proc/<pid>/cgroup`.
-    fn of_pid(pid: i64) -> CgroupFiles {
-        let table = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).expect("proc cgroup");
-        let root = Path::new(CGROUP_ROOT);
-        let (mut cpuacct, mut cpu, mut unified) = (None, None, None);
-        for line in table.lines() {
-            let mut parts = line.splitn(3, ':');
-            let (Some(_), Some(controllers), Some(path)) =
-                (parts.next(), parts.next(), parts.next())
-            else {
-                continue;
-            };
-            let dir = root.join(controllers).join(path.trim_start_matches('/'));
-            if controllers.is_empty() {
-                unified = Some((root.join(path.trim_start_matches('/')), path.to_string()));
-            } else if controllers.split(',').any(|c| c == "cpuacct") {
-                cpuacct = Some((dir.clone(), path.to_string()));
-            }
-            if controllers.split(',').any(|c| c == "cpu") {
-                cpu = Some(dir);
-            }
-        }
-        match (cpuacct, cpu, unified) {
-            (Some((cpuacct, id)), Some(cpu), _) => CgroupFiles {
-                usage: cpuacct.join("cpuacct.usage"),
-                cpu_stat: cpu.join("cpu.stat"),
-                v2: false,
-                id,
-            },
-            (None, None, Some((dir, id))) => CgroupFiles {
-                usage: dir.join("cpu.stat"),
-                cpu_stat: dir.join("cpu.stat"),
-                v2: true,
-                id,
-            },
-            other => panic!("no cgroup in {table:?}: {other:?}"),
-        }
-    }
-
-    /// (cumulative CPU in seconds, throttled periods).
-    fn read(&self) -> (f64, f64) {
-        let text = |p: &Path| {
-            std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
-        };
-        let usage = if self.v2 {
-            keyed(&text(&self.usage), "usage_usec").expect("usage_usec") as f64 / 1e6
-        } else {
-            text(&self.usage)
-                .trim()
-                .parse::<u64>()
-                .expect("cpuacct.usage") as f64
-                / 1e9
-        };
-        let throttled = keyed(&text(&self.cpu_stat), "nr_throttled").expect("nr_throttled");
-        (usage, throttled as f64)
-    }
-}
 
 /// The samples of `name` whose labels include `labels`: (labels text, value).
 fn samples<'a>(text: &'a str, name: &str, labels: &[(&str, &str)]) -> Vec<(&'a str, f64)> {
@@ -129,20 +51,6 @@ fn value(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
         "one {name} with {labels:?}: {found:?} in:\n{text}"
     );
     found[0].1
-}
-
-async fn container_pid(endpoint: &str, id: &str) -> Option<i64> {
-    let (mut rt, _) = clients(endpoint).await.ok()?;
-    let st = rt
-        .container_status(cri::ContainerStatusRequest {
-            container_id: id.to_string(),
-            verbose: true,
-        })
-        .await
-        .ok()?
-        .into_inner();
-    let info: serde_json::Value = serde_json::from_str(st.info.get("info")?).ok()?;
-    info["pid"].as_i64().filter(|p| *p > 0)
 }
 
 /// The busy pod, limited to 300m CPU.
@@ -263,16 +171,17 @@ async fn kubelet_cadvisor_metrics(kind: RuntimeKind) {
             tokio::time::sleep(WINDOW).await;
             let (b0, pb, b1) = scrape().await;
             // Halfway between the readings around each scrape.
-            let mid = |x: &(Instant, (f64, f64)), y: &(Instant, (f64, f64))| {
+            let mid = |x: &(Instant, CpuReading), y: &(Instant, CpuReading)| {
                 (
                     x.0 + (y.0 - x.0) / 2,
-                    ((x.1.0 + y.1.0) / 2.0, (x.1.1 + y.1.1) / 2.0),
+                    (x.1.usage + y.1.usage) / 2.0,
+                    (x.1.throttled + y.1.throttled) / 2.0,
                 )
             };
             let (ma, mb) = (mid(&a0, &a1), mid(&b0, &b1));
             let secs = (mb.0 - ma.0).as_secs_f64();
-            let cpu_rate = (mb.1.0 - ma.1.0) / secs;
-            let throttle_rate = (mb.1.1 - ma.1.1) / secs;
+            let cpu_rate = (mb.1 - ma.1) / secs;
+            let throttle_rate = (mb.2 - ma.2) / secs;
             eprintln!(
                 "[{}] cgroup over {secs:.3} s: {cpu_rate:.4} cores, {throttle_rate:.3} throttled periods/s",
                 kind.name()

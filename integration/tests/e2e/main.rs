@@ -58,6 +58,7 @@ mod kubelet_node_api;
 mod kubelet_object_watch;
 mod kubelet_pods;
 mod kubelet_probes;
+mod kubelet_prometheus;
 mod kubelet_qos;
 mod kubelet_resource_metrics;
 mod kubelet_restart_policy;

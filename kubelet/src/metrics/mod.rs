@@ -203,8 +203,9 @@ impl CgroupMetrics {
     }
 }
 
-/// A certificate's TTL, computed at each scrape (upstream's `GaugeFunc` of `time.Until`):
-/// seconds until NotAfter, negative once expired, `+Inf` without a certificate.
+/// A certificate's TTL, computed at each scrape (upstream's `GaugeFunc` of
+/// `math.Trunc(time.Until(NotAfter).Seconds())`): whole seconds until NotAfter, negative once
+/// expired, `+Inf` without a certificate.
 #[derive(Debug, Clone, Default)]
 pub struct TtlGauge(Arc<Mutex<Option<SystemTime>>>);
 
@@ -214,8 +215,8 @@ impl TtlGauge {
         match *self.0.lock() {
             None => f64::INFINITY,
             Some(t) => match t.duration_since(SystemTime::now()) {
-                Ok(d) => d.as_secs_f64(),
-                Err(e) => -e.duration().as_secs_f64(),
+                Ok(d) => d.as_secs_f64().trunc(),
+                Err(e) => -e.duration().as_secs_f64().trunc(),
             },
         }
     }

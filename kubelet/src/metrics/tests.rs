@@ -144,6 +144,24 @@ fn populated() -> Metrics {
 }
 
 #[test]
+fn certificate_ttls_are_whole_seconds_as_upstreams() {
+    let c = CertificateMetrics::default();
+    assert_eq!(c.ttl.seconds(), f64::INFINITY, "no certificate");
+    let now = SystemTime::now();
+    c.set_expiry(Some(now + Duration::from_millis(3_600_700)));
+    let ttl = c.ttl.seconds();
+    assert_eq!(ttl, ttl.trunc(), "whole seconds: {ttl}");
+    assert!((3599.0..=3600.0).contains(&ttl), "{ttl}");
+    c.set_expiry(Some(now - Duration::from_millis(90_500)));
+    let ttl = c.ttl.seconds();
+    assert_eq!(ttl, ttl.trunc(), "whole seconds: {ttl}");
+    assert!(
+        (-91.0..=-90.0).contains(&ttl),
+        "negative once expired: {ttl}"
+    );
+}
+
+#[test]
 fn every_series_has_upstreams_name_in_both_text_formats() {
     let m = populated();
     let (text_type, text) = m.encode("text/plain;version=0.0.4");

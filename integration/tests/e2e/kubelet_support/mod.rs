@@ -5,6 +5,7 @@
 
 #![allow(dead_code)]
 
+pub mod cgroup;
 pub mod judge;
 pub use judge::{admin_client as judge_admin, client_from, judge_or_skip, kubectl};
 

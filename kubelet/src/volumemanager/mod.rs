@@ -781,6 +781,81 @@ mod tests {
         assert_eq!(stat(&paths["scratch"]), (0, 0o777));
     }
 
+    /// A subPath into a configMap volume goes through the atomic writer's symlinks
+    /// (`data-1 -> ..data/data-1`, `path -> ..data/path`) into the timestamped directory, which
+    /// is inside the volume: allowed, as upstream, and the bind mount shows the key's content.
+    #[test]
+    fn sub_path_into_a_config_map_volume_resolves_its_symlinks() {
+        use k8s_openapi::api::core::v1::{ConfigMapVolumeSource, KeyToPath};
+        let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "cm"}, "data": {"data-1": "value-1", "data-2": "value-2"}}),
+        )
+        .expect("configMap");
+        let objs = crate::apiobjects::ApiObjects::from_objects("ns", vec![cm], vec![]);
+        let p = Pod {
+            spec: Some(PodSpec {
+                volumes: Some(vec![Volume {
+                    name: "cfg".into(),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: "cm".into(),
+                        items: Some(vec![
+                            KeyToPath {
+                                key: "data-1".into(),
+                                path: "data-1".into(),
+                                mode: None,
+                            },
+                            KeyToPath {
+                                key: "data-2".into(),
+                                path: "path/to/data-2".into(),
+                                mode: None,
+                            },
+                        ]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pod_dir = dir.path().join("pod");
+        let volumes = mount_pod_volumes(&p, &pod_dir, &objs).expect("mount");
+        assert_eq!(
+            std::fs::read_link(volumes["cfg"].join("data-1")).expect("symlink"),
+            Path::new("..data/data-1")
+        );
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED the subPath bind mount: needs root");
+            return;
+        }
+        let c = Container {
+            name: "c".into(),
+            volume_mounts: Some(vec![
+                VolumeMount {
+                    name: "cfg".into(),
+                    mount_path: "/etc/data-1".into(),
+                    sub_path: Some("data-1".into()),
+                    ..Default::default()
+                },
+                VolumeMount {
+                    name: "cfg".into(),
+                    mount_path: "/etc/to".into(),
+                    sub_path: Some("path/to".into()),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        };
+        let mounts = make_mounts(&c, &volumes, &pod_dir, &HashMap::new()).expect("subPath mounts");
+        let got = std::fs::read_to_string(&mounts[0].host_path);
+        let nested = std::fs::read_to_string(Path::new(&mounts[1].host_path).join("data-2"));
+        unmount_pod_dir(&pod_dir);
+        assert_eq!(got.expect("the key through its bind mount"), "value-1");
+        assert_eq!(nested.expect("the nested key"), "value-2");
+    }
+
     #[test]
     fn sub_path_rules_and_managed_mounts() {
         let dir = tempfile::tempdir().expect("tempdir");

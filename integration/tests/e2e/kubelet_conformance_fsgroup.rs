@@ -136,7 +136,7 @@ async fn fs_group_secret_volumes(kind: RuntimeKind) {
                 let out = exec(
                     &endpoint,
                     &uid,
-                    &format!("cat {dir}/data-1; echo; ls -ln {dir}/data-1"),
+                    &format!("cat {dir}/data-1; echo; ls -lnL {dir}/data-1"),
                 )
                 .await
                 .unwrap_or_else(|| panic!("{dir}/data-1 unreadable as uid 1000"));
@@ -147,7 +147,8 @@ async fn fs_group_secret_volumes(kind: RuntimeKind) {
                     .unwrap_or_default()
                     .split_whitespace()
                     .collect();
-                // mode, links, owner, group, …
+                // The file behind the `data-1 -> ..data/data-1` symlink (`-L`, as upstream's
+                // mounttest stats it): mode, links, owner, group, …
                 assert_eq!(ls.first().copied(), Some("-r--r-----"), "{dir}: {out}");
                 assert_eq!(ls.get(3).copied(), Some("1001"), "{dir}: {out}");
             }

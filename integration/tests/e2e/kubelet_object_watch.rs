@@ -150,6 +150,26 @@ async fn object_watch(kind: RuntimeKind) {
                 .await;
                 assert_eq!(seen, "hello\nhello\n", "the volume and the env var");
             }
+            // Upstream's atomic-writer layout, as the container sees it through the bind
+            // mount: `greeting -> ..data/greeting`, `..data -> ..<UTC timestamp>.<digits>`.
+            let data_link = |listing: &str| -> Option<String> {
+                listing
+                    .lines()
+                    .find_map(|l| l.split_once(" ..data -> "))
+                    .map(|(_, to)| to.trim().to_string())
+            };
+            let listing = exec(&endpoint, &uids[0], "ls -la /etc/cfg")
+                .await
+                .expect("ls in the pod");
+            assert!(
+                listing.contains(" greeting -> ..data/greeting"),
+                "greeting is a symlink into ..data: {listing}"
+            );
+            let before = data_link(&listing).expect("..data is a symlink");
+            assert!(
+                before.starts_with("..20") && before.contains('.'),
+                "..data names a timestamped directory: {listing}"
+            );
             let running = reads(&server, &cfg);
             assert_eq!(running.0, 0, "no GET of the configMap: {running:?}");
             assert!(
@@ -190,6 +210,15 @@ async fn object_watch(kind: RuntimeKind) {
                     .sum();
                 assert_eq!(restarts, 0, "{n}: no restart for a volume update");
             }
+            let listing = exec(&endpoint, &uids[0], "ls -la /etc/cfg")
+                .await
+                .expect("ls in the pod");
+            let after = data_link(&listing).expect("..data is still a symlink");
+            assert_ne!(after, before, "the update swapped ..data: {listing}");
+            assert!(
+                !listing.contains(&before),
+                "the old timestamped directory is gone: {listing}"
+            );
 
             // 3. A missing configMap: upstream's FailedMount, then the pod starts once it
             // exists (the watch sees the creation).

@@ -16,6 +16,7 @@ pub(super) fn set_up(
     c: &ConfigMapVolumeSource,
     path: &Path,
     objects: &crate::apiobjects::ApiObjects,
+    fs_group: Option<u32>,
 ) -> Result<(), String> {
     let optional = c.optional.unwrap_or(false);
     let data = objects.config_map_data(&c.name, optional)?;
@@ -26,5 +27,5 @@ pub(super) fn set_up(
         c.default_mode,
         optional,
     )?;
-    write_volume_files(path, &files)
+    write_volume_files(path, &files, fs_group)
 }

@@ -76,7 +76,8 @@ pub(super) fn set_up(
     path: &Path,
     pod: &Pod,
     node: &NodeAllocatable,
+    fs_group: Option<u32>,
 ) -> Result<(), String> {
     let files = downward_files(d.items.as_deref().unwrap_or(&[]), d.default_mode, pod, node)?;
-    write_volume_files(path, &files)
+    write_volume_files(path, &files, fs_group)
 }

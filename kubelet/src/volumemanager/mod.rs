@@ -19,11 +19,13 @@
 //!
 //! Layout, as upstream's `pkg/volume/<plugin>`: one file per volume plugin (`emptydir`,
 //! `hostpath`, `downwardapi`, `configmap`, `secret`, `projected`), each with its `SetUp`;
-//! `util` (atomic writer, item payloads), `mount` (mount points, teardown) and `subpath` (safe
+//! `atomic_writer` (upstream's `..data` layout of the file-backed volumes), `util` (item
+//! payloads), `mount` (mount points, teardown) and `subpath` (safe
 //! subPath mounts) and `ownership` (the pod's `fsGroup` applied to a volume) are what they
 //! share. This file is the manager: the volumes' host paths, mounting a pod's volumes through
 //! its plugins, container mounts and the pod directory's removal.
 
+mod atomic_writer;
 mod configmap;
 mod downwardapi;
 mod emptydir;
@@ -182,20 +184,19 @@ fn set_up_volume(
     if let Some(ed) = &v.empty_dir {
         return emptydir::set_up(ed, path, fs_group);
     }
+    // The atomic-writer volumes: each write (a changed payload) gives the whole volume the
+    // pod's fsGroup before the new data is published (upstream `setPerms`); read-only masks.
     if let Some(d) = &v.downward_api {
-        downwardapi::set_up(d, path, pod, node)?;
+        downwardapi::set_up(d, path, pod, node, fs_group)
     } else if let Some(c) = &v.config_map {
-        configmap::set_up(c, path, objects)?;
+        configmap::set_up(c, path, objects, fs_group)
     } else if let Some(s) = &v.secret {
-        secret::set_up(s, path, objects)?;
+        secret::set_up(s, path, objects, fs_group)
     } else if let Some(p) = &v.projected {
-        projected::set_up(p, path, pod, node, objects, fs_group)?;
+        projected::set_up(p, path, pod, node, objects, fs_group)
     } else {
-        return Err("unsupported volume type".into());
+        Err("unsupported volume type".into())
     }
-    // The atomic-writer volumes are read-only: after every write (here every sync, which
-    // covers files just written), the whole volume gets the pod's fsGroup.
-    ownership::set_volume_ownership(path, fs_group, true)
 }
 
 /// Prepare the pod's volumes (upstream `WaitForAttachAndMount`): every volume is set up, or
@@ -640,6 +641,13 @@ mod tests {
             "{cfg:?}"
         );
         assert_eq!(std::fs::read_to_string(cfg.join("a")).unwrap(), "1");
+        // Upstream's atomic-writer layout: `a -> ..data/a`, `..data -> ..<timestamp>`.
+        assert_eq!(
+            std::fs::read_link(cfg.join("a")).expect("a is a symlink"),
+            Path::new("..data/a")
+        );
+        let ts = std::fs::read_link(cfg.join("..data")).expect("..data is a symlink");
+        assert!(cfg.join(&ts).join("b").is_file(), "{ts:?}");
         let objs = crate::apiobjects::ApiObjects::from_objects(
             "ns",
             vec![cm(serde_json::json!({"a": "changed"}))],
@@ -648,6 +656,14 @@ mod tests {
         mount_pod_volumes(&p, dir.path(), &objs).expect("updated");
         assert_eq!(std::fs::read_to_string(cfg.join("a")).unwrap(), "changed");
         assert!(!cfg.join("b").exists(), "a removed key's file goes");
+        assert!(
+            std::fs::symlink_metadata(cfg.join("b")).is_err(),
+            "and its symlink"
+        );
+        assert!(
+            !cfg.join(&ts).exists(),
+            "the old timestamped directory goes"
+        );
         let none = crate::apiobjects::ApiObjects::from_objects("ns", vec![], vec![]);
         let err = mount_pod_volumes(&p, dir.path(), &none).expect_err("missing");
         assert!(
@@ -728,8 +744,10 @@ mod tests {
             }),
             ..Default::default()
         };
+        // Through the user-visible symlinks (`sub -> ..data/sub`): the files and directories
+        // of the timestamped directory.
         let stat = |p: &Path| {
-            let md = std::fs::symlink_metadata(p).expect("stat");
+            let md = std::fs::metadata(p).expect("stat");
             (md.gid(), md.mode() & 0o7777)
         };
         for (default_mode, file_mode) in [(0o440, 0o440), (0o400, 0o440), (0o644, 0o644)] {
@@ -761,6 +779,81 @@ mod tests {
         let paths = mount_pod_volumes(&pod_with(None, 0o400), dir.path(), &objs).expect("mount");
         assert_eq!(stat(&paths["sec"].join("sub/data-1")), (0, 0o400));
         assert_eq!(stat(&paths["scratch"]), (0, 0o777));
+    }
+
+    /// A subPath into a configMap volume goes through the atomic writer's symlinks
+    /// (`data-1 -> ..data/data-1`, `path -> ..data/path`) into the timestamped directory, which
+    /// is inside the volume: allowed, as upstream, and the bind mount shows the key's content.
+    #[test]
+    fn sub_path_into_a_config_map_volume_resolves_its_symlinks() {
+        use k8s_openapi::api::core::v1::{ConfigMapVolumeSource, KeyToPath};
+        let cm: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(
+            serde_json::json!({"metadata": {"name": "cm"}, "data": {"data-1": "value-1", "data-2": "value-2"}}),
+        )
+        .expect("configMap");
+        let objs = crate::apiobjects::ApiObjects::from_objects("ns", vec![cm], vec![]);
+        let p = Pod {
+            spec: Some(PodSpec {
+                volumes: Some(vec![Volume {
+                    name: "cfg".into(),
+                    config_map: Some(ConfigMapVolumeSource {
+                        name: "cm".into(),
+                        items: Some(vec![
+                            KeyToPath {
+                                key: "data-1".into(),
+                                path: "data-1".into(),
+                                mode: None,
+                            },
+                            KeyToPath {
+                                key: "data-2".into(),
+                                path: "path/to/data-2".into(),
+                                mode: None,
+                            },
+                        ]),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let dir = tempfile::tempdir().expect("tempdir");
+        let pod_dir = dir.path().join("pod");
+        let volumes = mount_pod_volumes(&p, &pod_dir, &objs).expect("mount");
+        assert_eq!(
+            std::fs::read_link(volumes["cfg"].join("data-1")).expect("symlink"),
+            Path::new("..data/data-1")
+        );
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("SKIPPED the subPath bind mount: needs root");
+            return;
+        }
+        let c = Container {
+            name: "c".into(),
+            volume_mounts: Some(vec![
+                VolumeMount {
+                    name: "cfg".into(),
+                    mount_path: "/etc/data-1".into(),
+                    sub_path: Some("data-1".into()),
+                    ..Default::default()
+                },
+                VolumeMount {
+                    name: "cfg".into(),
+                    mount_path: "/etc/to".into(),
+                    sub_path: Some("path/to".into()),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        };
+        let mounts = make_mounts(&c, &volumes, &pod_dir, &HashMap::new()).expect("subPath mounts");
+        let got = std::fs::read_to_string(&mounts[0].host_path);
+        let nested = std::fs::read_to_string(Path::new(&mounts[1].host_path).join("data-2"));
+        unmount_pod_dir(&pod_dir);
+        assert_eq!(got.expect("the key through its bind mount"), "value-1");
+        assert_eq!(nested.expect("the nested key"), "value-2");
     }
 
     #[test]

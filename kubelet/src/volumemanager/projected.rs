@@ -63,5 +63,5 @@ pub(super) fn set_up(
             return Err("unsupported projected volume source".into());
         }
     }
-    write_volume_files(path, &files)
+    write_volume_files(path, &files, fs_group)
 }

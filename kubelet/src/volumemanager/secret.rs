@@ -16,10 +16,11 @@ pub(super) fn set_up(
     s: &SecretVolumeSource,
     path: &Path,
     objects: &crate::apiobjects::ApiObjects,
+    fs_group: Option<u32>,
 ) -> Result<(), String> {
     let optional = s.optional.unwrap_or(false);
     let name = s.secret_name.as_deref().unwrap_or_default();
     let data = objects.secret_data(name, optional)?;
     let files = key_files("secret", data, s.items.as_deref(), s.default_mode, optional)?;
-    write_volume_files(path, &files)
+    write_volume_files(path, &files, fs_group)
 }

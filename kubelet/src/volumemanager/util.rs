@@ -1,10 +1,10 @@
 //! What the file-backed volume plugins (downwardAPI, configMap, secret, projected) share
-//! (upstream `pkg/volume/util`: the atomic writer of `atomic_writer.go` and the key-to-path
+//! (upstream `pkg/volume/util`: the payload handed to `atomic_writer.go` and the key-to-path
 //! payload rule of the configMap/secret `MakePayload`): item paths checked to stay inside the
-//! volume, files written atomically with their modes, files of earlier versions pruned.
+//! volume, the payload handed to the atomic writer (`super::atomic_writer`) with its modes.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 pub(super) fn valid_relative_path(p: &str) -> bool {
     !p.is_empty()
@@ -14,52 +14,22 @@ pub(super) fn valid_relative_path(p: &str) -> bool {
             .any(|c| matches!(c, std::path::Component::ParentDir))
 }
 
-/// Write files into `dir` (replacing changed ones atomically), with their modes.
-/// A file of a volume: relative path, content, mode.
+/// A file of a volume: relative path, content, mode (upstream `FileProjection`).
 pub(super) type VolumeFile = (String, Vec<u8>, i32);
 
-/// Writes `files` under `dir` (each replaced atomically when its content changed) and removes
-/// files of earlier versions that are no longer part of the volume.
-pub(super) fn write_volume_files(dir: &Path, files: &[VolumeFile]) -> Result<(), String> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    for (rel, content, mode) in files {
-        if !valid_relative_path(rel) {
-            return Err(format!("invalid item path {rel:?}"));
-        }
-        let path = dir.join(rel);
-        if std::fs::read(&path).is_ok_and(|c| &c == content) {
-            continue;
-        }
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-        }
-        let tmp = path.with_extension("kubelet-tmp");
-        std::fs::write(&tmp, content).map_err(|e| format!("write {}: {e}", tmp.display()))?;
-        let mode = u32::try_from(*mode).unwrap_or(0o644) & 0o777;
-        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
-            .map_err(|e| e.to_string())?;
-        std::fs::rename(&tmp, &path).map_err(|e| format!("rename {}: {e}", path.display()))?;
-    }
-    let keep: std::collections::HashSet<PathBuf> = files.iter().map(|f| dir.join(&f.0)).collect();
-    prune(dir, &keep);
-    Ok(())
-}
-
-/// Removes files under `dir` not in `keep`, and directories left empty.
-fn prune(dir: &Path, keep: &std::collections::HashSet<PathBuf>) {
-    let Ok(rd) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for e in rd.flatten() {
-        let p = e.path();
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            prune(&p, keep);
-            let _ = std::fs::remove_dir(&p);
-        } else if !keep.contains(&p) {
-            let _ = std::fs::remove_file(&p);
-        }
-    }
+/// Writes `files` into `dir` with upstream's atomic writer (`super::atomic_writer`): a new
+/// timestamped directory behind `..data` when the payload changed, nothing otherwise. The
+/// pod's `fs_group` is applied to the whole volume (upstream `SetVolumeOwnership` as the
+/// writer's `setPerms`: files `| 0440`) before the new directory is published.
+pub(super) fn write_volume_files(
+    dir: &Path,
+    files: &[VolumeFile],
+    fs_group: Option<u32>,
+) -> Result<(), String> {
+    super::atomic_writer::write(dir, files, |_| {
+        super::ownership::set_volume_ownership(dir, fs_group, true)
+    })
+    .map(|_| ())
 }
 
 /// The files of a configMap or secret volume (upstream `MakePayload`): every key, or the

@@ -130,6 +130,25 @@ struct KubeletInfo {
     secure_port: u16,
 }
 
+/// Creates the websockets logs spec's pod `name` (`echo container is alive; sleep 10000`) and
+/// records its UID in `created`.
+async fn create_alive_pod(
+    pods: &Api<Pod>,
+    k: &KubeletInfo,
+    name: &str,
+    created: &Mutex<Vec<String>>,
+) {
+    let script = "echo container is alive; sleep 10000";
+    let p = pods
+        .create(
+            &PostParams::default(),
+            &busybox_pod(name, &k.node, &k.image, script),
+        )
+        .await
+        .expect("create pod");
+    created.lock().extend(p.metadata.uid);
+}
+
 /// The websockets logs spec: the first status that says Running and Ready, then at once one
 /// non-follow read of the log.
 async fn logs_at_running(kind: RuntimeKind) {
@@ -144,19 +163,7 @@ async fn logs_at_running(kind: RuntimeKind) {
             let (_, mut feed) = store
                 .watch_from(store.resource_version(), &|_| false)
                 .expect("watch");
-            let p = pods
-                .create(
-                    &PostParams::default(),
-                    &busybox_pod(
-                        &name,
-                        &k.node,
-                        &k.image,
-                        "echo container is alive; sleep 10000",
-                    ),
-                )
-                .await
-                .expect("create pod");
-            created.lock().extend(p.metadata.uid.clone());
+            create_alive_pod(&pods, &k, &name, &created).await;
             let first_running = tokio::time::timeout(DEADLINE, async {
                 loop {
                     let change = match feed.recv().await {
@@ -215,19 +222,7 @@ async fn logs_read_like_the_api_server(kind: RuntimeKind) {
         "kclogsgo",
         |_server, pods, k, created| async move {
             let name = unique_name("pod-logs-websocket");
-            let p = pods
-                .create(
-                    &PostParams::default(),
-                    &busybox_pod(
-                        &name,
-                        &k.node,
-                        &k.image,
-                        "echo container is alive; sleep 10000",
-                    ),
-                )
-                .await
-                .expect("create pod");
-            created.lock().extend(p.metadata.uid.clone());
+            create_alive_pod(&pods, &k, &name, &created).await;
             let path = format!("/containerLogs/default/{name}/main");
             wait_for("the log written", &k.log, || async {
                 let (code, body) = secure_get_status(k.secure_port, &path).await?;

@@ -280,18 +280,7 @@ async fn run_once_output(kind: RuntimeKind) {
                 .expect("patch pod");
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
             }
-            let sandboxes = runtime_sandboxes(&endpoint, &uid)
-                .await
-                .expect("ListPodSandbox");
-            let attempts: Vec<u32> = sandboxes
-                .iter()
-                .filter_map(|s| s.metadata.as_ref().map(|m| m.attempt))
-                .collect();
-            assert_eq!(attempts, vec![0], "the finished pod is not set up again");
-            let containers = runtime_containers(&endpoint, &uid)
-                .await
-                .expect("ListContainers");
-            assert_eq!(containers.len(), 1, "run once: {containers:?}");
+            assert_ran_once(&endpoint, &uid, "the finished pod").await;
             let p = pods.get(&name).await.expect("pod");
             assert_eq!(phase(&p), "Succeeded", "still finished");
             let (code, body) = secure_get_status(sport, &path).await.expect("logs");

@@ -195,18 +195,7 @@ spec:
             // Finished run-once pods stay finished through the syncs since (every 2 s, and
             // the back-off above took more than 10 s): one sandbox and one container each.
             for name in ["onfail0", "never0", "never1"] {
-                let sandboxes = runtime_sandboxes(&endpoint, &uid(name))
-                    .await
-                    .expect("ListPodSandbox");
-                let attempts: Vec<u32> = sandboxes
-                    .iter()
-                    .filter_map(|s| s.metadata.as_ref().map(|m| m.attempt))
-                    .collect();
-                assert_eq!(attempts, vec![0], "{name}: not set up again");
-                let containers = runtime_containers(&endpoint, &uid(name))
-                    .await
-                    .expect("ListContainers");
-                assert_eq!(containers.len(), 1, "{name}: run once: {containers:?}");
+                assert_ran_once(&endpoint, &uid(name), name).await;
                 let (phase, _) = status_of(&pod(port, &uid(name)).await.expect("pod"));
                 assert_ne!(phase, "Running", "{name}: still finished");
             }

@@ -205,6 +205,23 @@ pub async fn runtime_sandboxes(endpoint: &str, uid: &str) -> Option<Vec<cri::Pod
     )
 }
 
+/// Asserts that pod `uid` ran once on the runtime at `endpoint`: one sandbox, of attempt 0,
+/// and one container (a finished run-once pod is not set up again).
+pub async fn assert_ran_once(endpoint: &str, uid: &str, what: &str) {
+    let sandboxes = runtime_sandboxes(endpoint, uid)
+        .await
+        .expect("ListPodSandbox");
+    let attempts: Vec<u32> = sandboxes
+        .iter()
+        .filter_map(|s| s.metadata.as_ref().map(|m| m.attempt))
+        .collect();
+    assert_eq!(attempts, vec![0], "{what}: not set up again");
+    let containers = runtime_containers(endpoint, uid)
+        .await
+        .expect("ListContainers");
+    assert_eq!(containers.len(), 1, "{what}: run once: {containers:?}");
+}
+
 /// Stop and remove every sandbox labelled with `uid` (best effort).
 pub async fn cleanup_runtime(endpoint: &str, uid: &str) {
     let Ok((mut rt, _)) = clients(endpoint).await else {

@@ -221,20 +221,27 @@ pub(crate) struct Place {
 impl Place {
     /// A clean fixed directory for `case` with its manifests written for `image`.
     pub(crate) fn new(case: &Case, image: &str) -> Place {
-        let dir = Path::new("/tmp/kubelet-swap-e2e").join(case.name);
+        let place = Place::empty(case.name);
+        for (file, text, _) in &case.pods {
+            std::fs::write(place.manifests.join(file), text.replace("IMAGE", image))
+                .expect("manifest");
+        }
+        place
+    }
+
+    /// A clean fixed directory `name` with an empty manifest directory, node `swap-<name>`.
+    pub(crate) fn empty(name: &str) -> Place {
+        let dir = Path::new("/tmp/kubelet-swap-e2e").join(name);
         let root = dir.join("root");
         unmount_under(&root);
         let _ = std::fs::remove_dir_all(&dir);
         let manifests = dir.join("manifests");
         std::fs::create_dir_all(&manifests).expect("manifest dir");
-        for (file, text, _) in &case.pods {
-            std::fs::write(manifests.join(file), text.replace("IMAGE", image)).expect("manifest");
-        }
         Place {
             log: dir.join("kubelet.log"),
             root,
             manifests,
-            node: format!("swap-{}", case.name),
+            node: format!("swap-{name}"),
             port: free_port(),
             dir,
         }
@@ -277,6 +284,17 @@ fn ours(kind: RuntimeKind, tb: &Testbed, place: &Place) -> Child {
 /// iptables chains, and neither image nor dead-container GC (other tests share the runtime and
 /// its images).
 pub(crate) fn go_kubelet(judge: &Path, tb: &Testbed, endpoint: &str, place: &Place) -> Child {
+    go_kubelet_with(judge, tb, endpoint, place, &[])
+}
+
+/// [`go_kubelet`] with `extra` flags (an API server's credentials, a node IP, ports).
+pub(crate) fn go_kubelet_with(
+    judge: &Path,
+    tb: &Testbed,
+    endpoint: &str,
+    place: &Place,
+    extra: &[String],
+) -> Child {
     let log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -311,6 +329,7 @@ pub(crate) fn go_kubelet(judge: &Path, tb: &Testbed, endpoint: &str, place: &Pla
         ])
         .args(["--minimum-container-ttl-duration", "100h"])
         .args(["--eviction-hard", "memory.available<100Mi", "-v", "2"])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::from(log))
         .kill_on_drop(true)

@@ -69,6 +69,7 @@ mod kubelet_sidecars;
 mod kubelet_startup_errors;
 mod kubelet_subpath;
 mod kubelet_swap;
+mod kubelet_swap_api;
 mod kubelet_three_nodes;
 mod kubelet_tls_bootstrap;
 mod kubelet_volumes;

@@ -1,0 +1,629 @@
+//! Live kubelet swaps with API pods (issue 35, point 2): the Go kubelet 1.26 (`KUBELET_JUDGE`)
+//! joins the real Kubernetes 1.26 control plane of `KUBE_APISERVER_JUDGE` as a node (TLS
+//! bootstrap with the judge's bootstrap token) and runs API pods created with the judge's
+//! kubectl, pinned to the node by `nodeName`: one with an init container, two containers,
+//! readiness and liveness probes, an emptyDir, a configMap and a secret volume; one with ports,
+//! limits and a security context; one that is deleted later. It is stopped and this kubelet is
+//! started on the same root directory, runtime, node name, node IP and credentials (the
+//! kubeconfig and client certificate the Go kubelet's bootstrap wrote). Nothing may be
+//! recreated or restarted: every sandbox and container id stays, no new one appears, no restart
+//! count rises, and the API server keeps reporting the pods Running and Ready with the same
+//! container ids. This kubelet then manages the adopted pods (a deleted API pod's containers,
+//! sandbox, CNI address and, on dockershim, checkpoint go, and the Pod object is finalized), a
+//! new API pod starts, and the Go kubelet takes everything back the same way.
+//!
+//! - `kubelet_swap_api_pods_with_go_kubelet_containerd`: on the test bed's containerd.
+//! - `kubelet_swap_api_pods_with_go_kubelet_dockershim`: on this project's standalone
+//!   `dockershim` (one socket for both kubelets).
+//!
+//! Both judges are required; the tests print a loud `SKIPPED` line without them. Start a
+//! control plane with `--kubelet-preferred-address-types=InternalIP` (see judge.rs); the node
+//! IP is this machine's default-route address because the Go kubelet refuses a loopback one.
+
+use crate::kubelet_faults::ip_reserved_for;
+use crate::kubelet_support;
+use crate::kubelet_swap::{
+    Place, Snapshot, figure, go_kubelet_with, remove_place, settle, snapshot, stop,
+};
+
+use std::path::{Path, PathBuf};
+
+use futures::FutureExt;
+use integration::require_testbed;
+use integration::runtimes::{RuntimeKind, ShimProcess};
+use integration::testbed::Testbed;
+use kubelet_support::*;
+use tokio::process::Child;
+
+const CONFIG: &str = r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: web-config
+  namespace: @NS@
+data:
+  mode: "a&b<c>"
+  app.conf: |
+    listen 8080
+---
+apiVersion: v1
+kind: Secret
+metadata:
+  name: web-secret
+  namespace: @NS@
+stringData:
+  token: s3cr3t
+"#;
+
+const WEB: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+  namespace: @NS@
+  labels:
+    app: web
+  annotations:
+    example.com/note: "<kept>"
+spec:
+  nodeName: @NODE@
+  terminationGracePeriodSeconds: 1
+  initContainers:
+  - name: init
+    image: @IMAGE@
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "echo '<ok>' > /work/index.html && test 1 -lt 2"]
+    volumeMounts:
+    - name: work
+      mountPath: /work
+  containers:
+  - name: server
+    image: @IMAGE@
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "exec sleep 3600"]
+    ports:
+    - containerPort: 8080
+      name: http
+    env:
+    - name: MODE
+      valueFrom:
+        configMapKeyRef:
+          name: web-config
+          key: mode
+    - name: NODE
+      valueFrom:
+        fieldRef:
+          fieldPath: spec.nodeName
+    resources:
+      limits:
+        cpu: "0.5"
+        memory: 64Mi
+      requests:
+        cpu: 100m
+        memory: 32Mi
+    readinessProbe:
+      exec:
+        command: ["test", "-f", "/work/index.html"]
+      periodSeconds: 2
+    livenessProbe:
+      exec:
+        command: ["test", "-f", "/etc/web/app.conf"]
+      periodSeconds: 5
+      failureThreshold: 3
+    lifecycle:
+      preStop:
+        exec:
+          command: ["sh", "-c", "true"]
+    volumeMounts:
+    - name: work
+      mountPath: /work
+      readOnly: true
+    - name: cfg
+      mountPath: /etc/web
+    - name: sec
+      mountPath: /etc/secret
+      readOnly: true
+  - name: side
+    image: @IMAGE@
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "exec sleep 3600"]
+    resources:
+      requests:
+        memory: "1e6"
+        cpu: "0.0005"
+  volumes:
+  - name: work
+    emptyDir:
+      sizeLimit: 16Mi
+  - name: cfg
+    configMap:
+      name: web-config
+  - name: sec
+    secret:
+      secretName: web-secret
+      defaultMode: 0400
+"#;
+
+const DB: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: db
+  namespace: @NS@
+spec:
+  nodeName: @NODE@
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: db
+    image: @IMAGE@
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "exec sleep 3600"]
+    ports:
+    - containerPort: 5432
+      protocol: TCP
+    - containerPort: 5433
+      protocol: UDP
+      name: udp
+    resources:
+      limits:
+        cpu: "1"
+        memory: 1Gi
+    securityContext:
+      allowPrivilegeEscalation: false
+"#;
+
+/// A plain pod: `tools` is deleted under the adopting kubelet, `fresh` is created after that.
+const PLAIN: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: @NAME@
+  namespace: @NS@
+spec:
+  nodeName: @NODE@
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: @NAME@
+    image: @IMAGE@
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "echo \"<b>&amp;</b>\"; exec sleep 3600"]
+    workingDir: /tmp
+"#;
+
+/// What the API server reports for a Running and Ready pod: its UID and, per container (init
+/// containers too), its name, container id and restart count.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ApiState {
+    uid: String,
+    containers: Vec<(String, String, i64)>,
+}
+
+/// The pod's API state when it is Running, Ready and every container is ready.
+fn api_ready(pod: &serde_json::Value) -> Option<ApiState> {
+    let st = &pod["status"];
+    if st["phase"] != "Running" {
+        return None;
+    }
+    let ready = st["conditions"]
+        .as_array()?
+        .iter()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True");
+    if !ready {
+        return None;
+    }
+    let mut containers = Vec::new();
+    for key in ["initContainerStatuses", "containerStatuses"] {
+        for c in st[key].as_array().into_iter().flatten() {
+            if key == "containerStatuses" && c["ready"] != true {
+                return None;
+            }
+            containers.push((
+                c["name"].as_str()?.to_string(),
+                c["containerID"].as_str()?.to_string(),
+                c["restartCount"].as_i64()?,
+            ));
+        }
+    }
+    containers.sort();
+    Some(ApiState {
+        uid: pod["metadata"]["uid"].as_str()?.to_string(),
+        containers,
+    })
+}
+
+/// One test's node: the judge, the namespace, the node name and IP, the credentials the Go
+/// kubelet's TLS bootstrap writes (and this kubelet reuses), the runtime endpoint.
+struct Node {
+    judge: PathBuf,
+    ns: String,
+    place: Place,
+    ip: String,
+    kubeconfig: PathBuf,
+    cert_dir: PathBuf,
+    endpoint: String,
+    image: String,
+}
+
+impl Node {
+    fn flags(&self) -> Vec<String> {
+        let path = |p: &Path| p.display().to_string();
+        vec![
+            "--bootstrap-kubeconfig".into(),
+            path(&self.judge.join("run/bootstrap.kubeconfig")),
+            "--kubeconfig".into(),
+            path(&self.kubeconfig),
+            "--cert-dir".into(),
+            path(&self.cert_dir),
+            "--node-ip".into(),
+            self.ip.clone(),
+        ]
+    }
+
+    /// The Go kubelet 1.26 on this node: the secure port on a free port of 127.0.0.1 (with a
+    /// self-signed serving certificate), no healthz port.
+    fn go(&self, judge: &Path, tb: &Testbed) -> Child {
+        let mut flags = self.flags();
+        flags.extend(["--address".into(), "127.0.0.1".into()]);
+        go_kubelet_with(judge, tb, &self.endpoint, &self.place, &flags)
+    }
+
+    /// This kubelet on this node (its secure port off).
+    fn ours(&self, kind: RuntimeKind, tb: &Testbed) -> Child {
+        let runtime = match kind {
+            RuntimeKind::Containerd => runtime_args(kind, tb),
+            RuntimeKind::Dockershim => vec![
+                "--container-runtime-endpoint".into(),
+                self.endpoint.clone().into(),
+            ],
+        };
+        kubelet_command_on(
+            runtime,
+            tb,
+            &self.place.root,
+            Some(&self.place.manifests),
+            self.place.port,
+            &self.place.node,
+            &self.place.log,
+        )
+        .args(self.flags())
+        .spawn()
+        .expect("spawn kubelet")
+    }
+
+    async fn kubectl(&self, args: &[&str]) -> Result<String, String> {
+        kubectl(&self.judge, args).await
+    }
+
+    /// `kubectl apply` of `text` with its placeholders filled in.
+    async fn apply(&self, text: &str) {
+        let text = text
+            .replace("@NS@", &self.ns)
+            .replace("@NODE@", &self.place.node)
+            .replace("@IMAGE@", &self.image);
+        let file = self.place.dir.join("apply.yaml");
+        std::fs::write(&file, text).expect("write manifest");
+        let file = file.display().to_string();
+        self.kubectl(&["apply", "-f", &file])
+            .await
+            .unwrap_or_else(|e| panic!("kubectl apply: {e}"));
+    }
+
+    async fn plain(&self, name: &str) {
+        self.apply(&PLAIN.replace("@NAME@", name)).await;
+    }
+
+    async fn api_pod(&self, name: &str) -> Result<serde_json::Value, String> {
+        let out = self
+            .kubectl(&["get", "pod", "-n", &self.ns, name, "-o", "json"])
+            .await?;
+        serde_json::from_str(&out).map_err(|e| e.to_string())
+    }
+
+    async fn node_ready(&self) -> bool {
+        self.kubectl(&[
+            "get",
+            "node",
+            &self.place.node,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+        ])
+        .await
+        .is_ok_and(|s| s.trim() == "True")
+    }
+
+    /// Waits until the Node is Ready, then until each pod of `names` is Running and Ready
+    /// through the API server and running on the kubelet's read-only server: (API state,
+    /// runtime snapshot) per pod.
+    async fn ready(&self, step: &str, names: &[&str]) -> Vec<(ApiState, Snapshot)> {
+        let log = &self.place.log;
+        wait_for(&format!("{step}: node Ready"), log, || async {
+            self.node_ready().await.then_some(())
+        })
+        .await;
+        let mut out = Vec::new();
+        for name in names {
+            let api = wait_for(
+                &format!("{step}: {name} Running and Ready"),
+                log,
+                || async { api_ready(&self.api_pod(name).await.ok()?) },
+            )
+            .await;
+            wait_for(
+                &format!("{step}: {name} running on the kubelet"),
+                log,
+                || async { running_ids(&pod(self.place.port, &api.uid).await?) },
+            )
+            .await;
+            let snap = snapshot(&self.endpoint, &api.uid).await;
+            out.push((api, snap));
+        }
+        out
+    }
+
+    /// Deletes API pod `name` (whose API state is `api`) and waits until its containers and
+    /// sandboxes are gone from the runtime and the Pod object from the API server; then its
+    /// CNI address is released and, given dockershim's checkpoint directory, its checkpoint
+    /// removed.
+    async fn delete(&self, kind: RuntimeKind, name: &str, uid: &str, checkpoints: Option<&Path>) {
+        let ids: Vec<String> = runtime_sandboxes(&self.endpoint, uid)
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert!(!ids.is_empty(), "{name}: a sandbox before the deletion");
+        assert!(
+            ids.iter().any(|id| ip_reserved_for(kind, id)),
+            "{name}: an address reserved for its sandbox"
+        );
+        if let Some(dir) = checkpoints {
+            for id in &ids {
+                assert!(dir.join(id).exists(), "{name}: sandbox {id} checkpointed");
+            }
+        }
+        self.kubectl(&["delete", "pod", "-n", &self.ns, name, "--wait=false"])
+            .await
+            .unwrap_or_else(|e| panic!("kubectl delete pod {name}: {e}"));
+        let log = &self.place.log;
+        wait_for(&format!("{name} removed from the runtime"), log, || async {
+            let c = runtime_containers(&self.endpoint, uid).await?;
+            let s = runtime_sandboxes(&self.endpoint, uid).await?;
+            (c.is_empty() && s.is_empty()).then_some(())
+        })
+        .await;
+        wait_for(&format!("{name} gone from the API server"), log, || async {
+            match self.api_pod(name).await {
+                Err(e) if e.contains("NotFound") => Some(()),
+                _ => None,
+            }
+        })
+        .await;
+        for id in &ids {
+            assert!(
+                !ip_reserved_for(kind, id),
+                "{name}: the address of sandbox {id} released"
+            );
+            if let Some(dir) = checkpoints {
+                assert!(
+                    !dir.join(id).exists(),
+                    "{name}: the checkpoint of sandbox {id} removed"
+                );
+            }
+        }
+    }
+}
+
+/// After a swap: the same API state and runtime snapshot, pod by pod.
+fn assert_same(
+    step: &str,
+    names: &[&str],
+    before: &[(ApiState, Snapshot)],
+    after: &[(ApiState, Snapshot)],
+) {
+    assert_eq!(before.len(), after.len(), "{step}: pods");
+    for ((name, (ba, bs)), (aa, as_)) in names.iter().zip(before).zip(after) {
+        assert_eq!(
+            bs, as_,
+            "{step}: {name}: a sandbox or container was recreated or restarted on the runtime"
+        );
+        assert_eq!(
+            ba, aa,
+            "{step}: {name}: the API server reports other containers or restart counts"
+        );
+        assert!(
+            aa.containers.iter().all(|(_, _, r)| *r == 0),
+            "{step}: {name}: no restart: {aa:?}"
+        );
+    }
+}
+
+/// This machine's default-route IPv4 address (the address a UDP socket "connected" to a
+/// public address would send from; nothing is sent).
+fn host_ip() -> Option<String> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.255:53")
+        .or_else(|_| s.connect("8.8.8.8:53"))
+        .ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then(|| ip.to_string())
+}
+
+/// The judges, or None after a loud `SKIPPED` line.
+fn judges(test: &str) -> Option<(PathBuf, PathBuf)> {
+    let Some(kubelet) = std::env::var_os("KUBELET_JUDGE").map(PathBuf::from) else {
+        eprintln!(
+            "SKIPPED {test}: KUBELET_JUDGE is not set (a Go kubelet 1.26 binary, e.g. /opt/judges/k8s/bin/kubelet)"
+        );
+        return None;
+    };
+    let apiserver = judge_or_skip(test)?;
+    Some((kubelet, apiserver))
+}
+
+async fn swap_api(kind: RuntimeKind, test: &str) {
+    let Some((go, judge)) = judges(test) else {
+        return;
+    };
+    let tb = require_testbed!(test);
+    let ip = host_ip().unwrap_or_else(|| panic!("{test}: no default-route address for --node-ip"));
+    let place = Place::empty(&format!("api-{}", kind.name()));
+    let shim_dir = place.dir.join("shim");
+    let shim = match kind {
+        RuntimeKind::Containerd => None,
+        RuntimeKind::Dockershim => {
+            std::fs::create_dir_all(&shim_dir).expect("shim dir");
+            Some(
+                ShimProcess::start(&tb, &shim_dir)
+                    .await
+                    .expect("dockershim"),
+            )
+        }
+    };
+    let endpoint = shim
+        .as_ref()
+        .map(|s| s.endpoint.clone())
+        .unwrap_or_else(|| tb.containerd_endpoint.clone());
+    let checkpoints = shim_dir.join("root").join("sandbox");
+    let checkpoints = shim.is_some().then_some(checkpoints.as_path());
+    let node = Node {
+        judge: judge.clone(),
+        // A namespace of this run's own (an earlier run's may still be terminating).
+        ns: format!("{}-{}", place.node, std::process::id()),
+        kubeconfig: place.dir.join("kubelet.conf"),
+        cert_dir: place.dir.join("pki"),
+        ip,
+        endpoint: endpoint.clone(),
+        image: tb.busybox_image.clone(),
+        place,
+    };
+    // A Node left by an earlier run.
+    let _ = node
+        .kubectl(&["delete", "node", &node.place.node, "--wait=false"])
+        .await;
+    let mut child = Some(node.go(&go, &tb));
+    let mut uids: Vec<String> = vec![format!("{}-canary", node.place.node)];
+    let body = async {
+        node.kubectl(&["create", "namespace", &node.ns])
+            .await
+            .expect("kubectl create namespace");
+        node.apply(CONFIG).await;
+        node.apply(WEB).await;
+        node.apply(DB).await;
+        node.plain("tools").await;
+        let names = ["web", "db", "tools"];
+        let before = node.ready("the Go kubelet", &names).await;
+        uids.extend(before.iter().map(|(a, _)| a.uid.clone()));
+        let count = |s: &[(ApiState, Snapshot)]| {
+            s.iter()
+                .map(|(_, s)| {
+                    s.sandboxes.len() + s.containers.values().map(Vec::len).sum::<usize>()
+                })
+                .sum::<usize>()
+        };
+        eprintln!(
+            "FIGURE {test}: {} API pods, {} sandboxes and containers under the Go kubelet",
+            before.len(),
+            count(&before)
+        );
+
+        let t = std::time::Instant::now();
+        stop(&mut child).await;
+        child = Some(node.ours(kind, &tb));
+        node.ready("Go kubelet -> this kubelet", &names).await;
+        figure(
+            &format!("{test}: Go kubelet -> this kubelet, pods Running and Ready"),
+            t,
+        );
+        settle(&node.place, &node.image, &endpoint).await;
+        let settled = node
+            .ready("Go kubelet -> this kubelet, settled", &names)
+            .await;
+        assert_same("Go kubelet -> this kubelet", &names, &before, &settled);
+
+        // This kubelet manages the adopted pods: a deleted one goes, a new one starts.
+        node.delete(kind, "tools", &before[2].0.uid, checkpoints)
+            .await;
+        node.plain("fresh").await;
+        let kept_names = ["web", "db", "fresh"];
+        let kept = node
+            .ready("this kubelet, after deleting tools", &kept_names)
+            .await;
+        uids.push(kept[2].0.uid.clone());
+        assert_same(
+            "this kubelet, after deleting tools",
+            &names[..2],
+            &before[..2],
+            &kept[..2],
+        );
+
+        let t = std::time::Instant::now();
+        stop(&mut child).await;
+        child = Some(node.go(&go, &tb));
+        node.ready("this kubelet -> Go kubelet", &kept_names).await;
+        figure(
+            &format!("{test}: this kubelet -> Go kubelet, pods Running and Ready"),
+            t,
+        );
+        settle(&node.place, &node.image, &endpoint).await;
+        let back = node
+            .ready("this kubelet -> Go kubelet, settled", &kept_names)
+            .await;
+        assert_same("this kubelet -> Go kubelet", &kept_names, &kept, &back);
+        let tools = snapshot(&endpoint, &before[2].0.uid).await;
+        assert!(
+            tools.sandboxes.is_empty() && tools.containers.is_empty(),
+            "the Go kubelet did not bring the deleted pod back: {tools:?}"
+        );
+        eprintln!(
+            "FIGURE {test}: {} sandboxes and containers kept across both swaps",
+            count(&back)
+        );
+    };
+    let outcome = std::panic::AssertUnwindSafe(body).catch_unwind().await;
+    if outcome.is_err() {
+        eprintln!("kubelet log tail:\n{}", log_tail(&node.place.log, 60));
+    }
+    stop(&mut child).await;
+    // Every pod of the namespace, also those the body did not get to record.
+    if let Ok(listed) = node
+        .kubectl(&[
+            "get",
+            "pods",
+            "-n",
+            &node.ns,
+            "-o",
+            "jsonpath={.items[*].metadata.uid}",
+        ])
+        .await
+    {
+        uids.extend(listed.split_whitespace().map(str::to_string));
+    }
+    for u in &uids {
+        cleanup_runtime(&endpoint, u).await;
+    }
+    let _ = node
+        .kubectl(&["delete", "namespace", &node.ns, "--wait=false"])
+        .await;
+    let _ = node
+        .kubectl(&["delete", "node", &node.place.node, "--wait=false"])
+        .await;
+    remove_place(&node.place);
+    drop(shim);
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e);
+    }
+}
+
+#[tokio::test]
+async fn kubelet_swap_api_pods_with_go_kubelet_containerd() {
+    swap_api(
+        RuntimeKind::Containerd,
+        "kubelet_swap_api_pods_with_go_kubelet_containerd",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn kubelet_swap_api_pods_with_go_kubelet_dockershim() {
+    swap_api(
+        RuntimeKind::Dockershim,
+        "kubelet_swap_api_pods_with_go_kubelet_dockershim",
+    )
+    .await;
+}

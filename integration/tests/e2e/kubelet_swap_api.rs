@@ -7,10 +7,15 @@
 //! started on the same root directory, runtime, node name, node IP and credentials (the
 //! kubeconfig and client certificate the Go kubelet's bootstrap wrote). Nothing may be
 //! recreated or restarted: every sandbox and container id stays, no new one appears, no restart
-//! count rises, and the API server keeps reporting the pods Running and Ready with the same
-//! container ids. This kubelet then manages the adopted pods (a deleted API pod's containers,
-//! sandbox, CNI address and, on dockershim, checkpoint go, and the Pod object is finalized), a
-//! new API pod starts, and the Go kubelet takes everything back the same way.
+//! count rises, and the API server (watched over each swap) keeps every pod Running, Ready
+//! again once settled with the same container ids; only a pod with a readiness probe may be
+//! reported not Ready for a moment, which the Go kubelet 1.26 itself does after any restart.
+//! This kubelet then manages the adopted pods (a deleted API pod's containers, sandbox, CNI
+//! address and, on dockershim, checkpoint go, and the Pod object is finalized), new API pods
+//! start, and the labels and annotations it writes on the runtime for them agree with what the
+//! Go kubelet wrote for the same specs (`io.kubernetes.pod.*`, `io.kubernetes.container.*`,
+//! ports, preStop, terminationMessagePath, restart count, sandbox and container attempts); the
+//! Go kubelet then takes everything back the same way, this kubelet's new pods included.
 //!
 //! - `kubelet_swap_api_pods_with_go_kubelet_containerd`: on the test bed's containerd.
 //! - `kubelet_swap_api_pods_with_go_kubelet_dockershim`: on this project's standalone
@@ -26,6 +31,7 @@ use crate::kubelet_swap::{
     Place, Snapshot, figure, go_kubelet_with, remove_place, settle, snapshot, stop,
 };
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use futures::FutureExt;
@@ -57,7 +63,7 @@ stringData:
 const WEB: &str = r#"apiVersion: v1
 kind: Pod
 metadata:
-  name: web
+  name: @NAME@
   namespace: @NS@
   labels:
     app: web
@@ -409,6 +415,170 @@ impl Node {
     }
 }
 
+impl Node {
+    /// The kubelet that just took over has its API pods: a new API pod `name` added after it
+    /// started runs and Ready (the kubelet got the node's pods, the adopted ones among them,
+    /// before), and once deleted its containers and sandboxes go.
+    async fn api_canary(&self, step: &str, name: &str) {
+        self.plain(name).await;
+        let ready = self.ready(step, &[name]).await;
+        let uid = ready[0].0.uid.clone();
+        self.kubectl(&["delete", "pod", "-n", &self.ns, name, "--wait=false"])
+            .await
+            .unwrap_or_else(|e| panic!("kubectl delete pod {name}: {e}"));
+        wait_for(
+            &format!("{step}: {name} removed"),
+            &self.place.log,
+            || async {
+                let c = runtime_containers(&self.endpoint, &uid).await?;
+                let s = runtime_sandboxes(&self.endpoint, &uid).await?;
+                (c.is_empty() && s.is_empty()).then_some(())
+            },
+        )
+        .await;
+    }
+}
+
+/// A `kubectl get pods --watch` of a namespace: one line per event, `<name> <phase> <Ready>`.
+struct Watch {
+    child: Child,
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Watch {
+    fn start(judge: &Path, ns: &str) -> Watch {
+        use tokio::io::AsyncBufReadExt;
+        let template = r#"jsonpath={.metadata.name} {.status.phase} {.status.conditions[?(@.type=="Ready")].status}{"\n"}"#;
+        let mut child = kubelet_support::judge::kubectl_child(
+            judge,
+            &["get", "pods", "-n", ns, "--watch", "-o", template],
+        );
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let out = child.stdout.take().expect("kubectl stdout");
+        let task = tokio::spawn({
+            let lines = lines.clone();
+            async move {
+                let mut rd = tokio::io::BufReader::new(out).lines();
+                while let Ok(Some(l)) = rd.next_line().await {
+                    if let Ok(mut v) = lines.lock() {
+                        v.push(l);
+                    }
+                }
+            }
+        });
+        Watch { child, lines, task }
+    }
+
+    /// Stops the watch: the events of pods `names` that were not Running and Ready (after at
+    /// least one event of each, so that the watch saw them).
+    async fn stop(mut self, names: &[&str]) -> Vec<String> {
+        let _ = self.child.kill().await;
+        let _ = self.task.await;
+        let lines = self.lines.lock().map(|v| v.clone()).unwrap_or_default();
+        for n in names {
+            assert!(
+                lines.iter().any(|l| l.split(' ').next() == Some(*n)),
+                "the watch saw {n}: {lines:?}"
+            );
+        }
+        lines
+            .into_iter()
+            .filter(|l| {
+                let f: Vec<&str> = l.split(' ').collect();
+                names.contains(&f[0]) && f.get(1..3) != Some(&["Running", "True"][..])
+            })
+            .collect()
+    }
+}
+
+/// The pods with a readiness probe.
+const PROBED: &[&str] = &["web", "web2"];
+
+/// Checks the events a [`Watch`] saw over a swap that were not Running and Ready: every pod
+/// stayed Running, and only a pod with a readiness probe may have been reported not Ready for
+/// a moment. That is the Go kubelet 1.26's own behaviour after any restart (its readiness
+/// workers start at `Failure` for a container they have not probed yet, and the first status it
+/// writes says not Ready until the probe, which it triggers at once, succeeds), and this
+/// kubelet's as well; the test swaps show it in both directions.
+fn check_watch(step: &str, not_ready: Vec<String>) {
+    for l in &not_ready {
+        let f: Vec<&str> = l.split(' ').collect();
+        assert_eq!(
+            f.get(1),
+            Some(&"Running"),
+            "{step}: the API server reported a pod not Running: {l}"
+        );
+        assert!(
+            PROBED.contains(&f[0]),
+            "{step}: the API server reported a pod without a readiness probe not Ready: {l}"
+        );
+    }
+    eprintln!("FIGURE {step}: not-Ready moments of readiness-probed pods: {not_ready:?}");
+}
+
+/// The labels and annotations of an API pod's sandbox and containers on the runtime, keyed
+/// `sandbox.label.<key>`, `container.<name>.annotation.<key>`…, with the values that name the
+/// pod (its name, which may also be a container's, and UID) or differ by name or time
+/// (the container hash, `kubernetes.io/config.seen`) replaced by placeholders: what two
+/// kubelets write for the same spec, comparable.
+async fn runtime_meta(endpoint: &str, name: &str, uid: &str) -> BTreeMap<String, String> {
+    let norm = |k: &str, v: &str| -> String {
+        match k {
+            "io.kubernetes.container.hash" => "<hash>".into(),
+            "kubernetes.io/config.seen" => "<time>".into(),
+            "io.kubernetes.pod.name" | "io.kubernetes.container.name" if v == name => {
+                "<name>".into()
+            }
+            "kubectl.kubernetes.io/last-applied-configuration" => {
+                v.replace(&format!("\"name\":\"{name}\""), "\"name\":\"<name>\"")
+            }
+            _ => v.replace(uid, "<uid>"),
+        }
+    };
+    let mut out = BTreeMap::new();
+    for s in runtime_sandboxes(endpoint, uid).await.unwrap_or_default() {
+        for (k, v) in &s.labels {
+            out.insert(format!("sandbox.label.{k}"), norm(k, v));
+        }
+        for (k, v) in &s.annotations {
+            out.insert(format!("sandbox.annotation.{k}"), norm(k, v));
+        }
+        let attempt = s.metadata.as_ref().map(|m| m.attempt).unwrap_or(u32::MAX);
+        out.insert("sandbox.attempt".into(), attempt.to_string());
+    }
+    for c in runtime_containers(endpoint, uid).await.unwrap_or_default() {
+        let cname = c.metadata.as_ref().map(|m| m.name.as_str()).unwrap_or("?");
+        let cname = if cname == name { "<name>" } else { cname };
+        for (k, v) in &c.labels {
+            out.insert(format!("container.{cname}.label.{k}"), norm(k, v));
+        }
+        for (k, v) in &c.annotations {
+            out.insert(format!("container.{cname}.annotation.{k}"), norm(k, v));
+        }
+        let attempt = c.metadata.as_ref().map(|m| m.attempt).unwrap_or(u32::MAX);
+        out.insert(format!("container.{cname}.attempt"), attempt.to_string());
+    }
+    out
+}
+
+/// The differences between two [`runtime_meta`] maps, one line each.
+fn meta_diff(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<String> {
+    let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+    keys.sort();
+    keys.dedup();
+    keys.into_iter()
+        .filter(|k| a.get(*k) != b.get(*k))
+        .map(|k| {
+            format!(
+                "{k}: Go kubelet {:?}, this kubelet {:?}",
+                a.get(k),
+                b.get(k)
+            )
+        })
+        .collect()
+}
+
 /// After a swap: the same API state and runtime snapshot, pod by pod.
 fn assert_same(
     step: &str,
@@ -503,7 +673,7 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
             .await
             .expect("kubectl create namespace");
         node.apply(CONFIG).await;
-        node.apply(WEB).await;
+        node.apply(&WEB.replace("@NAME@", "web")).await;
         node.apply(DB).await;
         node.plain("tools").await;
         let names = ["web", "db", "tools"];
@@ -522,6 +692,7 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
             count(&before)
         );
 
+        let watch = Watch::start(&node.judge, &node.ns);
         let t = std::time::Instant::now();
         stop(&mut child).await;
         child = Some(node.ours(kind, &tb));
@@ -531,20 +702,40 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
             t,
         );
         settle(&node.place, &node.image, &endpoint).await;
+        node.api_canary("this kubelet", "canary-ours").await;
         let settled = node
             .ready("Go kubelet -> this kubelet, settled", &names)
             .await;
+        check_watch("Go kubelet -> this kubelet", watch.stop(&names).await);
         assert_same("Go kubelet -> this kubelet", &names, &before, &settled);
 
+        // What the Go kubelet wrote on the runtime for `tools`, to compare with what this
+        // kubelet writes for the same spec (`fresh`).
+        let go_meta = runtime_meta(&endpoint, "tools", &before[2].0.uid).await;
+        let go_web_meta = runtime_meta(&endpoint, "web", &before[0].0.uid).await;
         // This kubelet manages the adopted pods: a deleted one goes, a new one starts.
         node.delete(kind, "tools", &before[2].0.uid, checkpoints)
             .await;
         node.plain("fresh").await;
-        let kept_names = ["web", "db", "fresh"];
+        node.apply(&WEB.replace("@NAME@", "web2")).await;
+        let kept_names = ["web", "db", "fresh", "web2"];
         let kept = node
             .ready("this kubelet, after deleting tools", &kept_names)
             .await;
-        uids.push(kept[2].0.uid.clone());
+        uids.extend(kept[2..].iter().map(|(a, _)| a.uid.clone()));
+        let our_meta = runtime_meta(&endpoint, "fresh", &kept[2].0.uid).await;
+        let our_web_meta = runtime_meta(&endpoint, "web2", &kept[3].0.uid).await;
+        let mut diff = meta_diff(&go_meta, &our_meta);
+        diff.extend(meta_diff(&go_web_meta, &our_web_meta));
+        assert!(
+            diff.is_empty(),
+            "labels and annotations this kubelet writes for an API pod differ from the Go kubelet 1.26's:\n{}",
+            diff.join("\n")
+        );
+        eprintln!(
+            "FIGURE {test}: {} labels and annotations of two API pods' sandboxes and containers agree",
+            our_meta.len() + our_web_meta.len()
+        );
         assert_same(
             "this kubelet, after deleting tools",
             &names[..2],
@@ -552,6 +743,7 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
             &kept[..2],
         );
 
+        let watch = Watch::start(&node.judge, &node.ns);
         let t = std::time::Instant::now();
         stop(&mut child).await;
         child = Some(node.go(&go, &tb));
@@ -561,9 +753,11 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
             t,
         );
         settle(&node.place, &node.image, &endpoint).await;
+        node.api_canary("the Go kubelet again", "canary-go").await;
         let back = node
             .ready("this kubelet -> Go kubelet, settled", &kept_names)
             .await;
+        check_watch("this kubelet -> Go kubelet", watch.stop(&kept_names).await);
         assert_same("this kubelet -> Go kubelet", &kept_names, &kept, &back);
         let tools = snapshot(&endpoint, &before[2].0.uid).await;
         assert!(
@@ -603,6 +797,11 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
     let _ = node
         .kubectl(&["delete", "node", &node.place.node, "--wait=false"])
         .await;
+    // The last run's kubelet log stays beside the case's directory.
+    let _ = std::fs::copy(
+        &node.place.log,
+        node.place.dir.with_extension("last-kubelet.log"),
+    );
     remove_place(&node.place);
     drop(shim);
     if let Err(e) = outcome {

@@ -8,9 +8,9 @@
 //! kubeconfig and client certificate the Go kubelet's bootstrap wrote). Nothing may be
 //! recreated or restarted: every sandbox and container id stays, no new one appears, no restart
 //! count rises, and the API server (watched over each swap) keeps every pod Running, Ready
-//! again once settled with the same container ids; only a pod with a readiness probe may be
-//! reported not Ready for a moment, which the Go kubelet 1.26 itself does after any restart.
-//! This kubelet then manages the adopted pods (a deleted API pod's containers, sandbox, CNI
+//! again once settled with the same container ids; only a pod with a readiness or startup
+//! probe may be reported not Ready for a moment, which the Go kubelet 1.26 itself does after
+//! any restart (a fourth pod carries the container fields a manifest rarely has). This kubelet then manages the adopted pods (a deleted API pod's containers, sandbox, CNI
 //! address and, on dockershim, checkpoint go, and the Pod object is finalized), new API pods
 //! start, and the labels and annotations it writes on the runtime for them agree with what the
 //! Go kubelet wrote for the same specs (`io.kubernetes.pod.*`, `io.kubernetes.container.*`,
@@ -173,6 +173,94 @@ spec:
         memory: 1Gi
     securityContext:
       allowPrivilegeEscalation: false
+"#;
+
+/// A pod with the container fields a manifest rarely has (they all go into the container
+/// hash): envFrom, resourceFieldRef and secretKeyRef env, a security context with
+/// capabilities, a read-only root and a user, stdin and tty, a startup probe, a postStart hook,
+/// a termination message policy and path, ephemeral-storage resources, args and a downward API
+/// volume; pod-level fsGroup, host aliases and DNS config.
+const RICH: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: rich
+  namespace: @NS@
+spec:
+  nodeName: @NODE@
+  terminationGracePeriodSeconds: 2
+  securityContext:
+    fsGroup: 2000
+    supplementalGroups: [3000]
+  hostAliases:
+  - ip: 10.1.2.3
+    hostnames: [db.example]
+  dnsPolicy: None
+  dnsConfig:
+    nameservers: [10.0.0.10]
+    searches: [example.svc]
+    options:
+    - name: ndots
+      value: "2"
+  containers:
+  - name: rich
+    image: @IMAGE@
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c"]
+    args: ["echo started; exec sleep 3600"]
+    stdin: true
+    tty: true
+    terminationMessagePath: /tmp/message
+    terminationMessagePolicy: FallbackToLogsOnError
+    envFrom:
+    - configMapRef:
+        name: web-config
+      prefix: CFG_
+    - secretRef:
+        name: web-secret
+    env:
+    - name: MEM
+      valueFrom:
+        resourceFieldRef:
+          resource: limits.memory
+          divisor: 1Mi
+    - name: TOKEN
+      valueFrom:
+        secretKeyRef:
+          name: web-secret
+          key: token
+    resources:
+      requests:
+        ephemeral-storage: 10Mi
+        memory: 16Mi
+      limits:
+        ephemeral-storage: 100Mi
+        memory: 48Mi
+    securityContext:
+      runAsUser: 1000
+      runAsGroup: 1000
+      readOnlyRootFilesystem: true
+      capabilities:
+        add: ["NET_BIND_SERVICE"]
+        drop: ["MKNOD"]
+    startupProbe:
+      exec:
+        command: ["true"]
+      periodSeconds: 1
+      failureThreshold: 30
+    lifecycle:
+      postStart:
+        exec:
+          command: ["sh", "-c", "true"]
+    volumeMounts:
+    - name: info
+      mountPath: /etc/info
+  volumes:
+  - name: info
+    downwardAPI:
+      items:
+      - path: labels
+        fieldRef:
+          fieldPath: metadata.labels
 "#;
 
 /// A plain pod: `tools` is deleted under the adopting kubelet, `fresh` is created after that.
@@ -492,15 +580,16 @@ impl Watch {
     }
 }
 
-/// The pods with a readiness probe.
-const PROBED: &[&str] = &["web", "web2"];
+/// The pods with a readiness or startup probe.
+const PROBED: &[&str] = &["web", "web2", "rich"];
 
 /// Checks the events a [`Watch`] saw over a swap that were not Running and Ready: every pod
-/// stayed Running, and only a pod with a readiness probe may have been reported not Ready for
-/// a moment. That is the Go kubelet 1.26's own behaviour after any restart (its readiness
-/// workers start at `Failure` for a container they have not probed yet, and the first status it
-/// writes says not Ready until the probe, which it triggers at once, succeeds), and this
-/// kubelet's as well; the test swaps show it in both directions.
+/// stayed Running, and only a pod with a readiness or startup probe may have been reported not
+/// Ready for a moment. That is the Go kubelet 1.26's own behaviour after any restart (its
+/// readiness workers start at `Failure` and its startup workers at `Unknown` for a container
+/// they have not probed yet, and the first status it writes says not Ready, resp. not started,
+/// until the probe succeeds), and this kubelet's as well; the swaps show it in both
+/// directions.
 fn check_watch(step: &str, not_ready: Vec<String>) {
     for l in &not_ready {
         let f: Vec<&str> = l.split(' ').collect();
@@ -511,10 +600,10 @@ fn check_watch(step: &str, not_ready: Vec<String>) {
         );
         assert!(
             PROBED.contains(&f[0]),
-            "{step}: the API server reported a pod without a readiness probe not Ready: {l}"
+            "{step}: the API server reported a pod without a readiness or startup probe not Ready: {l}"
         );
     }
-    eprintln!("FIGURE {step}: not-Ready moments of readiness-probed pods: {not_ready:?}");
+    eprintln!("FIGURE {step}: not-Ready moments of probed pods: {not_ready:?}");
 }
 
 /// The labels and annotations of an API pod's sandbox and containers on the runtime, keyed
@@ -676,7 +765,8 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
         node.apply(&WEB.replace("@NAME@", "web")).await;
         node.apply(DB).await;
         node.plain("tools").await;
-        let names = ["web", "db", "tools"];
+        node.apply(RICH).await;
+        let names = ["web", "db", "tools", "rich"];
         let before = node.ready("the Go kubelet", &names).await;
         uids.extend(before.iter().map(|(a, _)| a.uid.clone()));
         let count = |s: &[(ApiState, Snapshot)]| {
@@ -718,11 +808,17 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
             .await;
         node.plain("fresh").await;
         node.apply(&WEB.replace("@NAME@", "web2")).await;
-        let kept_names = ["web", "db", "fresh", "web2"];
+        let kept_names = ["web", "db", "fresh", "web2", "rich"];
         let kept = node
             .ready("this kubelet, after deleting tools", &kept_names)
             .await;
         uids.extend(kept[2..].iter().map(|(a, _)| a.uid.clone()));
+        assert_same(
+            "this kubelet, after deleting tools",
+            &["rich"],
+            &before[3..],
+            &kept[4..],
+        );
         let our_meta = runtime_meta(&endpoint, "fresh", &kept[2].0.uid).await;
         let our_web_meta = runtime_meta(&endpoint, "web2", &kept[3].0.uid).await;
         let mut diff = meta_diff(&go_meta, &our_meta);

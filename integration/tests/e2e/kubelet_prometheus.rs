@@ -29,7 +29,8 @@
 //!
 //! Not provable here: `KubePersistentVolumeFillingUp` reads `kubelet_volume_stats_*`, which need
 //! PersistentVolumeClaims mounted; this kubelet mounts none, so the expression is evaluated and
-//! returns no series (the families are registered and Prometheus has their metadata).
+//! returns no series (the families are registered but, without a child, not exposed, as
+//! upstream's empty vectors are not).
 //! kube-state-metrics is not in the test bed: the alerts and rules join the kubelet's series with
 //! `kube_pod_info`, `kube_node_info` and `kube_node_status_capacity`, so the test serves those
 //! (and `kube_pod_status_phase`, `kube_node_status_condition`) itself, with kube-state-metrics's
@@ -1077,13 +1078,14 @@ topk by (cluster, instance, node) (1,
         let s = find(&r, &on_node).unwrap_or_else(|| panic!("{metric}: {r:?}"));
         let at = s["value"][0].as_f64().unwrap_or_default();
         let want = not_after(&cert_dir.join(pem)) - at;
-        // Served when scraped (≤ one interval before `at`). Whole seconds as upstream's is the
-        // unit test's (metrics::tests::certificate_ttls_are_whole_seconds_as_upstreams).
+        // Served when scraped (≤ one interval before `at`), in whole seconds as upstream's
+        // math.Trunc (also metrics::tests::certificate_ttls_are_whole_seconds_as_upstreams).
         assert!(
             value(s) >= want - 1.0 && value(s) <= want + 5.0,
             "{metric} {} vs the certificate's {want}",
             value(s)
         );
+        assert_eq!(value(s).fract(), 0.0, "{metric} in whole seconds: {s}");
         for threshold in ["604800", "86400"] {
             let r = prom.query(&format!("{metric} < {threshold}")).await;
             assert!(

@@ -842,6 +842,20 @@ async fn kubelet_prometheus(kind: RuntimeKind) {
             let raw_thr = samples(&prom.query_at(&format!("{throttled}[{w}s]"), Some(at)).await);
             let raw_per = samples(&prom.query_at(&format!("{periods}[{w}s]"), Some(at)).await);
             sampler.abort();
+            // The cgroup read throughout is the burner's one container: not restarted since.
+            let now = pods
+                .get(&burn)
+                .await
+                .ok()
+                .and_then(|p| p.status?.container_statuses?.into_iter().next());
+            assert!(
+                now.as_ref().is_some_and(|c| c.restart_count == 0
+                    && c.container_id
+                        .as_deref()
+                        .and_then(|i| i.split_once("://"))
+                        .is_some_and(|(_, id)| id == burner_id)),
+                "the burner's container {burner_id} ran throughout: {now:?}"
+            );
             let readings = readings.lock().clone();
             let (c0, c1) = (
                 cgroup_at(&readings, at - WINDOW_SECS),

@@ -800,14 +800,24 @@ async fn kubelet_prometheus(kind: RuntimeKind) {
             tokio::time::sleep(Duration::from_secs(6)).await;
             check_expressions(kind, &prom, &node, &burn, &probe, &cert_dir).await;
 
-            // The CPU comparison, evaluated at `at` (past the last scrape) over WINDOW_SECS.
+            // The CPU comparison, evaluated at `at` over WINDOW_SECS.
             while now_secs() < window_end {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            // Past the last scrape, and not past the last cgroup reading (the sampler may lag
-            // on a loaded machine).
+            // At the burner's last scrape, so that Prometheus's samples reach the window's end
+            // (`rate()` then extrapolates over the gap before the first sample only, less than
+            // one interval, instead of over a gap at each end: on a loaded machine the burner's
+            // CPU is uneven and the cgroup counts those gaps too); and not past the last cgroup
+            // reading (the sampler may lag on a loaded machine).
+            let last_scrape = prom
+                .query(&format!("timestamp({usage})"))
+                .await
+                .first()
+                .map(value)
+                .filter(|t| t.is_finite())
+                .unwrap_or_else(|| panic!("the burner's last scrape"));
             let last_reading = readings.lock().last().map(|r| r.0).unwrap_or_default();
-            let at = (now_secs() - 1.0).min(last_reading).floor();
+            let at = last_scrape.min(last_reading);
             let w = WINDOW_SECS as u64;
             let throttled = usage.replace(
                 "container_cpu_usage_seconds_total",

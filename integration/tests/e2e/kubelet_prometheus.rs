@@ -1408,13 +1408,11 @@ async fn wait_for_rules(prom: &Prometheus) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not green yet: the 300m burner's rate vs its cgroup was never compared to the end; run with --ignored"]
 async fn kubelet_prometheus_containerd() {
     kubelet_prometheus(RuntimeKind::Containerd).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not green yet: the 300m burner's rate vs its cgroup was never compared to the end; run with --ignored"]
 async fn kubelet_prometheus_dockershim() {
     kubelet_prometheus(RuntimeKind::Dockershim).await;
 }

@@ -179,7 +179,6 @@ async fn delete_pod(place: &Place, endpoint: &str, file: &str, uid: &str, checkp
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not green yet: under cri-dockerd 0.3.7 the `db` pod crash-loops before the first swap (cause not found); run with --ignored and CRI_DOCKERD"]
 async fn dockershim_swap_cri_dockerd() {
     let test = "dockershim_swap_cri_dockerd";
     let Some(judge) = std::env::var_os("KUBELET_JUDGE").map(PathBuf::from) else {

@@ -136,6 +136,42 @@ spec:
       allowPrivilegeEscalation: false
 "#;
 
+/// [`DB`] as a Burstable pod (its container, `db-burstable`, requests less than its limits),
+/// for runtimes that cannot start a Guaranteed pod on a host that cannot lower
+/// oom_score_adj: the kubelet asks oom_score_adj -997 for Guaranteed containers, and
+/// cri-dockerd passes it to Docker as is, whose runc then fails to start the container
+/// (`can't get final child's PID from pipe: EOF`): the container stays `Created` with exit
+/// code 128 and the kubelet retries it in back-off (`CrashLoopBackOff`). containerd
+/// (`restrict_oom_score_adj`) and dockershim raise the value to what the host allows.
+const DB_BURSTABLE: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: db
+  namespace: swap
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: db-burstable
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "exec sleep 3600"]
+    ports:
+    - containerPort: 5432
+      protocol: TCP
+    - containerPort: 5433
+      protocol: UDP
+      name: udp
+    resources:
+      limits:
+        cpu: "1"
+        memory: 1Gi
+      requests:
+        cpu: 500m
+        memory: 64Mi
+    securityContext:
+      allowPrivilegeEscalation: false
+"#;
+
 const TOOLS: &str = r#"apiVersion: v1
 kind: Pod
 metadata:
@@ -163,6 +199,7 @@ const HASHES: &[(&str, &str)] = &[
     ("server", "66ad0e22"),
     ("side", "ce061e1f"),
     ("db", "92a3ac33"),
+    ("db-burstable", "11170d7d"),
     ("tools", "6545c258"),
 ];
 
@@ -196,6 +233,16 @@ pub(crate) const DOCKERSHIM_CRI_DOCKERD: Case = Case {
     pods: [
         ("web.yaml", WEB, "4396501417cc0aa3abe8252875132fd4"),
         ("db.yaml", DB, "1e39d6ecbc0a56873c6c5e9138b4f8be"),
+        ("tools.yaml", TOOLS, "be227d6fa126d47e9af4ace7a3625dda"),
+    ],
+};
+/// [`DOCKERSHIM_CRI_DOCKERD`] with [`DB_BURSTABLE`] (same place): for hosts that cannot lower
+/// oom_score_adj, where cri-dockerd cannot start the Guaranteed `db`.
+pub(crate) const DOCKERSHIM_CRI_DOCKERD_BURSTABLE: Case = Case {
+    name: "dockershim-cri-dockerd",
+    pods: [
+        ("web.yaml", WEB, "4396501417cc0aa3abe8252875132fd4"),
+        ("db.yaml", DB_BURSTABLE, "0112016abf9bff0cac513de96c04ab4a"),
         ("tools.yaml", TOOLS, "be227d6fa126d47e9af4ace7a3625dda"),
     ],
 };

@@ -200,6 +200,9 @@ async fn dockershim_swap_cri_dockerd() {
         );
         &DOCKERSHIM_CRI_DOCKERD_BURSTABLE
     };
+    if skip_for_shared_pod_logs(test, case) {
+        return;
+    }
     let uids: Vec<&str> = case.pods.iter().map(|(_, _, u)| *u).collect();
     let place = Place::new(case, &tb.busybox_image);
     let shim_dir = place.dir.join("shim");

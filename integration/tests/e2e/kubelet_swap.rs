@@ -319,6 +319,100 @@ fn ours(kind: RuntimeKind, tb: &Testbed, place: &Place) -> Child {
     .expect("spawn kubelet")
 }
 
+/// Where every kubelet on the host writes its pods' logs; the Go kubelet 1.26 cannot be given
+/// another (`podLogsRootDirectory` is a constant).
+pub(crate) const POD_LOGS_ROOT: &str = "/var/log/pods";
+
+/// Set to `1` to run the Go kubelet although other pods' log directories are in
+/// [`POD_LOGS_ROOT`] (they will be removed).
+pub(crate) const SHARED_POD_LOGS_ENV: &str = "GO_KUBELET_SHARED_POD_LOGS";
+
+/// The directories among `entries` (names in [`POD_LOGS_ROOT`], `<ns>_<name>_<uid>`) of pods
+/// whose UID is not in `own`. The Go kubelet 1.26's container GC (`evictPodLogsDirectories`,
+/// every minute once its sources are ready) removes the log directory of every pod it does not
+/// run, so starting it on a host where other kubelets (a judge node, soak kubelets, other
+/// tests) keep their pods' logs there deletes their running containers' log files: their
+/// `/containerLogs` answers "entity not found" until the container restarts.
+pub(crate) fn foreign_pod_log_dirs<I, S>(entries: I, own: &[&str]) -> Vec<String>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    let mut v: Vec<String> = entries
+        .into_iter()
+        .map(Into::into)
+        .filter(|name| {
+            let uid = name.rsplit('_').next().unwrap_or(name);
+            !own.contains(&uid)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Whether `test` must not start the Go kubelet for `case` (said with a loud `SKIPPED`
+/// line): [`POD_LOGS_ROOT`] holds log directories of pods other than the case's (its static
+/// pods, its canary and its `-fresh` pod) and [`SHARED_POD_LOGS_ENV`] is not `1`; see
+/// [`foreign_pod_log_dirs`].
+pub(crate) fn skip_for_shared_pod_logs(test: &str, case: &Case) -> bool {
+    let extra = [
+        format!("swap-{}-canary", case.name),
+        format!("swap-{}-fresh", case.name),
+    ];
+    let own: Vec<&str> = case
+        .pods
+        .iter()
+        .map(|(_, _, uid)| *uid)
+        .chain(extra.iter().map(String::as_str))
+        .collect();
+    let names = std::fs::read_dir(POD_LOGS_ROOT)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let foreign = foreign_pod_log_dirs(names, &own);
+    let Some(first) = foreign.first() else {
+        return false;
+    };
+    if std::env::var(SHARED_POD_LOGS_ENV).as_deref() == Ok("1") {
+        eprintln!(
+            "NOTE {test}: {SHARED_POD_LOGS_ENV}=1: the Go kubelet's container GC will remove {} log directories of other pods in {POD_LOGS_ROOT}",
+            foreign.len()
+        );
+        return false;
+    }
+    eprintln!(
+        "SKIPPED {test}: {POD_LOGS_ROOT} holds {} log directories of other pods (first: {first}); the Go kubelet's container GC would remove them under the kubelets running those pods. Set {SHARED_POD_LOGS_ENV}=1 to run anyway",
+        foreign.len()
+    );
+    true
+}
+
+#[test]
+fn foreign_pod_log_dirs_are_those_of_other_pods() {
+    let entries = [
+        "cmtest_mtpod_9a503d33-1097-4341-b1f1-02a71a1f00cf",
+        "default_web-swap-x_swap-x-web",
+        "default_keep0-soak1_soak1-keep0",
+        "default_canary-swap-x_swap-x-canary",
+    ];
+    assert_eq!(
+        foreign_pod_log_dirs(entries, &["swap-x-web", "swap-x-canary"]),
+        vec![
+            "cmtest_mtpod_9a503d33-1097-4341-b1f1-02a71a1f00cf".to_string(),
+            "default_keep0-soak1_soak1-keep0".to_string(),
+        ]
+    );
+    assert!(foreign_pod_log_dirs(["default_a_u1", "default_b_u2"], &["u1", "u2"]).is_empty());
+    assert_eq!(
+        foreign_pod_log_dirs(["x"], &[]),
+        vec!["x".to_string()],
+        "a name without separators is another pod's"
+    );
+}
+
 /// The Go kubelet 1.26 at `judge`, standalone on the CRI runtime at `endpoint` (containerd,
 /// dockershim or cri-dockerd), on `place`: no API server, the runtime's cgroupfs driver, no
 /// iptables chains, and neither image nor dead-container GC (other tests share the runtime and
@@ -686,6 +780,9 @@ async fn kubelet_swap_with_go_kubelet_containerd() {
     let tb = require_testbed!(test);
     let kind = RuntimeKind::Containerd;
     let case = &JUDGE_CONTAINERD;
+    if skip_for_shared_pod_logs(test, case) {
+        return;
+    }
     let place = Place::new(case, &tb.busybox_image);
     let endpoint = tb.containerd_endpoint.clone();
     let mut child = Some(go_kubelet(&judge, &tb, &endpoint, &place));
@@ -757,6 +854,9 @@ async fn kubelet_swap_with_go_kubelet_dockershim() {
     };
     let tb = require_testbed!(test);
     let case = &JUDGE_DOCKERSHIM;
+    if skip_for_shared_pod_logs(test, case) {
+        return;
+    }
     let place = Place::new(case, &tb.busybox_image);
     let shim_dir = place.dir.join("shim");
     std::fs::create_dir_all(&shim_dir).expect("shim dir");

@@ -488,6 +488,28 @@ mod tests {
         }
     }
 
+    /// The kubelet asks -997 for a Guaranteed pod's containers. Where the host cannot lower
+    /// oom_score_adj (floor 0) Docker gets no value (0) instead: with -997 runc would fail to
+    /// start the container, as it does under cri-dockerd 0.3.7, which passes it unchanged. A
+    /// value at or above the floor, and any value on a host that can lower it, pass as asked.
+    #[test]
+    fn oom_score_adj_is_raised_to_the_hosts_floor() {
+        let oom = |adj: i64, floor: Option<i64>| {
+            let r = cri::LinuxContainerResources {
+                oom_score_adj: adj,
+                ..Default::default()
+            };
+            let mut hc = HostConfig::default();
+            apply_resources(&r, floor, &mut hc);
+            hc.oom_score_adj
+        };
+        assert_eq!(oom(-997, Some(0)), None);
+        assert_eq!(oom(-997, None), Some(-997));
+        assert_eq!(oom(999, Some(0)), Some(999));
+        assert_eq!(oom(1000, None), Some(1000));
+        assert_eq!(oom(-500, Some(-100)), Some(-100));
+    }
+
     #[test]
     fn binds_carry_mode_relabel_and_propagation() {
         let m = cri::Mount {

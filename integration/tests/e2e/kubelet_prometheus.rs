@@ -29,7 +29,8 @@
 //!
 //! Not provable here: `KubePersistentVolumeFillingUp` reads `kubelet_volume_stats_*`, which need
 //! PersistentVolumeClaims mounted; this kubelet mounts none, so the expression is evaluated and
-//! returns no series (the families are registered and Prometheus has their metadata).
+//! returns no series (the families are registered but, without a child, not exposed, as
+//! upstream's empty vectors are not).
 //! kube-state-metrics is not in the test bed: the alerts and rules join the kubelet's series with
 //! `kube_pod_info`, `kube_node_info` and `kube_node_status_capacity`, so the test serves those
 //! (and `kube_pod_status_phase`, `kube_node_status_condition`) itself, with kube-state-metrics's
@@ -799,14 +800,24 @@ async fn kubelet_prometheus(kind: RuntimeKind) {
             tokio::time::sleep(Duration::from_secs(6)).await;
             check_expressions(kind, &prom, &node, &burn, &probe, &cert_dir).await;
 
-            // The CPU comparison, evaluated at `at` (past the last scrape) over WINDOW_SECS.
+            // The CPU comparison, evaluated at `at` over WINDOW_SECS.
             while now_secs() < window_end {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            // Past the last scrape, and not past the last cgroup reading (the sampler may lag
-            // on a loaded machine).
+            // At the burner's last scrape, so that Prometheus's samples reach the window's end
+            // (`rate()` then extrapolates over the gap before the first sample only, less than
+            // one interval, instead of over a gap at each end: on a loaded machine the burner's
+            // CPU is uneven and the cgroup counts those gaps too); and not past the last cgroup
+            // reading (the sampler may lag on a loaded machine).
+            let last_scrape = prom
+                .query(&format!("timestamp({usage})"))
+                .await
+                .first()
+                .map(value)
+                .filter(|t| t.is_finite())
+                .unwrap_or_else(|| panic!("the burner's last scrape"));
             let last_reading = readings.lock().last().map(|r| r.0).unwrap_or_default();
-            let at = (now_secs() - 1.0).min(last_reading).floor();
+            let at = last_scrape.min(last_reading);
             let w = WINDOW_SECS as u64;
             let throttled = usage.replace(
                 "container_cpu_usage_seconds_total",
@@ -841,6 +852,20 @@ async fn kubelet_prometheus(kind: RuntimeKind) {
             let raw_thr = samples(&prom.query_at(&format!("{throttled}[{w}s]"), Some(at)).await);
             let raw_per = samples(&prom.query_at(&format!("{periods}[{w}s]"), Some(at)).await);
             sampler.abort();
+            // The cgroup read throughout is the burner's one container: not restarted since.
+            let now = pods
+                .get(&burn)
+                .await
+                .ok()
+                .and_then(|p| p.status?.container_statuses?.into_iter().next());
+            assert!(
+                now.as_ref().is_some_and(|c| c.restart_count == 0
+                    && c.container_id
+                        .as_deref()
+                        .and_then(|i| i.split_once("://"))
+                        .is_some_and(|(_, id)| id == burner_id)),
+                "the burner's container {burner_id} ran throughout: {now:?}"
+            );
             let readings = readings.lock().clone();
             let (c0, c1) = (
                 cgroup_at(&readings, at - WINDOW_SECS),
@@ -1077,13 +1102,14 @@ topk by (cluster, instance, node) (1,
         let s = find(&r, &on_node).unwrap_or_else(|| panic!("{metric}: {r:?}"));
         let at = s["value"][0].as_f64().unwrap_or_default();
         let want = not_after(&cert_dir.join(pem)) - at;
-        // Served when scraped (≤ one interval before `at`). Whole seconds as upstream's is the
-        // unit test's (metrics::tests::certificate_ttls_are_whole_seconds_as_upstreams).
+        // Served when scraped (≤ one interval before `at`), in whole seconds as upstream's
+        // math.Trunc (also metrics::tests::certificate_ttls_are_whole_seconds_as_upstreams).
         assert!(
             value(s) >= want - 1.0 && value(s) <= want + 5.0,
             "{metric} {} vs the certificate's {want}",
             value(s)
         );
+        assert_eq!(value(s).fract(), 0.0, "{metric} in whole seconds: {s}");
         for threshold in ["604800", "86400"] {
             let r = prom.query(&format!("{metric} < {threshold}")).await;
             assert!(
@@ -1382,13 +1408,11 @@ async fn wait_for_rules(prom: &Prometheus) -> Vec<Value> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not green yet: the 300m burner's rate vs its cgroup was never compared to the end; run with --ignored"]
 async fn kubelet_prometheus_containerd() {
     kubelet_prometheus(RuntimeKind::Containerd).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "not green yet: the 300m burner's rate vs its cgroup was never compared to the end; run with --ignored"]
 async fn kubelet_prometheus_dockershim() {
     kubelet_prometheus(RuntimeKind::Dockershim).await;
 }

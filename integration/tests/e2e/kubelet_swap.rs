@@ -136,6 +136,42 @@ spec:
       allowPrivilegeEscalation: false
 "#;
 
+/// [`DB`] as a Burstable pod (its container, `db-burstable`, requests less than its limits),
+/// for runtimes that cannot start a Guaranteed pod on a host that cannot lower
+/// oom_score_adj: the kubelet asks oom_score_adj -997 for Guaranteed containers, and
+/// cri-dockerd passes it to Docker as is, whose runc then fails to start the container
+/// (`can't get final child's PID from pipe: EOF`): the container stays `Created` with exit
+/// code 128 and the kubelet retries it in back-off (`CrashLoopBackOff`). containerd
+/// (`restrict_oom_score_adj`) and dockershim raise the value to what the host allows.
+const DB_BURSTABLE: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: db
+  namespace: swap
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: db-burstable
+    image: IMAGE
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", "exec sleep 3600"]
+    ports:
+    - containerPort: 5432
+      protocol: TCP
+    - containerPort: 5433
+      protocol: UDP
+      name: udp
+    resources:
+      limits:
+        cpu: "1"
+        memory: 1Gi
+      requests:
+        cpu: 500m
+        memory: 64Mi
+    securityContext:
+      allowPrivilegeEscalation: false
+"#;
+
 const TOOLS: &str = r#"apiVersion: v1
 kind: Pod
 metadata:
@@ -163,6 +199,7 @@ const HASHES: &[(&str, &str)] = &[
     ("server", "66ad0e22"),
     ("side", "ce061e1f"),
     ("db", "92a3ac33"),
+    ("db-burstable", "11170d7d"),
     ("tools", "6545c258"),
 ];
 
@@ -196,6 +233,16 @@ pub(crate) const DOCKERSHIM_CRI_DOCKERD: Case = Case {
     pods: [
         ("web.yaml", WEB, "4396501417cc0aa3abe8252875132fd4"),
         ("db.yaml", DB, "1e39d6ecbc0a56873c6c5e9138b4f8be"),
+        ("tools.yaml", TOOLS, "be227d6fa126d47e9af4ace7a3625dda"),
+    ],
+};
+/// [`DOCKERSHIM_CRI_DOCKERD`] with [`DB_BURSTABLE`] (same place): for hosts that cannot lower
+/// oom_score_adj, where cri-dockerd cannot start the Guaranteed `db`.
+pub(crate) const DOCKERSHIM_CRI_DOCKERD_BURSTABLE: Case = Case {
+    name: "dockershim-cri-dockerd",
+    pods: [
+        ("web.yaml", WEB, "4396501417cc0aa3abe8252875132fd4"),
+        ("db.yaml", DB_BURSTABLE, "0112016abf9bff0cac513de96c04ab4a"),
         ("tools.yaml", TOOLS, "be227d6fa126d47e9af4ace7a3625dda"),
     ],
 };
@@ -277,6 +324,100 @@ fn ours(kind: RuntimeKind, tb: &Testbed, place: &Place) -> Child {
     )
     .spawn()
     .expect("spawn kubelet")
+}
+
+/// Where every kubelet on the host writes its pods' logs; the Go kubelet 1.26 cannot be given
+/// another (`podLogsRootDirectory` is a constant).
+pub(crate) const POD_LOGS_ROOT: &str = "/var/log/pods";
+
+/// Set to `1` to run the Go kubelet although other pods' log directories are in
+/// [`POD_LOGS_ROOT`] (they will be removed).
+pub(crate) const SHARED_POD_LOGS_ENV: &str = "GO_KUBELET_SHARED_POD_LOGS";
+
+/// The directories among `entries` (names in [`POD_LOGS_ROOT`], `<ns>_<name>_<uid>`) of pods
+/// whose UID is not in `own`. The Go kubelet 1.26's container GC (`evictPodLogsDirectories`,
+/// every minute once its sources are ready) removes the log directory of every pod it does not
+/// run, so starting it on a host where other kubelets (a judge node, soak kubelets, other
+/// tests) keep their pods' logs there deletes their running containers' log files: their
+/// `/containerLogs` answers "entity not found" until the container restarts.
+pub(crate) fn foreign_pod_log_dirs<I, S>(entries: I, own: &[&str]) -> Vec<String>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    let mut v: Vec<String> = entries
+        .into_iter()
+        .map(Into::into)
+        .filter(|name| {
+            let uid = name.rsplit('_').next().unwrap_or(name);
+            !own.contains(&uid)
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Whether `test` must not start the Go kubelet for `case` (said with a loud `SKIPPED`
+/// line): [`POD_LOGS_ROOT`] holds log directories of pods other than the case's (its static
+/// pods, its canary and its `-fresh` pod) and [`SHARED_POD_LOGS_ENV`] is not `1`; see
+/// [`foreign_pod_log_dirs`].
+pub(crate) fn skip_for_shared_pod_logs(test: &str, case: &Case) -> bool {
+    let extra = [
+        format!("swap-{}-canary", case.name),
+        format!("swap-{}-fresh", case.name),
+    ];
+    let own: Vec<&str> = case
+        .pods
+        .iter()
+        .map(|(_, _, uid)| *uid)
+        .chain(extra.iter().map(String::as_str))
+        .collect();
+    let names = std::fs::read_dir(POD_LOGS_ROOT)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default();
+    let foreign = foreign_pod_log_dirs(names, &own);
+    let Some(first) = foreign.first() else {
+        return false;
+    };
+    if std::env::var(SHARED_POD_LOGS_ENV).as_deref() == Ok("1") {
+        eprintln!(
+            "NOTE {test}: {SHARED_POD_LOGS_ENV}=1: the Go kubelet's container GC will remove {} log directories of other pods in {POD_LOGS_ROOT}",
+            foreign.len()
+        );
+        return false;
+    }
+    eprintln!(
+        "SKIPPED {test}: {POD_LOGS_ROOT} holds {} log directories of other pods (first: {first}); the Go kubelet's container GC would remove them under the kubelets running those pods. Set {SHARED_POD_LOGS_ENV}=1 to run anyway",
+        foreign.len()
+    );
+    true
+}
+
+#[test]
+fn foreign_pod_log_dirs_are_those_of_other_pods() {
+    let entries = [
+        "cmtest_mtpod_9a503d33-1097-4341-b1f1-02a71a1f00cf",
+        "default_web-swap-x_swap-x-web",
+        "default_keep0-soak1_soak1-keep0",
+        "default_canary-swap-x_swap-x-canary",
+    ];
+    assert_eq!(
+        foreign_pod_log_dirs(entries, &["swap-x-web", "swap-x-canary"]),
+        vec![
+            "cmtest_mtpod_9a503d33-1097-4341-b1f1-02a71a1f00cf".to_string(),
+            "default_keep0-soak1_soak1-keep0".to_string(),
+        ]
+    );
+    assert!(foreign_pod_log_dirs(["default_a_u1", "default_b_u2"], &["u1", "u2"]).is_empty());
+    assert_eq!(
+        foreign_pod_log_dirs(["x"], &[]),
+        vec!["x".to_string()],
+        "a name without separators is another pod's"
+    );
 }
 
 /// The Go kubelet 1.26 at `judge`, standalone on the CRI runtime at `endpoint` (containerd,
@@ -658,6 +799,9 @@ async fn kubelet_swap_with_go_kubelet_containerd() {
     let tb = require_testbed!(test);
     let kind = RuntimeKind::Containerd;
     let case = &JUDGE_CONTAINERD;
+    if skip_for_shared_pod_logs(test, case) {
+        return;
+    }
     let place = Place::new(case, &tb.busybox_image);
     let endpoint = tb.containerd_endpoint.clone();
     let mut child = Some(go_kubelet(&judge, &tb, &endpoint, &place));
@@ -729,6 +873,9 @@ async fn kubelet_swap_with_go_kubelet_dockershim() {
     };
     let tb = require_testbed!(test);
     let case = &JUDGE_DOCKERSHIM;
+    if skip_for_shared_pod_logs(test, case) {
+        return;
+    }
     let place = Place::new(case, &tb.busybox_image);
     let shim_dir = place.dir.join("shim");
     std::fs::create_dir_all(&shim_dir).expect("shim dir");

@@ -93,9 +93,10 @@ impl ApiStatusSyncer {
                     .pending
                     .entry(uid.to_string())
                     .or_insert_with(std::time::Instant::now);
+                let old_ips = old_pod_ips(&p.pod, self.written.get(uid));
                 let patch = serde_json::json!({
                     "metadata": {"uid": uid},
-                    "status": status_patch(status),
+                    "status": status_patch(status, &old_ips),
                 });
                 match api
                     .patch_status(name, &PatchParams::default(), &Patch::Strategic(&patch))
@@ -159,13 +160,58 @@ impl ApiStatusSyncer {
     }
 }
 
+/// The addresses the API server may hold for a pod: those of the pod as the kubelet last saw
+/// it and those it last wrote.
+fn old_pod_ips<'a>(pod: &'a Pod, written: Option<&'a PodStatus>) -> Vec<&'a str> {
+    [pod.status.as_ref(), written]
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s.pod_ips.iter().flatten().map(|i| i.ip.as_str()))
+        .collect()
+}
+
 /// `status` as a strategic merge patch body: a container state holds exactly one of
 /// `waiting`, `running` and `terminated`, so the two absent ones are sent as `null` (what
 /// upstream's two-way merge patch does) — a merge would otherwise keep the old `running` beside
 /// a new `terminated`. Likewise a condition's absent `reason` and `message` are `null`: a
 /// `Ready` that turned `True` would otherwise keep the reason and message it had while `False`.
-fn status_patch(status: &PodStatus) -> serde_json::Value {
+///
+/// `podIPs` merges by `ip`: a pod whose sandbox was recreated with a new address would get the
+/// new one beside the old, which the API server refuses ("may specify no more than one IP for
+/// each IP family", 422) — and then no status of that pod is written again. As upstream's
+/// two-way merge patch, each address in `old_ips` (what the API pod says and what was last
+/// written) that is not in the new list is deleted (`$patch: delete`) and
+/// `$setElementOrder/podIPs` gives the order. (The API server does not honour a
+/// `$patch: replace` element in this list: it keeps it as an address "".)
+fn status_patch(status: &PodStatus, old_ips: &[&str]) -> serde_json::Value {
     let mut v = serde_json::to_value(status).unwrap_or_default();
+    if let Some(obj) = v.as_object_mut()
+        && let Some(serde_json::Value::Array(ips)) = obj.get("podIPs").cloned()
+    {
+        let new: Vec<&str> = ips
+            .iter()
+            .filter_map(|i| i.get("ip").and_then(serde_json::Value::as_str))
+            .collect();
+        let mut list = ips.clone();
+        let mut gone: Vec<&str> = old_ips
+            .iter()
+            .copied()
+            .filter(|ip| !new.contains(ip))
+            .collect();
+        gone.sort_unstable();
+        gone.dedup();
+        list.extend(
+            gone.iter()
+                .map(|ip| serde_json::json!({"ip": ip, "$patch": "delete"})),
+        );
+        let order: Vec<serde_json::Value> =
+            new.iter().map(|ip| serde_json::json!({"ip": ip})).collect();
+        obj.insert("podIPs".into(), serde_json::Value::Array(list));
+        obj.insert(
+            "$setElementOrder/podIPs".into(),
+            serde_json::Value::Array(order),
+        );
+    }
     if let Some(conditions) = v
         .get_mut("conditions")
         .and_then(serde_json::Value::as_array_mut)
@@ -291,7 +337,7 @@ mod tests {
                 "lastState": {}}]
         }))
         .expect("status");
-        let p = status_patch(&status);
+        let p = status_patch(&status, &[]);
         let state = &p["containerStatuses"][0]["state"];
         assert!(state["running"].is_null() && state.get("running").is_some());
         assert!(state.get("waiting").is_some_and(serde_json::Value::is_null));
@@ -306,7 +352,7 @@ mod tests {
                             "reason": "ContainersNotInitialized", "message": "m"}]
         }))
         .expect("status");
-        let p = status_patch(&status);
+        let p = status_patch(&status, &[]);
         let ready = &p["conditions"][0];
         assert!(ready.get("reason").is_some_and(serde_json::Value::is_null));
         assert!(ready.get("message").is_some_and(serde_json::Value::is_null));
@@ -386,5 +432,29 @@ mod tests {
         // Nothing recorded as written: the next batch tries again.
         s.sync_batch(&[state("Running", false, false)]).await;
         assert_eq!(take(&seen).len(), 2);
+    }
+
+    #[test]
+    fn old_pod_ips_are_deleted_so_a_new_sandbox_address_is_not_merged_beside_them() {
+        let status = PodStatus {
+            pod_ip: Some("10.90.2.181".into()),
+            pod_ips: Some(vec![k8s_openapi::api::core::v1::PodIP {
+                ip: "10.90.2.181".into(),
+            }]),
+            ..Default::default()
+        };
+        let v = status_patch(&status, &["10.90.2.177", "10.90.2.181", "10.90.2.177"]);
+        assert_eq!(
+            v["podIPs"],
+            serde_json::json!([{"ip": "10.90.2.181"}, {"ip": "10.90.2.177", "$patch": "delete"}])
+        );
+        assert_eq!(
+            v["$setElementOrder/podIPs"],
+            serde_json::json!([{"ip": "10.90.2.181"}])
+        );
+        assert_eq!(v["podIP"], "10.90.2.181");
+        // No address (a pod not started yet): nothing is said about the list.
+        let v = status_patch(&PodStatus::default(), &["10.90.2.177"]);
+        assert!(v.get("podIPs").is_none(), "{v}");
     }
 }

@@ -372,6 +372,11 @@ pub(crate) fn skip_for_shared_pod_logs(test: &str, case: &Case) -> bool {
         .map(|(_, _, uid)| *uid)
         .chain(extra.iter().map(String::as_str))
         .collect();
+    skip_for_foreign_pod_logs(test, &own)
+}
+
+/// [`skip_for_shared_pod_logs`] for a test whose own pods have the UIDs `own`.
+pub(crate) fn skip_for_foreign_pod_logs(test: &str, own: &[&str]) -> bool {
     let names = std::fs::read_dir(POD_LOGS_ROOT)
         .map(|rd| {
             rd.filter_map(Result::ok)
@@ -379,7 +384,7 @@ pub(crate) fn skip_for_shared_pod_logs(test: &str, case: &Case) -> bool {
                 .collect::<Vec<_>>()
         })
         .unwrap_or_default();
-    let foreign = foreign_pod_log_dirs(names, &own);
+    let foreign = foreign_pod_log_dirs(names, own);
     let Some(first) = foreign.first() else {
         return false;
     };

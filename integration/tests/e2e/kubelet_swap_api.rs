@@ -28,7 +28,8 @@
 use crate::kubelet_faults::ip_reserved_for;
 use crate::kubelet_support;
 use crate::kubelet_swap::{
-    Place, Snapshot, figure, go_kubelet_with, remove_place, settle, snapshot, stop,
+    Place, Snapshot, figure, go_kubelet_with, remove_place, settle, skip_for_foreign_pod_logs,
+    snapshot, stop,
 };
 
 use std::collections::BTreeMap;
@@ -720,6 +721,11 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
         return;
     };
     let tb = require_testbed!(test);
+    // The Go kubelet's container GC removes every other pod's log directory (kubelet_swap.rs);
+    // this test's API pods have no UID yet, so any directory there is another's.
+    if skip_for_foreign_pod_logs(test, &[]) {
+        return;
+    }
     let ip = host_ip().unwrap_or_else(|| panic!("{test}: no default-route address for --node-ip"));
     let place = Place::empty(&format!("api-{}", kind.name()));
     let shim_dir = place.dir.join("shim");

@@ -4,7 +4,9 @@
 //! gone; downwardAPI files hold the pod's name, labels and a container's CPU limit; the
 //! container sees the kubelet-managed `/etc/hosts`; a hostPath of the wrong type and a
 //! configMap volume (no API server) give clear messages in `/pods`; the termination message
-//! comes from `/dev/termination-log`, or from the log with `FallbackToLogsOnError`.
+//! comes from `/dev/termination-log`, or from the log with `FallbackToLogsOnError`; downwardAPI
+//! and projected volumes (and a subPath of one) refuse writes even with `readOnly: false`,
+//! emptyDir and hostPath only with `readOnly: true`.
 
 use crate::kubelet_support;
 
@@ -261,4 +263,156 @@ async fn kubelet_volumes_containerd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_volumes_dockershim() {
     kubelet_volumes(RuntimeKind::Dockershim).await;
+}
+
+/// The writes the read-only pod's container tries, one line each: `<dir> writable` or
+/// `<dir> failed: <touch's error>`.
+const RO_PROBES: [&str; 7] = [
+    "/info",
+    "/proj",
+    "/sub",
+    "/scratch",
+    "/scratch-ro",
+    "/host",
+    "/host-ro",
+];
+
+/// Upstream `makeMounts` (`mount.ReadOnly || mustMountRO`): a downwardAPI volume, a projected
+/// volume and a subPath of the downwardAPI volume, all mounted with `readOnly: false`, refuse
+/// writes ("Read-only file system"); emptyDir and hostPath are writable unless `readOnly: true`.
+async fn kubelet_api_data_volumes_read_only(kind: RuntimeKind) {
+    let tb = require_testbed!(&format!(
+        "kubelet_api_data_volumes_read_only[{}]",
+        kind.name()
+    ));
+    let mut k = Kubelet::new(kind, "klrovol");
+    let ro_uid = format!("{}-ro", k.node);
+    let uids = [ro_uid.clone()];
+    let image = &tb.busybox_image;
+    let host_dir = k.dir.path().join("host-dir");
+    std::fs::create_dir_all(&host_dir).expect("host dir");
+    let probes = RO_PROBES
+        .iter()
+        .map(|d| {
+            format!(
+                "if touch {d}/probe 2>/tmp/err; then echo \"{d} writable\"; \
+                 else echo \"{d} failed: $(cat /tmp/err)\"; fi; "
+            )
+        })
+        .collect::<String>();
+    k.write_manifest(
+        "ro.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: ro
+  uid: {ro_uid}
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: info
+    downwardAPI:
+      items:
+      - path: name
+        fieldRef:
+          fieldPath: metadata.name
+      - path: dir/name
+        fieldRef:
+          fieldPath: metadata.name
+  - name: proj
+    projected:
+      sources:
+      - downwardAPI:
+          items:
+          - path: name
+            fieldRef:
+              fieldPath: metadata.name
+  - name: scratch
+    emptyDir: {{}}
+  - name: host
+    hostPath:
+      path: {host}
+      type: Directory
+  containers:
+  - name: main
+    image: {image}
+    imagePullPolicy: IfNotPresent
+    command: ["sh", "-c", {script:?}]
+    volumeMounts:
+    - name: info
+      mountPath: /info
+      readOnly: false
+    - name: proj
+      mountPath: /proj
+      readOnly: false
+    - name: info
+      mountPath: /sub
+      subPath: dir
+      readOnly: false
+    - name: scratch
+      mountPath: /scratch
+      readOnly: false
+    - name: scratch
+      mountPath: /scratch-ro
+      readOnly: true
+    - name: host
+      mountPath: /host
+    - name: host
+      mountPath: /host-ro
+      readOnly: true
+"#,
+            host = host_dir.display(),
+            script = format!("{probes}echo end; sleep 3600"),
+        ),
+    );
+    let sport = free_port();
+    k.spawn(&tb, &crate::kubelet_logs::secure_port_flags(sport));
+    let log = k.log.clone();
+    let body = async {
+        let out = wait_for("the read-only pod's report", &log, || async {
+            let b = crate::kubelet_logs::secure_get(
+                sport,
+                &format!("/containerLogs/default/{}/main", k.pod_name("ro")),
+            )
+            .await?;
+            b.contains("end\n").then_some(b)
+        })
+        .await;
+        let line = |d: &str| {
+            out.lines()
+                .find(|l| l.starts_with(&format!("{d} ")))
+                .unwrap_or_default()
+                .to_string()
+        };
+        for d in ["/info", "/proj", "/sub", "/scratch-ro", "/host-ro"] {
+            let l = line(d);
+            assert!(
+                l.starts_with(&format!("{d} failed: ")) && l.contains("Read-only file system"),
+                "{d} must be read-only: {out}"
+            );
+        }
+        for d in ["/scratch", "/host"] {
+            assert_eq!(line(d), format!("{d} writable"), "{out}");
+        }
+        assert!(
+            host_dir.join("probe").exists(),
+            "the write reached the hostPath"
+        );
+    };
+    let outcome = futures::FutureExt::catch_unwind(std::panic::AssertUnwindSafe(body)).await;
+    k.shutdown(&tb, &uids).await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_api_data_volumes_read_only_containerd() {
+    kubelet_api_data_volumes_read_only(RuntimeKind::Containerd).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_api_data_volumes_read_only_dockershim() {
+    kubelet_api_data_volumes_read_only(RuntimeKind::Dockershim).await;
 }

@@ -37,7 +37,7 @@ mod secret;
 mod subpath;
 mod util;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use cri_proto::runtime::v1 as cri;
@@ -163,6 +163,26 @@ pub fn plugin_names(pod: &Pod) -> Vec<&'static str> {
         .collect()
 }
 
+/// Whether `v`'s plugin mounts it read-only whatever the volumeMount says (upstream
+/// `Mounter.GetAttributes().ReadOnly`): true for the API data volumes — secret, configMap,
+/// downwardAPI and projected (the service account token too) — false for emptyDir and hostPath.
+pub fn must_mount_read_only(v: &Volume) -> bool {
+    v.secret.is_some()
+        || v.config_map.is_some()
+        || v.downward_api.is_some()
+        || v.projected.is_some()
+}
+
+/// The names of the pod's volumes that [`must_mount_read_only`].
+pub fn read_only_volumes(pod: &Pod) -> HashSet<String> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter(|v| must_mount_read_only(v))
+        .map(|v| v.name.clone())
+        .collect()
+}
+
 /// Remove a pod directory after unmounting its volumes.
 pub fn remove_pod_dir(pod_dir: &Path) -> std::io::Result<()> {
     unmount_pod_dir(pod_dir);
@@ -245,10 +265,13 @@ pub fn mount_failure_reasons(pod: &Pod, err: &VolumeError) -> HashMap<String, (S
 /// (`subpath::expand_sub_path_expr`) and used as the `subPath`; a `subPath` must be relative
 /// without `..`; a missing one is created inside the volume (`subpath::safe_make_dir`) and the
 /// runtime mounts a bind mount of the checked directory (`subpath::prepare_safe_subpath`),
-/// never the path itself.
+/// never the path itself. A mount of a volume in `read_only` (see [`read_only_volumes`]) is
+/// read-only even with `readOnly: false`, its subPath mounts too (upstream
+/// `mount.ReadOnly || mustMountRO`).
 pub fn make_mounts(
     c: &Container,
     volumes: &HashMap<String, PathBuf>,
+    read_only: &HashSet<String>,
     pod_dir: &Path,
     env: &HashMap<String, String>,
 ) -> Result<Vec<cri::Mount>, VolumeError> {
@@ -313,7 +336,7 @@ pub fn make_mounts(
             Ok(cri::Mount {
                 container_path: m.mount_path.clone(),
                 host_path: host.to_string_lossy().into_owned(),
-                readonly: m.read_only.unwrap_or(false),
+                readonly: m.read_only.unwrap_or(false) || read_only.contains(&m.name),
                 ..Default::default()
             })
         })
@@ -460,8 +483,14 @@ mod tests {
             }]),
             ..Default::default()
         };
-        let m =
-            make_mounts(&c, &paths, Path::new("/nonexistent"), &HashMap::new()).expect("mounts");
+        let m = make_mounts(
+            &c,
+            &paths,
+            &HashSet::new(),
+            Path::new("/nonexistent"),
+            &HashMap::new(),
+        )
+        .expect("mounts");
         assert_eq!(m[0].host_path, "/srv/data");
         assert!(m[0].readonly);
         let bad = Container {
@@ -473,7 +502,98 @@ mod tests {
             }]),
             ..Default::default()
         };
-        assert!(make_mounts(&bad, &paths, Path::new("/nonexistent"), &HashMap::new()).is_err());
+        assert!(
+            make_mounts(
+                &bad,
+                &paths,
+                &HashSet::new(),
+                Path::new("/nonexistent"),
+                &HashMap::new()
+            )
+            .is_err()
+        );
+    }
+
+    /// Upstream `mount.ReadOnly || mustMountRO`: secret, configMap, downwardAPI and projected
+    /// volumes are mounted read-only even with `readOnly: false`; emptyDir and hostPath follow
+    /// the volumeMount.
+    #[test]
+    fn api_data_volumes_are_mounted_read_only() {
+        use k8s_openapi::api::core::v1::{
+            ConfigMapVolumeSource, DownwardAPIVolumeSource, ProjectedVolumeSource,
+            SecretVolumeSource,
+        };
+        let mut p = pod();
+        if let Some(v) = p.spec.as_mut().and_then(|s| s.volumes.as_mut()) {
+            v.extend([
+                Volume {
+                    name: "cm".into(),
+                    config_map: Some(ConfigMapVolumeSource::default()),
+                    ..Default::default()
+                },
+                Volume {
+                    name: "sec".into(),
+                    secret: Some(SecretVolumeSource::default()),
+                    ..Default::default()
+                },
+                Volume {
+                    name: "info".into(),
+                    downward_api: Some(DownwardAPIVolumeSource::default()),
+                    ..Default::default()
+                },
+                Volume {
+                    name: "token".into(),
+                    projected: Some(ProjectedVolumeSource::default()),
+                    ..Default::default()
+                },
+            ]);
+        }
+        let paths = volume_host_paths(&p, Path::new("/var/lib/kubelet/pods/u"));
+        let read_only = read_only_volumes(&p);
+        let mount = |name: &str, ro: Option<bool>| VolumeMount {
+            name: name.into(),
+            mount_path: format!("/{name}-{ro:?}"),
+            read_only: ro,
+            ..Default::default()
+        };
+        let mut mounts = Vec::new();
+        for name in ["scratch", "host", "cm", "sec", "info", "token"] {
+            mounts.extend([
+                mount(name, None),
+                mount(name, Some(false)),
+                mount(name, Some(true)),
+            ]);
+        }
+        let c = Container {
+            name: "c".into(),
+            volume_mounts: Some(mounts),
+            ..Default::default()
+        };
+        let got: Vec<(String, bool)> = make_mounts(
+            &c,
+            &paths,
+            &read_only,
+            Path::new("/nonexistent"),
+            &HashMap::new(),
+        )
+        .expect("mounts")
+        .into_iter()
+        .map(|m| (m.container_path, m.readonly))
+        .collect();
+        let mut want = Vec::new();
+        for (name, forced) in [
+            ("scratch", false),
+            ("host", false),
+            ("cm", true),
+            ("sec", true),
+            ("info", true),
+            ("token", true),
+        ] {
+            for ro in [None, Some(false), Some(true)] {
+                want.push((format!("/{name}-{ro:?}"), forced || ro == Some(true)));
+            }
+        }
+        assert_eq!(got, want);
     }
 
     #[test]
@@ -848,12 +968,25 @@ mod tests {
             ]),
             ..Default::default()
         };
-        let mounts = make_mounts(&c, &volumes, &pod_dir, &HashMap::new()).expect("subPath mounts");
+        let mounts = make_mounts(
+            &c,
+            &volumes,
+            &read_only_volumes(&p),
+            &pod_dir,
+            &HashMap::new(),
+        )
+        .expect("subPath mounts");
+        let ro: Vec<bool> = mounts.iter().map(|m| m.readonly).collect();
         let got = std::fs::read_to_string(&mounts[0].host_path);
         let nested = std::fs::read_to_string(Path::new(&mounts[1].host_path).join("data-2"));
         unmount_pod_dir(&pod_dir);
         assert_eq!(got.expect("the key through its bind mount"), "value-1");
         assert_eq!(nested.expect("the nested key"), "value-2");
+        assert_eq!(
+            ro,
+            [true, true],
+            "subPath mounts of a configMap are read-only"
+        );
     }
 
     #[test]
@@ -873,7 +1006,15 @@ mod tests {
             ..Default::default()
         };
         let pod_dir = dir.path().join("pod");
-        let mounts = |sub: &str| make_mounts(&with_sub(sub), &volumes, &pod_dir, &HashMap::new());
+        let mounts = |sub: &str| {
+            make_mounts(
+                &with_sub(sub),
+                &volumes,
+                &HashSet::new(),
+                &pod_dir,
+                &HashMap::new(),
+            )
+        };
         assert!(mounts("../x").is_err());
         assert!(mounts("/abs").is_err());
         std::os::unix::fs::symlink("/", vol.join("escape")).expect("symlink");
@@ -913,7 +1054,7 @@ mod tests {
             ("UP".to_string(), "..".to_string()),
             ("ABS".to_string(), "/etc".to_string()),
         ]);
-        let expr = |e: &str| make_mounts(&with_expr(e), &volumes, &pod_dir, &env);
+        let expr = |e: &str| make_mounts(&with_expr(e), &volumes, &HashSet::new(), &pod_dir, &env);
         assert_eq!(
             expr("$(MISSING)").expect_err("missing"),
             VolumeError::SubPathExpr("missing value for MISSING".into())

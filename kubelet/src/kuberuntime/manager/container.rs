@@ -96,6 +96,7 @@ impl KubeGenericRuntimeManager {
         }
         let pod_dir = self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default());
         let volumes = crate::volumemanager::volume_host_paths(pod, &pod_dir);
+        let read_only = crate::volumemanager::read_only_volumes(pod);
         let config_error = |e: crate::volumemanager::VolumeError| {
             self.create_container_config_error(pod, c, e.to_string())
         };
@@ -105,8 +106,8 @@ impl KubeGenericRuntimeManager {
             .iter()
             .map(|kv| (kv.key.clone(), kv.value.clone()))
             .collect();
-        config.mounts =
-            crate::volumemanager::make_mounts(c, &volumes, &pod_dir, &env).map_err(config_error)?;
+        config.mounts = crate::volumemanager::make_mounts(c, &volumes, &read_only, &pod_dir, &env)
+            .map_err(config_error)?;
         let managed = crate::volumemanager::kubelet_managed_mounts(
             pod,
             c,

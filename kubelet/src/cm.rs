@@ -132,26 +132,28 @@ impl ContainerManager {
 
     /// Removes the now empty cgroup directories of the pod `uid` (cgroupfs driver; the
     /// runtime removed the containers' own), under whichever QoS class it was (an orphan's
-    /// class is unknown). Best effort: a directory still in use stays. Whether this manager
-    /// manages pod cgroups (and so tried: upstream's cgroup manager `Destroy`).
-    pub fn remove_pod_cgroups(&self, uid: &str) -> bool {
+    /// class is unknown). Best effort: a directory still in use stays. `None` when this
+    /// manager does not manage pod cgroups (so did not try: upstream's cgroup manager
+    /// `Destroy`), else whether none of the pod's cgroup directories is left.
+    pub fn remove_pod_cgroups(&self, uid: &str) -> Option<bool> {
         if self.config.driver != "cgroupfs" || !self.config.per_qos || uid.is_empty() {
-            return false;
+            return None;
         }
         let root = self.config.root.trim_end_matches('/');
+        let mut gone = true;
         for qos in ["", "burstable/", "besteffort/"] {
-            remove_cgroup_dirs(
+            gone &= remove_cgroup_dirs(
                 Path::new("/sys/fs/cgroup"),
                 &format!("{root}/{KUBEPODS}/{qos}pod{uid}"),
             );
         }
-        true
+        Some(gone)
     }
 }
 
 /// `rmdir` of `<mount>/<controller>/<rel>` for every cgroup v1 controller hierarchy, or of
-/// `<mount>/<rel>` on cgroup v2.
-pub fn remove_cgroup_dirs(mount: &Path, rel: &str) {
+/// `<mount>/<rel>` on cgroup v2. Whether none of them is left.
+pub fn remove_cgroup_dirs(mount: &Path, rel: &str) -> bool {
     let rel = rel.trim_start_matches('/');
     let mut dirs = vec![mount.join(rel)];
     if let Ok(rd) = std::fs::read_dir(mount) {
@@ -161,13 +163,16 @@ pub fn remove_cgroup_dirs(mount: &Path, rel: &str) {
             }
         }
     }
+    let mut gone = true;
     for d in dirs {
         if d.is_dir()
             && let Err(e) = std::fs::remove_dir(&d)
         {
             tracing::debug!(dir = %d.display(), error = %e, "pod cgroup not removed");
+            gone &= e.kind() == std::io::ErrorKind::NotFound;
         }
     }
+    gone
 }
 
 #[cfg(test)]
@@ -277,7 +282,10 @@ mod tests {
             std::fs::create_dir_all(d.path().join(ctrl).join("kubepods/burstable/podx")).unwrap();
         }
         std::fs::create_dir_all(d.path().join("pids/kubepods/burstable/podx/busy")).unwrap();
-        remove_cgroup_dirs(d.path(), "/kubepods/burstable/podx");
+        assert!(
+            !remove_cgroup_dirs(d.path(), "/kubepods/burstable/podx"),
+            "one is still in use"
+        );
         assert!(!d.path().join("cpu/kubepods/burstable/podx").exists());
         assert!(!d.path().join("memory/kubepods/burstable/podx").exists());
         assert!(
@@ -288,5 +296,8 @@ mod tests {
             d.path().join("pids/kubepods/burstable/podx").exists(),
             "busy one kept"
         );
+        std::fs::remove_dir(d.path().join("pids/kubepods/burstable/podx/busy")).unwrap();
+        assert!(remove_cgroup_dirs(d.path(), "/kubepods/burstable/podx"));
+        assert!(!d.path().join("pids/kubepods/burstable/podx").exists());
     }
 }

@@ -265,6 +265,20 @@ impl ContainerGc {
     }
 }
 
+impl ContainerGc {
+    /// Upstream `cleanupOrphanedPodDirs` and `cleanupOrphanedPodCgroups`: every pod with a
+    /// directory under the kubelet's root that is not in `known` (no source, no worker,
+    /// nothing on the runtime) loses its cgroups, log directories and pod directory
+    /// (blocking: run off the async threads).
+    pub fn clean_up_orphaned_pods(&self, known: &HashSet<String>) {
+        for uid in self.runtime.pod_dir_uids() {
+            if !known.contains(&uid) {
+                self.runtime.clean_up_orphaned_pod(&uid);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -385,6 +399,59 @@ mod tests {
         gc.garbage_collect(&HashSet::new()).await.expect("gc");
         assert!(fake.containers().is_empty());
         assert!(fake.sandboxes().is_empty());
+    }
+
+    /// Upstream `removeSandbox`: a removed pod's sandbox that nothing stopped (its
+    /// termination failed while the runtime was down) is stopped before it is removed, so its
+    /// network (pod IP, CNI state) is torn down; when the stop fails it is kept for the next
+    /// collection.
+    #[tokio::test(start_paused = true)]
+    async fn a_sandbox_is_stopped_before_it_is_removed() {
+        use crate::cri::RuntimeService;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (fake, runtime) = KubeGenericRuntimeManager::fake(dir.path()).await;
+        let gc = ContainerGc::new(runtime.clone(), policy(0, 1, -1), "node1".into());
+        crate::kuberuntime::manager::testing::run_pod(&runtime, "g4", "busybox:1", "Never").await;
+        let id = fake.containers()[0].1.id.clone();
+        fake.exit_container(&id, 0);
+        let sandbox = fake.sandboxes()[0].id.clone();
+        // A sandbox that died with the runtime reads not ready, though never stopped.
+        fake.stop_pod_sandbox(&sandbox).await.expect("stop");
+        fake.clear_calls();
+        fake.inject_error(
+            "stop_podsandbox",
+            tonic::Status::unavailable("runtime down"),
+        );
+        gc.garbage_collect(&HashSet::new()).await.expect("gc");
+        assert_eq!(fake.sandboxes().len(), 1, "kept when the stop fails");
+        assert_eq!(fake.call_count("remove_podsandbox"), 0);
+        gc.garbage_collect(&HashSet::new()).await.expect("gc");
+        assert!(fake.sandboxes().is_empty());
+        let calls: Vec<String> = fake
+            .calls()
+            .into_iter()
+            .filter(|c| c == "stop_podsandbox" || c == "remove_podsandbox")
+            .collect();
+        assert_eq!(
+            calls,
+            vec!["stop_podsandbox", "stop_podsandbox", "remove_podsandbox"],
+            "stopped, then removed"
+        );
+    }
+
+    /// A pod whose termination was cut short after the runtime's removal (the kubelet killed)
+    /// leaves its pod directory: housekeeping removes those of pods nothing knows.
+    #[tokio::test(start_paused = true)]
+    async fn orphaned_pod_directories_go_known_ones_stay() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (_fake, runtime) = KubeGenericRuntimeManager::fake(dir.path()).await;
+        let gc = ContainerGc::new(runtime.clone(), policy(0, 1, -1), "node1".into());
+        for uid in ["known", "gone"] {
+            std::fs::create_dir_all(runtime.pod_dir(uid).join("volumes")).expect("mkdir");
+        }
+        gc.clean_up_orphaned_pods(&HashSet::from(["known".to_string()]));
+        assert!(runtime.pod_dir("known").exists());
+        assert!(!runtime.pod_dir("gone").exists());
     }
 
     #[tokio::test(start_paused = true)]

@@ -11,6 +11,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
@@ -383,6 +384,7 @@ impl Kubelet {
             pod_config_has_api: self.config.api.is_some(),
             container_gc,
             container_gc_period: self.config.container_gc_period,
+            orphan_cleanup: Arc::default(),
             max_pods: i64::from(self.config.max_pods),
             sysctls: self.config.sysctls.clone(),
             events: runtime.events().clone(),
@@ -430,6 +432,8 @@ struct SyncLoop {
     pod_config_has_api: bool,
     container_gc: crate::gc::ContainerGc,
     container_gc_period: Duration,
+    /// An orphaned pods' clean-up is running (one at a time).
+    orphan_cleanup: Arc<AtomicBool>,
     /// `--max-pods`: admission rejects a pod beyond it (`OutOfpods`).
     max_pods: i64,
     /// The sysctl admit handler's allowlist (`SysctlForbidden`).
@@ -857,6 +861,19 @@ impl SyncLoop {
             }
         }
         let (runtime_pods, listed_at) = self.shared.pleg.runtime_pods_listed();
+        // Upstream `cleanupOrphanedPodDirs` and `cleanupOrphanedPodCgroups`: what is left of
+        // pods this kubelet ran (a directory under its root) that no source, worker or
+        // runtime listing knows, their termination cut short.
+        if listed_at.is_some() && !self.orphan_cleanup.swap(true, Ordering::AcqRel) {
+            let mut known = desired.clone();
+            known.extend(self.workers.uids());
+            known.extend(runtime_pods.iter().map(|rp| rp.id.clone()));
+            let (gc, running) = (self.container_gc.clone(), self.orphan_cleanup.clone());
+            tokio::task::spawn_blocking(move || {
+                gc.clean_up_orphaned_pods(&known);
+                running.store(false, Ordering::Release);
+            });
+        }
         let orphans = orphaned_runtime_pods(runtime_pods, listed_at, &mut self.finished, |rp| {
             desired.contains(&rp.id)
                 || self.workers.is_known(&rp.id)

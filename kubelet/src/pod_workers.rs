@@ -620,19 +620,19 @@ pub async fn sync_terminated_pod(ctx: &SyncContext, work: &PodWork) {
     }
     ctx.metrics.volumes.pod_removed(uid);
     let began = Instant::now();
-    if ctx.runtime.container_manager().remove_pod_cgroups(uid) {
+    let cgroups = ctx.runtime.container_manager().remove_pod_cgroups(uid);
+    if cgroups.is_some() {
         ctx.metrics.cgroups.observe("destroy", began.elapsed());
     }
     // Upstream `cleanupOrphanedPodDirs` and the log GC: the pod's data and log directories.
+    // A pod cgroup still busy keeps the pod directory: housekeeping finds the pod by it and
+    // tries again (kuberuntime's `clean_up_orphaned_pod`).
     let logs = ctx.runtime.pod_logs_dir(&work.pod);
-    for dir in [ctx.pod_dir(uid), logs] {
-        if !uid.is_empty()
-            && dir.exists()
-            && let Err(e) = crate::volumemanager::remove_pod_dir(&dir)
-        {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot remove pod directory");
-        }
+    let with_pod_dir = cgroups != Some(false);
+    if !with_pod_dir {
+        tracing::warn!("pod cgroups still in use, left to housekeeping");
     }
+    ctx.runtime.remove_pod_dirs(uid, &[logs], with_pod_dir);
     tracing::info!("pod terminated and cleaned up");
 }
 
@@ -1134,10 +1134,20 @@ mod tests {
         b.workers.update_pod(work(pod("w4d", &["a"]), true));
         assert!(b.next_done().await.terminated);
         let calls = b.fake.calls();
-        assert_eq!(
-            calls.iter().filter(|c| *c == "stop_podsandbox").count(),
-            1,
+        // Stopped by the termination, and once more right before its removal (upstream
+        // `removeSandbox` stops first in case nothing did).
+        let stops: Vec<usize> = (0..calls.len())
+            .filter(|i| calls[*i] == "stop_podsandbox")
+            .collect();
+        let removal = calls.iter().position(|c| c == "remove_podsandbox");
+        assert_eq!(stops.len(), 2, "{calls:?}");
+        assert!(
+            removal.is_some_and(|r| stops.iter().all(|s| *s < r)),
             "{calls:?}"
+        );
+        assert!(
+            calls[..stops[0]].iter().all(|c| c != "remove_container"),
+            "the termination stops it before the removal: {calls:?}"
         );
         assert!(b.fake.sandboxes().is_empty());
     }

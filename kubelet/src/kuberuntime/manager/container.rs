@@ -425,7 +425,17 @@ impl KubeGenericRuntimeManager {
         self.runtime.remove_container(id).await
     }
 
+    /// Upstream `containerGC.removeSandbox`: the sandbox is stopped first, in case nothing
+    /// stopped it (its termination failed while the runtime was down, or it died with the
+    /// runtime): StopPodSandbox tears down its network (pod IP, CNI state), which a removal
+    /// alone leaves behind on dockershim and cri-dockerd. When the stop fails, the sandbox is
+    /// kept for the next attempt; a sandbox already gone (`NotFound`) is removed as usual.
     pub(crate) async fn remove_sandbox(&self, id: &str) -> Result<(), RuntimeError> {
+        match self.runtime.stop_pod_sandbox(id).await {
+            Ok(()) => {}
+            Err(e) if e.code() == Some(tonic::Code::NotFound) => {}
+            Err(e) => return Err(e),
+        }
         self.runtime.remove_pod_sandbox(id).await
     }
 

@@ -31,6 +31,7 @@ use crate::container::{
 use crate::cri::{ImageManagerService, RuntimeService};
 use crate::metrics::Metrics;
 
+mod cleanup;
 mod container;
 mod image;
 mod pod_status;

@@ -25,8 +25,9 @@ use crate::status::{StatusManager, WaitingReasons, generate_api_pod_status};
 
 /// Upstream `backOffPeriod`: how soon a pod is synced again after a failed sync.
 pub const BACKOFF_PERIOD: Duration = Duration::from_secs(10);
-/// How many times termination is retried within one terminating sync.
-pub const KILL_ATTEMPTS: usize = 3;
+/// The first wait before a failed termination is tried again (then doubling, up to
+/// [`BACKOFF_PERIOD`]).
+pub const KILL_RETRY_FIRST: Duration = Duration::from_secs(1);
 
 /// What a worker must do (upstream `UpdatePodOptions`).
 #[derive(Debug, Clone)]
@@ -261,7 +262,11 @@ async fn manage_pod_loop(
         }
         if work.kill {
             let start = Instant::now();
-            Box::pin(sync_terminating_pod(&ctx, &work)).await;
+            // Retried for as long as the runtime fails; the kubelet's shutdown ends it.
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = Box::pin(sync_terminating_pod(&ctx, &work)) => {}
+            }
             if let Some(t) = &work.evict {
                 Box::pin(set_evicted_status(&ctx, &work.pod, t)).await;
             }
@@ -292,7 +297,10 @@ async fn manage_pod_loop(
             // containers stay (their logs readable) until the pod is removed.
             terminal = true;
             tracing::info!(pod_uid = %uid, "pod is terminal, stopping what still runs");
-            Box::pin(sync_terminating_pod(&ctx, &work)).await;
+            tokio::select! {
+                _ = cancel.cancelled() => return,
+                _ = Box::pin(sync_terminating_pod(&ctx, &work)) => {}
+            }
         }
         let requeue_after = if outcome.unreported {
             crate::pleg::RELIST_PERIOD.min(ctx.sync_frequency)
@@ -504,42 +512,52 @@ fn new_pod_status(ctx: &SyncContext, uid: &str, name: &str, ns: &str) -> Option<
 }
 
 /// Upstream `syncTerminatingPod`: kill all containers with the grace period, then the sandbox,
-/// retrying until nothing runs.
+/// retrying until nothing runs. A failure (the runtime down: dockerd restarting) is retried
+/// after [`KILL_RETRY_FIRST`], doubling up to [`BACKOFF_PERIOD`], for as long as it lasts, as
+/// upstream's worker retries a failed termination: giving up would leave the pod's sandbox,
+/// address and cgroups to the garbage collector, and the pod's removal half done.
 #[tracing::instrument(name = "sync_terminating_pod", skip_all, fields(pod = %pod_full_name(&work.pod), pod_uid = %meta(&work.pod).0))]
 pub async fn sync_terminating_pod(ctx: &SyncContext, work: &PodWork) {
     let (uid, name, ns) = meta(&work.pod);
     let has_spec = work.pod.spec.is_some();
     let grace = grace_period_for(has_spec.then_some(&work.pod), work.grace_override);
-    for attempt in 0..KILL_ATTEMPTS {
+    let mut retry = KILL_RETRY_FIRST;
+    let mut killed = false;
+    loop {
         let status = match ctx.runtime.get_pod_status(uid, name, ns).await {
-            Ok(s) => s,
+            Ok(s) => Some(s),
             Err(e) => {
-                tracing::error!(error = %e, "cannot read status of terminating pod");
-                continue;
+                tracing::error!(error = %e, retry_in = ?retry, "cannot read status of terminating pod");
+                None
             }
         };
-        let running = status
-            .container_statuses
-            .iter()
-            .any(|c| c.state == ContainerState::Running)
-            || status
-                .sandbox_statuses
+        if let Some(status) = status {
+            let running = status
+                .container_statuses
                 .iter()
-                .any(|s| s.state == crate::container::SandboxState::Ready);
-        // Once even when nothing runs (upstream's `syncTerminatingPod` always kills): a
-        // sandbox that died with the runtime still holds its network until it is stopped.
-        if !running && (attempt > 0 || status.sandbox_statuses.is_empty()) {
-            break;
+                .any(|c| c.state == ContainerState::Running)
+                || status
+                    .sandbox_statuses
+                    .iter()
+                    .any(|s| s.state == crate::container::SandboxState::Ready);
+            // Once even when nothing runs (upstream's `syncTerminatingPod` always kills): a
+            // sandbox that died with the runtime still holds its network until it is stopped.
+            if !running && (killed || status.sandbox_statuses.is_empty()) {
+                return;
+            }
+            tracing::info!(grace, "killing pod");
+            killed = true;
+            match ctx
+                .runtime
+                .kill_pod_status(has_spec.then_some(&work.pod), &status, grace)
+                .await
+            {
+                Ok(()) => return,
+                Err(e) => tracing::warn!(error = %e, retry_in = ?retry, "killing pod failed"),
+            }
         }
-        tracing::info!(grace, attempt, "killing pod");
-        match ctx
-            .runtime
-            .kill_pod_status(has_spec.then_some(&work.pod), &status, grace)
-            .await
-        {
-            Ok(()) => break,
-            Err(e) => tracing::warn!(error = %e, "killing pod failed, retrying"),
-        }
+        tokio::time::sleep(retry).await;
+        retry = (retry * 2).min(BACKOFF_PERIOD);
     }
 }
 
@@ -1114,6 +1132,33 @@ mod tests {
         assert!(b.fake.containers().is_empty());
         // The pod's data directory is gone.
         assert!(!b.ctx.pod_dir("w4").exists());
+    }
+
+    /// The runtime is down while a pod is removed (dockerd restarting): its termination is
+    /// retried until the runtime answers, then the pod is stopped and removed whole, where
+    /// three quick attempts used to give up and leave its sandbox (address, cgroups) behind.
+    #[tokio::test(start_paused = true)]
+    async fn termination_outlasts_a_runtime_outage() {
+        let mut b = bed().await;
+        b.workers.update_pod(work(pod("w4o", &["a"]), false));
+        b.next_done().await;
+        let down = || tonic::Status::unavailable("cannot reach the Docker Engine");
+        for _ in 0..6 {
+            b.fake.inject_error("list_podsandbox", down());
+        }
+        b.fake.inject_error("stop_podsandbox", down());
+        b.fake.clear_calls();
+        b.workers.update_pod(work(pod("w4o", &["a"]), true));
+        // Retried after 1, 2, 4, 8, 10 and 10 s (paused clock).
+        let done = tokio::time::timeout(Duration::from_secs(120), b.done.recv()).await;
+        assert!(matches!(done, Ok(Some(ref d)) if d.terminated), "{done:?}");
+        let calls = b.fake.calls();
+        assert!(
+            calls.iter().filter(|c| *c == "stop_podsandbox").count() >= 2,
+            "the failed stop is tried again: {calls:?}"
+        );
+        assert!(b.fake.sandboxes().is_empty(), "{calls:?}");
+        assert!(b.fake.containers().is_empty(), "{calls:?}");
     }
 
     #[tokio::test(start_paused = true)]

@@ -152,7 +152,9 @@ impl ContainerManager {
 }
 
 /// `rmdir` of `<mount>/<controller>/<rel>` for every cgroup v1 controller hierarchy, or of
-/// `<mount>/<rel>` on cgroup v2. Whether none of them is left.
+/// `<mount>/<rel>` on cgroup v2, with the cgroups below it first (a container's cgroup its
+/// runtime left when it was killed mid-removal; upstream libcontainer's `RemovePath` removes
+/// the subtree the same way). Whether none of them is left.
 pub fn remove_cgroup_dirs(mount: &Path, rel: &str) -> bool {
     let rel = rel.trim_start_matches('/');
     let mut dirs = vec![mount.join(rel)];
@@ -165,14 +167,37 @@ pub fn remove_cgroup_dirs(mount: &Path, rel: &str) -> bool {
     }
     let mut gone = true;
     for d in dirs {
-        if d.is_dir()
-            && let Err(e) = std::fs::remove_dir(&d)
-        {
-            tracing::debug!(dir = %d.display(), error = %e, "pod cgroup not removed");
-            gone &= e.kind() == std::io::ErrorKind::NotFound;
+        if d.is_dir() {
+            gone &= remove_cgroup_tree(&d, 0);
         }
     }
     gone
+}
+
+/// How deep below a pod cgroup [`remove_cgroup_tree`] goes (pod, container, and a runtime's
+/// own sub-cgroups).
+const MAX_CGROUP_DEPTH: usize = 4;
+
+/// `rmdir` of the cgroup directory `dir` after its child cgroups, deepest first: whether it is
+/// gone. One with processes stays (`EBUSY`), and so do its ancestors.
+fn remove_cgroup_tree(dir: &Path, depth: usize) -> bool {
+    if depth < MAX_CGROUP_DEPTH
+        && let Ok(rd) = std::fs::read_dir(dir)
+    {
+        for e in rd.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroup_tree(&e.path(), depth + 1);
+            }
+        }
+    }
+    match std::fs::remove_dir(dir) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => {
+            tracing::debug!(dir = %dir.display(), error = %e, "pod cgroup not removed");
+            false
+        }
+    }
 }
 
 #[cfg(test)]
@@ -281,7 +306,15 @@ mod tests {
         for ctrl in ["cpu", "memory"] {
             std::fs::create_dir_all(d.path().join(ctrl).join("kubepods/burstable/podx")).unwrap();
         }
+        // A container's cgroup its runtime left behind (killed mid-removal) goes with the pod's.
+        std::fs::create_dir_all(d.path().join("cpu/kubepods/burstable/podx/left/sub")).unwrap();
+        // A busy one (here: a regular file, which rmdir refuses like a cgroup with processes).
         std::fs::create_dir_all(d.path().join("pids/kubepods/burstable/podx/busy")).unwrap();
+        std::fs::write(
+            d.path().join("pids/kubepods/burstable/podx/busy/procs"),
+            "1",
+        )
+        .unwrap();
         assert!(
             !remove_cgroup_dirs(d.path(), "/kubepods/burstable/podx"),
             "one is still in use"
@@ -296,7 +329,7 @@ mod tests {
             d.path().join("pids/kubepods/burstable/podx").exists(),
             "busy one kept"
         );
-        std::fs::remove_dir(d.path().join("pids/kubepods/burstable/podx/busy")).unwrap();
+        std::fs::remove_file(d.path().join("pids/kubepods/burstable/podx/busy/procs")).unwrap();
         assert!(remove_cgroup_dirs(d.path(), "/kubepods/burstable/podx"));
         assert!(!d.path().join("pids/kubepods/burstable/podx").exists());
     }

@@ -68,8 +68,14 @@ impl KubeGenericRuntimeManager {
     pub fn clean_up_orphaned_pod(&self, uid: &str) -> bool {
         let cgroups_gone = self.cm.remove_pod_cgroups(uid) != Some(false);
         let logs = self.pod_log_dirs_of(uid);
-        tracing::info!(pod_uid = %uid, "cleaning up what is left of a pod no source knows");
-        self.remove_pod_dirs(uid, &logs, cgroups_gone) && cgroups_gone
+        let gone = self.remove_pod_dirs(uid, &logs, cgroups_gone) && cgroups_gone;
+        if gone {
+            tracing::info!(pod_uid = %uid, "cleaned up what was left of a pod no source knows");
+        } else {
+            // Tried again at every housekeeping.
+            tracing::debug!(pod_uid = %uid, "a pod no source knows still has cgroups in use");
+        }
+        gone
     }
 }
 

@@ -21,7 +21,10 @@
 //! - `kubelet_swap_api_pods_with_go_kubelet_dockershim`: on this project's standalone
 //!   `dockershim` (one socket for both kubelets).
 //!
-//! Both judges are required; the tests print a loud `SKIPPED` line without them. Start a
+//! Both judges are required; the tests print a loud `SKIPPED` line without them. The node,
+//! pods, watch and checks here also serve kubelet_swap_api_self.rs, which swaps this kubelet
+//! for itself against this project's API server fixture (no judge), with a container image
+//! edit as well. Start a
 //! control plane with `--kubelet-preferred-address-types=InternalIP` (see judge.rs); the node
 //! IP is this machine's default-route address because the Go kubelet refuses a loopback one.
 

@@ -5,7 +5,8 @@
 //! write rules that the kubelet depends on: uid, creationTimestamp and resourceVersion set on
 //! create; optimistic concurrency and uid/resourceVersion preconditions; the status
 //! subresource (status-only writes, and main-resource writes that keep the old status); graceful
-//! pod deletion (deletionTimestamp and deletionGracePeriodSeconds first, removal at grace 0).
+//! pod deletion (deletionTimestamp and deletionGracePeriodSeconds first, removal at grace 0);
+//! a Secret's `stringData` written into `data` (base64), as the API server stores it.
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -136,6 +137,30 @@ fn set(v: &mut Value, pointer: &[&str], value: Value) {
     }
 }
 
+/// What the API server does with a Secret's write-only `stringData`: each value, base64
+/// encoded, goes into `data` (over a `data` entry of the same key), and `stringData` is not
+/// stored.
+fn fold_string_data(secret: &mut Value) {
+    use base64::Engine as _;
+    let Some(obj) = secret.as_object_mut() else {
+        return;
+    };
+    let Some(Value::Object(strings)) = obj.remove("stringData") else {
+        return;
+    };
+    let data = obj.entry("data").or_insert_with(|| json!({}));
+    if !data.is_object() {
+        *data = json!({});
+    }
+    if let Some(data) = data.as_object_mut() {
+        for (k, v) in strings {
+            let text = v.as_str().unwrap_or_default();
+            let encoded = base64::engine::general_purpose::STANDARD.encode(text);
+            data.insert(k, Value::String(encoded));
+        }
+    }
+}
+
 /// Resources whose `status` is written only through the status subresource.
 pub fn has_status_subresource(resource: &str) -> bool {
     matches!(resource, "pods" | "nodes")
@@ -243,6 +268,9 @@ impl Store {
             json!(inner.rv.to_string()),
         );
         set(&mut obj, &["metadata", "generation"], json!(1));
+        if key.resource == "secrets" {
+            fold_string_data(&mut obj);
+        }
         if let Some(m) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
             m.remove("deletionTimestamp");
             m.remove("deletionGracePeriodSeconds");
@@ -333,6 +361,9 @@ impl Store {
                 .unwrap_or(1)
                 + i64::from(spec_changed);
             set(&mut new, &["metadata", "generation"], json!(generation));
+            if key.resource == "secrets" {
+                fold_string_data(&mut new);
+            }
             new
         };
         // A write that changes nothing is not a change (no new resourceVersion, no event).
@@ -519,6 +550,30 @@ mod tests {
         assert_eq!(rv_of(&p), Some("2"));
         let e = s.create(pod_key("a"), bound_pod("a")).expect_err("dup");
         assert_eq!(e.code_reason(), (409, "AlreadyExists"));
+    }
+
+    #[test]
+    fn secret_string_data_is_stored_as_data() {
+        let s = Store::new();
+        let key = Key {
+            resource: "secrets".into(),
+            namespace: "default".into(),
+            name: "s".into(),
+        };
+        let secret = json!({"metadata": {"name": "s"},
+            "data": {"kept": "YQ==", "token": "b2xk"},
+            "stringData": {"token": "s3cr3t", "mode": "a&b"}});
+        let got = s.create(key.clone(), secret).expect("create");
+        assert_eq!(got.get("stringData"), None);
+        assert_eq!(
+            got["data"],
+            json!({"kept": "YQ==", "token": "czNjcjN0", "mode": "YSZi"})
+        );
+        let mut upd = got.clone();
+        set(&mut upd, &["stringData"], json!({"kept": "b"}));
+        let got = s.update(&key, upd, false).expect("update");
+        assert_eq!(got.get("stringData"), None);
+        assert_eq!(got["data"]["kept"], "Yg==");
     }
 
     #[test]

@@ -20,6 +20,10 @@
 //!   Go kubelet's pods are adopted, a deleted manifest's containers, sandbox, checkpoint and
 //!   CNI address go, and the Go kubelet takes the rest back.
 //!
+//! API pods (including an in-place edit of a container's image, which a static pod cannot
+//! have: its UID changes with its file) are swapped in kubelet_swap_api.rs (with the judges)
+//! and kubelet_swap_api_self.rs (no judge).
+//!
 //! Deleting a manifest also checks that the pod's CNI address (host-local IPAM) is released
 //! and, on dockershim, its sandbox checkpoint removed. dockershim_swap.rs swaps the runtime
 //! (cri-dockerd and dockershim) under a running Go kubelet with these helpers.

@@ -21,7 +21,10 @@
 //! - `kubelet_swap_api_pods_with_go_kubelet_dockershim`: on this project's standalone
 //!   `dockershim` (one socket for both kubelets).
 //!
-//! Both judges are required; the tests print a loud `SKIPPED` line without them. Start a
+//! Both judges are required; the tests print a loud `SKIPPED` line without them. The node,
+//! pods, watch and checks here also serve kubelet_swap_api_self.rs, which swaps this kubelet
+//! for itself against this project's API server fixture (no judge), with a container image
+//! edit as well. Start a
 //! control plane with `--kubelet-preferred-address-types=InternalIP` (see judge.rs); the node
 //! IP is this machine's default-route address because the Go kubelet refuses a loopback one.
 
@@ -36,13 +39,19 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use futures::FutureExt;
+use integration::apiserver::ApiServer;
 use integration::require_testbed;
 use integration::runtimes::{RuntimeKind, ShimProcess};
 use integration::testbed::Testbed;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Api;
+use kube::api::{
+    ApiResource, DeleteParams, DynamicObject, GroupVersionKind, ListParams, PostParams, WatchParams,
+};
 use kubelet_support::*;
 use tokio::process::Child;
 
-const CONFIG: &str = r#"apiVersion: v1
+pub(crate) const CONFIG: &str = r#"apiVersion: v1
 kind: ConfigMap
 metadata:
   name: web-config
@@ -61,7 +70,7 @@ stringData:
   token: s3cr3t
 "#;
 
-const WEB: &str = r#"apiVersion: v1
+pub(crate) const WEB: &str = r#"apiVersion: v1
 kind: Pod
 metadata:
   name: @NAME@
@@ -149,7 +158,7 @@ spec:
       defaultMode: 0400
 "#;
 
-const DB: &str = r#"apiVersion: v1
+pub(crate) const DB: &str = r#"apiVersion: v1
 kind: Pod
 metadata:
   name: db
@@ -265,7 +274,7 @@ spec:
 "#;
 
 /// A plain pod: `tools` is deleted under the adopting kubelet, `fresh` is created after that.
-const PLAIN: &str = r#"apiVersion: v1
+pub(crate) const PLAIN: &str = r#"apiVersion: v1
 kind: Pod
 metadata:
   name: @NAME@
@@ -284,13 +293,13 @@ spec:
 /// What the API server reports for a Running and Ready pod: its UID and, per container (init
 /// containers too), its name, container id and restart count.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct ApiState {
-    uid: String,
-    containers: Vec<(String, String, i64)>,
+pub(crate) struct ApiState {
+    pub(crate) uid: String,
+    pub(crate) containers: Vec<(String, String, i64)>,
 }
 
 /// The pod's API state when it is Running, Ready and every container is ready.
-fn api_ready(pod: &serde_json::Value) -> Option<ApiState> {
+pub(crate) fn api_ready(pod: &serde_json::Value) -> Option<ApiState> {
     let st = &pod["status"];
     if st["phase"] != "Running" {
         return None;
@@ -322,32 +331,79 @@ fn api_ready(pod: &serde_json::Value) -> Option<ApiState> {
     })
 }
 
-/// One test's node: the judge, the namespace, the node name and IP, the credentials the Go
-/// kubelet's TLS bootstrap writes (and this kubelet reuses), the runtime endpoint.
-struct Node {
-    judge: PathBuf,
-    ns: String,
-    place: Place,
-    ip: String,
-    kubeconfig: PathBuf,
-    cert_dir: PathBuf,
-    endpoint: String,
-    image: String,
+/// Where a test's API pods live.
+pub(crate) enum Server {
+    /// The judge's control plane (`KUBE_APISERVER_JUDGE`), through its kubectl: the kubelets
+    /// join it by TLS bootstrap with its bootstrap token, from node IP `ip`, and keep the
+    /// client certificate the Go kubelet's bootstrap writes in `cert_dir`.
+    Judge {
+        dir: PathBuf,
+        ip: String,
+        cert_dir: PathBuf,
+    },
+    /// This project's API server fixture (serving while the node lives), through kube-rs.
+    Fixture {
+        _server: ApiServer,
+        client: kube::Client,
+    },
+}
+
+/// One test's node: its API server, the namespace of its pods, its place (root directory,
+/// node name, read-only port), the kubeconfig, the CRI endpoint and the runtime flags this
+/// kubelet gets, the image of the pods.
+pub(crate) struct Node {
+    pub(crate) server: Server,
+    pub(crate) ns: String,
+    pub(crate) place: Place,
+    pub(crate) kubeconfig: PathBuf,
+    pub(crate) endpoint: String,
+    pub(crate) runtime: Vec<std::ffi::OsString>,
+    pub(crate) image: String,
+}
+
+/// A fixture request's failure as text, `NotFound` for a 404 (as kubectl's message says).
+fn api_error(e: kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 404 => format!("NotFound: {}", s.message),
+        e => e.to_string(),
+    }
+}
+
+/// One YAML document as kubectl reads it (YAML 1.1: `0400` is octal, a file mode).
+fn yaml_object(doc: &str) -> serde_json::Value {
+    let mut options = serde_saphyr::Options::default();
+    options.legacy_octal_numbers = true;
+    serde_saphyr::from_str_with_options(doc, options)
+        .unwrap_or_else(|e| panic!("a YAML document: {e}\n{doc}"))
+}
+
+#[test]
+fn yaml_objects_read_file_modes_as_kubectl() {
+    let v = yaml_object("a:\n  defaultMode: 0400\n  b: \"0400\"\n  c: 420\n");
+    assert_eq!(
+        v,
+        serde_json::json!({"a": {"defaultMode": 256, "b": "0400", "c": 420}})
+    );
 }
 
 impl Node {
     fn flags(&self) -> Vec<String> {
         let path = |p: &Path| p.display().to_string();
-        vec![
-            "--bootstrap-kubeconfig".into(),
-            path(&self.judge.join("run/bootstrap.kubeconfig")),
-            "--kubeconfig".into(),
-            path(&self.kubeconfig),
-            "--cert-dir".into(),
-            path(&self.cert_dir),
-            "--node-ip".into(),
-            self.ip.clone(),
-        ]
+        let mut flags = vec!["--kubeconfig".into(), path(&self.kubeconfig)];
+        match &self.server {
+            Server::Judge { dir, ip, cert_dir } => flags.extend([
+                "--bootstrap-kubeconfig".into(),
+                path(&dir.join("run/bootstrap.kubeconfig")),
+                "--cert-dir".into(),
+                path(cert_dir),
+                "--node-ip".into(),
+                ip.clone(),
+            ]),
+            Server::Fixture { .. } => {
+                flags.extend(["--node-status-update-frequency".into(), "1s".into()])
+            }
+        }
+        flags
     }
 
     /// The Go kubelet 1.26 on this node: the secure port on a free port of 127.0.0.1 (with a
@@ -359,16 +415,9 @@ impl Node {
     }
 
     /// This kubelet on this node (its secure port off).
-    fn ours(&self, kind: RuntimeKind, tb: &Testbed) -> Child {
-        let runtime = match kind {
-            RuntimeKind::Containerd => runtime_args(kind, tb),
-            RuntimeKind::Dockershim => vec![
-                "--container-runtime-endpoint".into(),
-                self.endpoint.clone().into(),
-            ],
-        };
+    pub(crate) fn ours(&self, tb: &Testbed) -> Child {
         kubelet_command_on(
-            runtime,
+            self.runtime.clone(),
             tb,
             &self.place.root,
             Some(&self.place.manifests),
@@ -381,51 +430,110 @@ impl Node {
         .expect("spawn kubelet")
     }
 
-    async fn kubectl(&self, args: &[&str]) -> Result<String, String> {
-        kubectl(&self.judge, args).await
+    /// The namespace's pods on the fixture (None on a judge).
+    pub(crate) fn fixture_pods(&self) -> Option<Api<Pod>> {
+        match &self.server {
+            Server::Fixture { client, .. } => Some(Api::namespaced(client.clone(), &self.ns)),
+            Server::Judge { .. } => None,
+        }
     }
 
-    /// `kubectl apply` of `text` with its placeholders filled in.
-    async fn apply(&self, text: &str) {
+    /// Creates the objects of `text` (YAML documents) with its placeholders filled in:
+    /// `kubectl apply` on a judge, a create per document on the fixture.
+    pub(crate) async fn apply(&self, text: &str) {
         let text = text
             .replace("@NS@", &self.ns)
             .replace("@NODE@", &self.place.node)
             .replace("@IMAGE@", &self.image);
-        let file = self.place.dir.join("apply.yaml");
-        std::fs::write(&file, text).expect("write manifest");
-        let file = file.display().to_string();
-        self.kubectl(&["apply", "-f", &file])
-            .await
-            .unwrap_or_else(|e| panic!("kubectl apply: {e}"));
+        match &self.server {
+            Server::Judge { dir, .. } => {
+                let file = self.place.dir.join("apply.yaml");
+                std::fs::write(&file, text).expect("write manifest");
+                let file = file.display().to_string();
+                kubectl(dir, &["apply", "-f", &file])
+                    .await
+                    .unwrap_or_else(|e| panic!("kubectl apply: {e}"));
+            }
+            Server::Fixture { client, .. } => {
+                for doc in text.split("\n---\n") {
+                    let obj: DynamicObject = serde_json::from_value(yaml_object(doc))
+                        .unwrap_or_else(|e| panic!("an API object: {e}\n{doc}"));
+                    let kind = obj.types.as_ref().map(|t| t.kind.as_str()).unwrap_or("");
+                    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk("", "v1", kind));
+                    Api::<DynamicObject>::namespaced_with(client.clone(), &self.ns, &ar)
+                        .create(&PostParams::default(), &obj)
+                        .await
+                        .unwrap_or_else(|e| panic!("create {kind}: {e}"));
+                }
+            }
+        }
     }
 
-    async fn plain(&self, name: &str) {
+    pub(crate) async fn plain(&self, name: &str) {
         self.apply(&PLAIN.replace("@NAME@", name)).await;
     }
 
-    async fn api_pod(&self, name: &str) -> Result<serde_json::Value, String> {
-        let out = self
-            .kubectl(&["get", "pod", "-n", &self.ns, name, "-o", "json"])
-            .await?;
-        serde_json::from_str(&out).map_err(|e| e.to_string())
+    pub(crate) async fn api_pod(&self, name: &str) -> Result<serde_json::Value, String> {
+        match &self.server {
+            Server::Judge { dir, .. } => {
+                let out = kubectl(dir, &["get", "pod", "-n", &self.ns, name, "-o", "json"]).await?;
+                serde_json::from_str(&out).map_err(|e| e.to_string())
+            }
+            Server::Fixture { client, .. } => {
+                let pods: Api<Pod> = Api::namespaced(client.clone(), &self.ns);
+                let p = pods.get(name).await.map_err(api_error)?;
+                serde_json::to_value(p).map_err(|e| e.to_string())
+            }
+        }
+    }
+
+    /// Deletes API pod `name` gracefully, without waiting.
+    async fn delete_pod(&self, name: &str) {
+        let r = match &self.server {
+            Server::Judge { dir, .. } => kubectl(
+                dir,
+                &["delete", "pod", "-n", &self.ns, name, "--wait=false"],
+            )
+            .await
+            .map(drop),
+            Server::Fixture { client, .. } => Api::<Pod>::namespaced(client.clone(), &self.ns)
+                .delete(name, &DeleteParams::default())
+                .await
+                .map(drop)
+                .map_err(api_error),
+        };
+        r.unwrap_or_else(|e| panic!("delete pod {name}: {e}"));
     }
 
     async fn node_ready(&self) -> bool {
-        self.kubectl(&[
-            "get",
-            "node",
-            &self.place.node,
-            "-o",
-            "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
-        ])
-        .await
-        .is_ok_and(|s| s.trim() == "True")
+        match &self.server {
+            Server::Judge { dir, .. } => kubectl(
+                dir,
+                &[
+                    "get",
+                    "node",
+                    &self.place.node,
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+                ],
+            )
+            .await
+            .is_ok_and(|s| s.trim() == "True"),
+            Server::Fixture { client, .. } => {
+                Api::<k8s_openapi::api::core::v1::Node>::all(client.clone())
+                    .get_opt(&self.place.node)
+                    .await
+                    .ok()
+                    .flatten()
+                    .is_some_and(|n| node_ready(&n))
+            }
+        }
     }
 
     /// Waits until the Node is Ready, then until each pod of `names` is Running and Ready
     /// through the API server and running on the kubelet's read-only server: (API state,
     /// runtime snapshot) per pod.
-    async fn ready(&self, step: &str, names: &[&str]) -> Vec<(ApiState, Snapshot)> {
+    pub(crate) async fn ready(&self, step: &str, names: &[&str]) -> Vec<(ApiState, Snapshot)> {
         let log = &self.place.log;
         wait_for(&format!("{step}: node Ready"), log, || async {
             self.node_ready().await.then_some(())
@@ -451,11 +559,17 @@ impl Node {
         out
     }
 
-    /// Deletes API pod `name` (whose API state is `api`) and waits until its containers and
-    /// sandboxes are gone from the runtime and the Pod object from the API server; then its
-    /// CNI address is released and, given dockershim's checkpoint directory, its checkpoint
-    /// removed.
-    async fn delete(&self, kind: RuntimeKind, name: &str, uid: &str, checkpoints: Option<&Path>) {
+    /// Deletes API pod `name` (UID `uid`) and waits until its containers and sandboxes are
+    /// gone from the runtime, the Pod object from the API server and its directory
+    /// (`pods/<uid>`, its volumes) from the kubelet's root; then its CNI address is released
+    /// and, given dockershim's checkpoint directory, its checkpoint removed.
+    pub(crate) async fn delete(
+        &self,
+        kind: RuntimeKind,
+        name: &str,
+        uid: &str,
+        checkpoints: Option<&Path>,
+    ) {
         let ids: Vec<String> = runtime_sandboxes(&self.endpoint, uid)
             .await
             .unwrap_or_default()
@@ -472,9 +586,9 @@ impl Node {
                 assert!(dir.join(id).exists(), "{name}: sandbox {id} checkpointed");
             }
         }
-        self.kubectl(&["delete", "pod", "-n", &self.ns, name, "--wait=false"])
-            .await
-            .unwrap_or_else(|e| panic!("kubectl delete pod {name}: {e}"));
+        let pod_dir = self.place.root.join("pods").join(uid);
+        assert!(pod_dir.is_dir(), "{name}: {} exists", pod_dir.display());
+        self.delete_pod(name).await;
         let log = &self.place.log;
         wait_for(&format!("{name} removed from the runtime"), log, || async {
             let c = runtime_containers(&self.endpoint, uid).await?;
@@ -489,6 +603,12 @@ impl Node {
             }
         })
         .await;
+        wait_for(
+            &format!("{name}: {} removed", pod_dir.display()),
+            log,
+            || async { (!pod_dir.exists()).then_some(()) },
+        )
+        .await;
         for id in &ids {
             assert!(
                 !ip_reserved_for(kind, id),
@@ -502,19 +622,15 @@ impl Node {
             }
         }
     }
-}
 
-impl Node {
     /// The kubelet that just took over has its API pods: a new API pod `name` added after it
     /// started runs and Ready (the kubelet got the node's pods, the adopted ones among them,
     /// before), and once deleted its containers and sandboxes go.
-    async fn api_canary(&self, step: &str, name: &str) {
+    pub(crate) async fn api_canary(&self, step: &str, name: &str) {
         self.plain(name).await;
         let ready = self.ready(step, &[name]).await;
         let uid = ready[0].0.uid.clone();
-        self.kubectl(&["delete", "pod", "-n", &self.ns, name, "--wait=false"])
-            .await
-            .unwrap_or_else(|e| panic!("kubectl delete pod {name}: {e}"));
+        self.delete_pod(name).await;
         wait_for(
             &format!("{step}: {name} removed"),
             &self.place.log,
@@ -526,24 +642,108 @@ impl Node {
         )
         .await;
     }
+
+    /// The UIDs of every pod of the namespace (to clean up after the test).
+    pub(crate) async fn pod_uids(&self) -> Vec<String> {
+        match &self.server {
+            Server::Judge { dir, .. } => kubectl(
+                dir,
+                &[
+                    "get",
+                    "pods",
+                    "-n",
+                    &self.ns,
+                    "-o",
+                    "jsonpath={.items[*].metadata.uid}",
+                ],
+            )
+            .await
+            .map(|s| s.split_whitespace().map(str::to_string).collect())
+            .unwrap_or_default(),
+            Server::Fixture { client, .. } => Api::<Pod>::namespaced(client.clone(), &self.ns)
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items.into_iter().filter_map(|p| p.metadata.uid).collect())
+                .unwrap_or_default(),
+        }
+    }
 }
 
-/// A `kubectl get pods --watch` of a namespace: one line per event, `<name> <phase> <Ready>`.
-struct Watch {
-    child: Child,
+/// A watch of a namespace's pods (`kubectl get pods --watch` on a judge, a kube-rs list and
+/// watch on the fixture): one line per event, `<name> <phase> <Ready>`.
+pub(crate) struct Watch {
+    child: Option<Child>,
     lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     task: tokio::task::JoinHandle<()>,
 }
 
+/// A [`Watch`] line of `pod`.
+fn watch_line(pod: &Pod) -> String {
+    let status = pod.status.as_ref();
+    let ready = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .map(|c| c.status.as_str())
+        .unwrap_or("");
+    format!(
+        "{} {} {ready}",
+        pod.metadata.name.as_deref().unwrap_or(""),
+        status.and_then(|s| s.phase.as_deref()).unwrap_or("")
+    )
+}
+
+/// Lists `pods` and watches them from the list's version, pushing a [`watch_line`] per object
+/// and event onto `lines`; lists again when a watch ends. Runs until aborted.
+async fn watch_fixture(pods: Api<Pod>, lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::WatchEvent;
+    let push = |p: &Pod| {
+        if let Ok(mut v) = lines.lock() {
+            v.push(watch_line(p));
+        }
+    };
+    loop {
+        let Ok(list) = pods.list(&ListParams::default()).await else {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            continue;
+        };
+        list.items.iter().for_each(push);
+        let rv = list.metadata.resource_version.unwrap_or_default();
+        let Ok(stream) = pods.watch(&WatchParams::default(), &rv).await else {
+            continue;
+        };
+        let mut stream = stream.boxed();
+        while let Ok(Some(event)) = stream.try_next().await {
+            match event {
+                WatchEvent::Added(p) | WatchEvent::Modified(p) | WatchEvent::Deleted(p) => push(&p),
+                WatchEvent::Bookmark(_) => {}
+                WatchEvent::Error(_) => break,
+            }
+        }
+    }
+}
+
 impl Watch {
-    fn start(judge: &Path, ns: &str) -> Watch {
+    pub(crate) fn start(node: &Node) -> Watch {
         use tokio::io::AsyncBufReadExt;
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let dir = match &node.server {
+            Server::Judge { dir, .. } => dir,
+            Server::Fixture { client, .. } => {
+                let pods = Api::namespaced(client.clone(), &node.ns);
+                let task = tokio::spawn(watch_fixture(pods, lines.clone()));
+                return Watch {
+                    child: None,
+                    lines,
+                    task,
+                };
+            }
+        };
         let template = r#"jsonpath={.metadata.name} {.status.phase} {.status.conditions[?(@.type=="Ready")].status}{"\n"}"#;
         let mut child = kubelet_support::judge::kubectl_child(
-            judge,
-            &["get", "pods", "-n", ns, "--watch", "-o", template],
+            dir,
+            &["get", "pods", "-n", &node.ns, "--watch", "-o", template],
         );
-        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let out = child.stdout.take().expect("kubectl stdout");
         let task = tokio::spawn({
             let lines = lines.clone();
@@ -556,13 +756,22 @@ impl Watch {
                 }
             }
         });
-        Watch { child, lines, task }
+        Watch {
+            child: Some(child),
+            lines,
+            task,
+        }
     }
 
     /// Stops the watch: the events of pods `names` that were not Running and Ready (after at
     /// least one event of each, so that the watch saw them).
-    async fn stop(mut self, names: &[&str]) -> Vec<String> {
-        let _ = self.child.kill().await;
+    pub(crate) async fn stop(mut self, names: &[&str]) -> Vec<String> {
+        match self.child.as_mut() {
+            Some(child) => {
+                let _ = child.kill().await;
+            }
+            None => self.task.abort(),
+        }
         let _ = self.task.await;
         let lines = self.lines.lock().map(|v| v.clone()).unwrap_or_default();
         for n in names {
@@ -591,7 +800,7 @@ const PROBED: &[&str] = &["web", "web2", "rich"];
 /// they have not probed yet, and the first status it writes says not Ready, resp. not started,
 /// until the probe succeeds), and this kubelet's as well; the swaps show it in both
 /// directions.
-fn check_watch(step: &str, not_ready: Vec<String>) {
+pub(crate) fn check_watch(step: &str, not_ready: Vec<String>) {
     for l in &not_ready {
         let f: Vec<&str> = l.split(' ').collect();
         assert_eq!(
@@ -612,7 +821,11 @@ fn check_watch(step: &str, not_ready: Vec<String>) {
 /// pod (its name, which may also be a container's, and UID) or differ by name or time
 /// (the container hash, `kubernetes.io/config.seen`) replaced by placeholders: what two
 /// kubelets write for the same spec, comparable.
-async fn runtime_meta(endpoint: &str, name: &str, uid: &str) -> BTreeMap<String, String> {
+pub(crate) async fn runtime_meta(
+    endpoint: &str,
+    name: &str,
+    uid: &str,
+) -> BTreeMap<String, String> {
     let norm = |k: &str, v: &str| -> String {
         match k {
             "io.kubernetes.container.hash" => "<hash>".into(),
@@ -652,8 +865,13 @@ async fn runtime_meta(endpoint: &str, name: &str, uid: &str) -> BTreeMap<String,
     out
 }
 
-/// The differences between two [`runtime_meta`] maps, one line each.
-fn meta_diff(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<String> {
+/// The differences between two [`runtime_meta`] maps, one line each, the maps named by
+/// `sides`.
+pub(crate) fn meta_diff(
+    sides: [&str; 2],
+    a: &BTreeMap<String, String>,
+    b: &BTreeMap<String, String>,
+) -> Vec<String> {
     let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
     keys.sort();
     keys.dedup();
@@ -661,8 +879,10 @@ fn meta_diff(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<
         .filter(|k| a.get(*k) != b.get(*k))
         .map(|k| {
             format!(
-                "{k}: Go kubelet {:?}, this kubelet {:?}",
+                "{k}: {} {:?}, {} {:?}",
+                sides[0],
                 a.get(k),
+                sides[1],
                 b.get(k)
             )
         })
@@ -670,7 +890,7 @@ fn meta_diff(a: &BTreeMap<String, String>, b: &BTreeMap<String, String>) -> Vec<
 }
 
 /// After a swap: the same API state and runtime snapshot, pod by pod.
-fn assert_same(
+pub(crate) fn assert_same(
     step: &str,
     names: &[&str],
     before: &[(ApiState, Snapshot)],
@@ -746,25 +966,37 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
         .unwrap_or_else(|| tb.containerd_endpoint.clone());
     let checkpoints = shim_dir.join("root").join("sandbox");
     let checkpoints = shim.is_some().then_some(checkpoints.as_path());
+    let runtime = match kind {
+        RuntimeKind::Containerd => runtime_args(kind, &tb),
+        RuntimeKind::Dockershim => vec![
+            "--container-runtime-endpoint".into(),
+            endpoint.clone().into(),
+        ],
+    };
     let node = Node {
-        judge: judge.clone(),
+        server: Server::Judge {
+            dir: judge.clone(),
+            ip,
+            cert_dir: place.dir.join("pki"),
+        },
         // A namespace of this run's own (an earlier run's may still be terminating).
         ns: format!("{}-{}", place.node, std::process::id()),
         kubeconfig: place.dir.join("kubelet.conf"),
-        cert_dir: place.dir.join("pki"),
-        ip,
         endpoint: endpoint.clone(),
+        runtime,
         image: tb.busybox_image.clone(),
         place,
     };
     // A Node left by an earlier run.
-    let _ = node
-        .kubectl(&["delete", "node", &node.place.node, "--wait=false"])
-        .await;
+    let _ = kubectl(
+        &judge,
+        &["delete", "node", &node.place.node, "--wait=false"],
+    )
+    .await;
     let mut child = Some(node.go(&go, &tb));
     let mut uids: Vec<String> = vec![format!("{}-canary", node.place.node)];
     let body = async {
-        node.kubectl(&["create", "namespace", &node.ns])
+        kubectl(&judge, &["create", "namespace", &node.ns])
             .await
             .expect("kubectl create namespace");
         node.apply(CONFIG).await;
@@ -788,10 +1020,10 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
             count(&before)
         );
 
-        let watch = Watch::start(&node.judge, &node.ns);
+        let watch = Watch::start(&node);
         let t = std::time::Instant::now();
         stop(&mut child).await;
-        child = Some(node.ours(kind, &tb));
+        child = Some(node.ours(&tb));
         node.ready("Go kubelet -> this kubelet", &names).await;
         figure(
             &format!("{test}: Go kubelet -> this kubelet, pods Running and Ready"),
@@ -827,8 +1059,9 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
         );
         let our_meta = runtime_meta(&endpoint, "fresh", &kept[2].0.uid).await;
         let our_web_meta = runtime_meta(&endpoint, "web2", &kept[3].0.uid).await;
-        let mut diff = meta_diff(&go_meta, &our_meta);
-        diff.extend(meta_diff(&go_web_meta, &our_web_meta));
+        let sides = ["Go kubelet", "this kubelet"];
+        let mut diff = meta_diff(sides, &go_meta, &our_meta);
+        diff.extend(meta_diff(sides, &go_web_meta, &our_web_meta));
         assert!(
             diff.is_empty(),
             "labels and annotations this kubelet writes for an API pod differ from the Go kubelet 1.26's:\n{}",
@@ -845,7 +1078,7 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
             &kept[..2],
         );
 
-        let watch = Watch::start(&node.judge, &node.ns);
+        let watch = Watch::start(&node);
         let t = std::time::Instant::now();
         stop(&mut child).await;
         child = Some(node.go(&go, &tb));
@@ -877,28 +1110,16 @@ async fn swap_api(kind: RuntimeKind, test: &str) {
     }
     stop(&mut child).await;
     // Every pod of the namespace, also those the body did not get to record.
-    if let Ok(listed) = node
-        .kubectl(&[
-            "get",
-            "pods",
-            "-n",
-            &node.ns,
-            "-o",
-            "jsonpath={.items[*].metadata.uid}",
-        ])
-        .await
-    {
-        uids.extend(listed.split_whitespace().map(str::to_string));
-    }
+    uids.extend(node.pod_uids().await);
     for u in &uids {
         cleanup_runtime(&endpoint, u).await;
     }
-    let _ = node
-        .kubectl(&["delete", "namespace", &node.ns, "--wait=false"])
-        .await;
-    let _ = node
-        .kubectl(&["delete", "node", &node.place.node, "--wait=false"])
-        .await;
+    let _ = kubectl(&judge, &["delete", "namespace", &node.ns, "--wait=false"]).await;
+    let _ = kubectl(
+        &judge,
+        &["delete", "node", &node.place.node, "--wait=false"],
+    )
+    .await;
     // The last run's kubelet log stays beside the case's directory.
     let _ = std::fs::copy(
         &node.place.log,

@@ -70,6 +70,7 @@ mod kubelet_startup_errors;
 mod kubelet_subpath;
 mod kubelet_swap;
 mod kubelet_swap_api;
+mod kubelet_swap_api_self;
 mod kubelet_three_nodes;
 mod kubelet_tls_bootstrap;
 mod kubelet_volumes;

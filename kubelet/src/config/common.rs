@@ -85,7 +85,10 @@ fn is_json(data: &str) -> bool {
 }
 
 /// The YAML parser's options: [`MAX_DEPTH`], [`MAX_ALIASES`], [`MAX_ALIAS_REPLAY_EVENTS`] and
-/// node and byte caps a manifest of [`MAX_MANIFEST_BYTES`] cannot legitimately need more of.
+/// node and byte caps a manifest of [`MAX_MANIFEST_BYTES`] cannot legitimately need more of;
+/// YAML 1.1 integers with a leading `0` are octal, as upstream reads manifests
+/// (sigs.k8s.io/yaml on go-yaml v2): `defaultMode: 0644` is 420, where YAML 1.2 refuses the
+/// spelling for an integer field and the manifest with it.
 fn yaml_options() -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_depth = MAX_DEPTH;
@@ -103,6 +106,7 @@ fn yaml_options() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
     options.alias_limits = aliases;
+    options.legacy_octal_numbers = true;
     options
 }
 
@@ -336,6 +340,21 @@ mod tests {
             Ok(Manifest::Pod(p)) => *p,
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn yaml_file_modes_with_a_leading_zero_are_octal() {
+        let yaml = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: c\n    image: i\n  volumes:\n  - name: s\n    secret:\n      secretName: x\n      defaultMode: 0644\n      items:\n      - key: k\n        path: p\n        mode: 0400\n  - name: d\n    configMap:\n      name: y\n      defaultMode: 420\n";
+        let volumes = decode_pod(yaml)
+            .spec
+            .and_then(|s| s.volumes)
+            .unwrap_or_default();
+        let secret = volumes[0].secret.as_ref().expect("secret");
+        assert_eq!(secret.default_mode, Some(0o644));
+        let items = secret.items.as_deref().unwrap_or_default();
+        assert_eq!(items[0].mode, Some(0o400));
+        let cm = volumes[1].config_map.as_ref().expect("configMap");
+        assert_eq!(cm.default_mode, Some(420), "a decimal mode stays decimal");
     }
 
     #[test]

@@ -282,8 +282,7 @@ async fn persistent_volumes(kind: RuntimeKind) {
                 wait_for(&format!("{name}'s FailedMount"), &log, || async {
                     failed_mounts(&events, &uid)
                         .await
-                        .iter()
-                        .any(|m| *m == want)
+                        .contains(&want)
                         .then_some(())
                 })
                 .await;

@@ -1469,9 +1469,10 @@ kube_persistentvolumeclaim_labels{label_excluded_from_alerts="true"} == 1"#;
     }
     // The warning one needs available space falling over 6 h: the tmpfs's is constant.
     assert!(
-        !alerts.iter().any(|a| a["labels"]["alertname"]
-            == "KubePersistentVolumeFillingUp"
-            && a["labels"]["severity"] == "warning"),
+        !alerts.iter().any(
+            |a| a["labels"]["alertname"] == "KubePersistentVolumeFillingUp"
+                && a["labels"]["severity"] == "warning"
+        ),
         "{alerts:?}"
     );
     eprintln!(

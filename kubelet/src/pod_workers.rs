@@ -438,12 +438,19 @@ pub async fn sync_pod(
         None => crate::apiobjects::ApiObjects::standalone(ns),
     };
     // Upstream `WaitForAttachAndMount`: no containers start before the volumes are ready.
-    let mounted = crate::volumemanager::mount_pod_volumes(pod, &ctx.pod_dir(uid), &objects);
+    let pod_dir = ctx.pod_dir(uid);
+    let mounted = crate::volumemanager::mount_pod_volumes(pod, &pod_dir, &objects);
     ctx.metrics.volumes.pod_volumes(
         uid,
-        crate::volumemanager::plugin_names(pod),
+        crate::volumemanager::plugin_names(pod, &objects),
         mounted.is_ok(),
     );
+    if mounted.is_ok() {
+        ctx.metrics.volumes.pod_claims(
+            uid,
+            crate::volumemanager::claim_volumes(pod, &pod_dir, &objects),
+        );
+    }
     if let Err(e) = mounted {
         ctx.runtime.events().event(
             pod,

@@ -17,6 +17,8 @@ pub fn resource_info(resource: &str) -> Option<(&'static str, &'static str, bool
         "services" => ("Service", "v1", true),
         "serviceaccounts" => ("ServiceAccount", "v1", true),
         "events" => ("Event", "v1", true),
+        "persistentvolumeclaims" => ("PersistentVolumeClaim", "v1", true),
+        "persistentvolumes" => ("PersistentVolume", "v1", false),
         "leases" => ("Lease", "coordination.k8s.io/v1", true),
         "certificatesigningrequests" => {
             ("CertificateSigningRequest", "certificates.k8s.io/v1", false)

@@ -17,25 +17,27 @@
 //!   `metrics_path`, ...), every [`SCRAPE_INTERVAL`]. Its rule file is kube-prometheus's
 //!   rendering of the mixin's kubelet alerts and recording rules
 //!   (`kubelet_support/kube-prometheus-rules.yaml`).
-//! - Pods through the API: one burning CPU under a 300m limit, one with exec probes.
+//! - Pods through the API: one burning CPU under a 300m limit, one with exec probes and a
+//!   PersistentVolumeClaim Bound to a `local` PV whose path is an 8 MiB tmpfs the test mounts
+//!   and fills above 97 % ([`FILL_BYTES`]).
 //! - Every kubelet target is `up` with no scrape error; the denied token's target is down with a
 //!   403; each expression the alerts and recording rules use returns series (for the test's pods
-//!   where it is per pod), several alerts fire or pend as they must on this node (the
-//!   certificates expire within a day; the burner is throttled); every rule is healthy.
+//!   where it is per pod, or per claim), several alerts fire or pend as they must on this node
+//!   (the certificates expire within a day; the burner is throttled; the claim's volume is
+//!   full: KubePersistentVolumeFillingUp, whose `kubelet_volume_stats_*` series have the
+//!   figures statfs(2) of the tmpfs gives); every rule is healthy.
 //! - Over [`WINDOW_SECS`], Prometheus's `rate()` of the burner's CPU usage and throttling, and
 //!   the slope of the raw samples it stored, are within [`TOLERANCE`] of the container's cgroup
 //!   files read by the test through the same interval.
 //! - The kubelet stops: KubeletDown and KubeletInstanceUnreachable's expressions return series.
 //!
-//! Not provable here: `KubePersistentVolumeFillingUp` reads `kubelet_volume_stats_*`, which need
-//! PersistentVolumeClaims mounted; this kubelet mounts none, so the expression is evaluated and
-//! returns no series (the families are registered but, without a child, not exposed, as
-//! upstream's empty vectors are not).
 //! kube-state-metrics is not in the test bed: the alerts and rules join the kubelet's series with
-//! `kube_pod_info`, `kube_node_info` and `kube_node_status_capacity`, so the test serves those
-//! (and `kube_pod_status_phase`, `kube_node_status_condition`) itself, with kube-state-metrics's
+//! `kube_pod_info`, `kube_node_info`, `kube_node_status_capacity` and the claims'
+//! `kube_persistentvolumeclaim_access_mode` / `_labels`, so the test serves those (and
+//! `kube_pod_status_phase`, `kube_node_status_condition`) itself, with kube-state-metrics's
 //! names and labels, computed at each scrape from the fixture's Pod and Node objects
-//! ([`kube_state_metrics_page`]). The comparisons are ratios of counters over one window, never
+//! and PersistentVolumeClaim objects ([`kube_state_metrics_page`]). The comparisons are ratios
+//! of counters over one window, never
 //! of how long something took.
 
 use crate::kubelet_support;
@@ -48,7 +50,7 @@ use integration::apiserver::{ApiServer, TlsOptions};
 use integration::fixtures::unique_name;
 use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolumeClaim, Pod};
 use kube::Api;
 use kube::api::PostParams;
 use kubelet_support::cgroup::{CgroupFiles, CpuReading, container_pid};
@@ -72,6 +74,11 @@ const TOLERANCE: f64 = 0.10;
 /// The lifetime of the certificates the fixture signs: less than a day, so the certificate
 /// expiry alerts fire; long enough that nothing rotates during the test.
 const CERT_LIFETIME: Duration = Duration::from_secs(3600);
+/// The size of the tmpfs behind the prober's claim.
+const TMPFS_BYTES: u64 = 8 << 20;
+/// What the test writes on it before the pod starts: all but 64 KiB, so that the available
+/// share (under 1 %) is below KubePersistentVolumeFillingUp's critical 3 %.
+const FILL_BYTES: u64 = TMPFS_BYTES - (64 << 10);
 /// kube-prometheus's rendering of kubernetes-mixin's kubelet alerts and recording rules.
 const RULES: &str = include_str!("kubelet_support/kube-prometheus-rules.yaml");
 
@@ -343,7 +350,8 @@ fn escape(v: &str) -> String {
 }
 
 /// The kube-state-metrics series the mixin's expressions join with, with its names and labels,
-/// from the API's Pods and Nodes (`None` when the API cannot be read: the scrape fails).
+/// from the API's Pods, Nodes and PersistentVolumeClaims (`None` when the API cannot be read:
+/// the scrape fails).
 async fn kube_state_metrics_page(client: &kube::Client) -> Option<String> {
     let pods = Api::<Pod>::all(client.clone())
         .list(&Default::default())
@@ -355,7 +363,34 @@ async fn kube_state_metrics_page(client: &kube::Client) -> Option<String> {
         .await
         .ok()?
         .items;
+    let claims = Api::<PersistentVolumeClaim>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .ok()?
+        .items;
     let mut out = String::new();
+    out += "# HELP kube_persistentvolumeclaim_access_mode The access mode(s) specified by the persistent volume claim.\n# TYPE kube_persistentvolumeclaim_access_mode gauge\n";
+    for c in &claims {
+        let (ns, name) = (
+            escape(c.metadata.namespace.as_deref().unwrap_or_default()),
+            escape(c.metadata.name.as_deref().unwrap_or_default()),
+        );
+        let modes = c.spec.as_ref().and_then(|s| s.access_modes.as_ref());
+        for m in modes.into_iter().flatten() {
+            out += &format!(
+                "kube_persistentvolumeclaim_access_mode{{namespace=\"{ns}\",persistentvolumeclaim=\"{name}\",access_mode=\"{}\"}} 1\n",
+                escape(m)
+            );
+        }
+    }
+    out += "# HELP kube_persistentvolumeclaim_labels [STABLE] Kubernetes labels converted to Prometheus labels.\n# TYPE kube_persistentvolumeclaim_labels gauge\n";
+    for c in &claims {
+        out += &format!(
+            "kube_persistentvolumeclaim_labels{{namespace=\"{}\",persistentvolumeclaim=\"{}\"}} 1\n",
+            escape(c.metadata.namespace.as_deref().unwrap_or_default()),
+            escape(c.metadata.name.as_deref().unwrap_or_default()),
+        );
+    }
     out += "# HELP kube_pod_info [STABLE] Information about pod.\n# TYPE kube_pod_info gauge\n";
     for p in &pods {
         let (ns, name, uid) = (
@@ -628,6 +663,8 @@ async fn kubelet_prometheus(kind: RuntimeKind) {
     let uids: Arc<Mutex<Vec<String>>> = Arc::default();
     let endpoint = k.endpoint(&tb);
     let (burn, probe) = (unique_name("prom-burn"), unique_name("prom-probe"));
+    let claim = unique_name("prom-claim");
+    let tmpfs = pv::Tmpfs::mount(TMPFS_BYTES);
 
     let child = k.child.take();
     let outcome = tokio::spawn({
@@ -639,7 +676,8 @@ async fn kubelet_prometheus(kind: RuntimeKind) {
             server.clone(),
             prom.clone(),
         );
-        let (burn, probe) = (burn.clone(), probe.clone());
+        let (burn, probe, claim) = (burn.clone(), probe.clone(), claim.clone());
+        let tmpfs_path = tmpfs.path().to_path_buf();
         async move {
             let mut child = child;
             let nodes: Api<Node> = Api::all(admin.clone());
@@ -724,14 +762,32 @@ async fn kubelet_prometheus(kind: RuntimeKind) {
                 serde_json::json!({"command": ["sh", "-c", "while :; do :; done"],
                                    "resources": {"limits": {"cpu": "300m"}}}),
             );
-            let prober = pod_json(
+            let mut prober = pod_json(
                 &probe,
                 &node,
                 &image,
                 serde_json::json!({"command": ["sleep", "3600"],
                     "readinessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 1},
-                    "livenessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 2}}),
+                    "livenessProbe": {"exec": {"command": ["true"]}, "periodSeconds": 2},
+                    "volumeMounts": [{"name": "data", "mountPath": "/data"}]}),
             );
+            // The prober's claim: Bound to a local PV on the test's tmpfs, filled above 97 %.
+            std::fs::write(tmpfs_path.join("fill"), vec![0u8; FILL_BYTES as usize])
+                .expect("fill the tmpfs");
+            pv::create_claim(
+                &admin,
+                "default",
+                &claim,
+                &format!("{claim}-pv"),
+                Some(pv::local_source(&tmpfs_path, &node)),
+            )
+            .await;
+            if let Some(spec) = prober.spec.as_mut() {
+                spec.volumes = Some(vec![serde_json::from_value(serde_json::json!(
+                    {"name": "data", "persistentVolumeClaim": {"claimName": claim}}
+                ))
+                .expect("volume")]);
+            }
             for p in [&burner, &prober] {
                 let created = pods
                     .create(&PostParams::default(), p)
@@ -798,7 +854,8 @@ async fn kubelet_prometheus(kind: RuntimeKind) {
 
             // Meanwhile: the expressions (a few scrapes in, so that rates have two samples).
             tokio::time::sleep(Duration::from_secs(6)).await;
-            check_expressions(kind, &prom, &node, &burn, &probe, &cert_dir).await;
+            check_expressions(kind, &prom, &node, &burn, &probe, &cert_dir, (&claim, &tmpfs_path))
+                .await;
 
             // The CPU comparison, evaluated at `at` over WINDOW_SECS.
             while now_secs() < window_end {
@@ -963,6 +1020,7 @@ count by (cluster) (up{job="kubelet", metrics_path="/metrics"} == 1)"#;
         eprintln!("Prometheus log tail:\n{}", prom.log_tail());
     }
     k.shutdown(&tb, &uids).await;
+    drop(tmpfs);
     if let Err(e) = outcome {
         std::panic::resume_unwind(e.into_panic());
     }
@@ -979,6 +1037,7 @@ async fn check_expressions(
     burn: &str,
     probe: &str,
     cert_dir: &Path,
+    (claim, claim_path): (&str, &Path),
 ) {
     let rt = kind.name();
     let on_node = [("node", node)];
@@ -1186,31 +1245,59 @@ sum without (id, metrics_path, name, image, endpoint, job, node) (
     );
     eprintln!("[{rt}] CPUThrottlingHigh: burner throttled {:.3}", value(s));
 
-    // KubePersistentVolumeFillingUp (alerts/storage_alerts.libsonnet): no claims are mounted,
-    // so its selectors return nothing (the families are registered but, without a child, not
-    // exposed: as upstream's empty vectors).
-    for metric in [
-        "kubelet_volume_stats_available_bytes",
-        "kubelet_volume_stats_capacity_bytes",
-        "kubelet_volume_stats_used_bytes",
-    ] {
-        assert!(
-            prom.query(&format!(
+    // KubePersistentVolumeFillingUp (alerts/storage_alerts.libsonnet): the prober's claim, on a
+    // local PV, has the six kubelet_volume_stats_* series with statfs(2)'s figures of the
+    // tmpfs (nothing writes to it any more), and the critical expression returns it.
+    let want = pv::statfs(claim_path);
+    let on_claim = [("namespace", "default"), ("persistentvolumeclaim", claim)];
+    for (metric, want) in pv::VOLUME_STATS.iter().zip(want) {
+        let r = prom
+            .query(&format!(
                 r#"{metric}{{job="kubelet", metrics_path="/metrics"}}"#
             ))
-            .await
-            .is_empty(),
-            "{metric} has no series"
-        );
+            .await;
+        assert_eq!(r.len(), 1, "{metric}: the claim's series only: {r:?}");
+        let s = find(&r, &on_claim).unwrap_or_else(|| panic!("{metric}: {r:?}"));
+        assert_eq!(label(s, "node"), node, "{s}");
+        assert_eq!(value(s), want as f64, "{metric} vs statfs {want}");
+        eprintln!("[{rt}] {metric}{{persistentvolumeclaim={claim:?}}} {want}");
     }
+    assert!(
+        want[1] * 100 < want[0] * 3 && want[2] > 0,
+        "the tmpfs is filled above 97 %: {want:?}"
+    );
     let filling = r#"(
   kubelet_volume_stats_available_bytes{job="kubelet", metrics_path="/metrics"}
     /
   kubelet_volume_stats_capacity_bytes{job="kubelet", metrics_path="/metrics"}
-)
+) < 0.03
 and
-kubelet_volume_stats_used_bytes{job="kubelet", metrics_path="/metrics"} > 0"#;
-    assert!(prom.query(filling).await.is_empty());
+kubelet_volume_stats_used_bytes{job="kubelet", metrics_path="/metrics"} > 0
+unless on(cluster, namespace, persistentvolumeclaim)
+kube_persistentvolumeclaim_access_mode{ access_mode="ReadOnlyMany"} == 1
+unless on(cluster, namespace, persistentvolumeclaim)
+kube_persistentvolumeclaim_labels{label_excluded_from_alerts="true"} == 1"#;
+    let r = prom.query(filling).await;
+    let s = find(&r, &on_claim).unwrap_or_else(|| panic!("KubePersistentVolumeFillingUp: {r:?}"));
+    assert_eq!(r.len(), 1, "{r:?}");
+    assert!(
+        (value(s) - want[1] as f64 / want[0] as f64).abs() < 1e-12,
+        "available / capacity {s} vs statfs {want:?}"
+    );
+    eprintln!(
+        "[{rt}] KubePersistentVolumeFillingUp: {claim} available/capacity {:.4}",
+        value(s)
+    );
+    let r = prom
+        .query(&format!(
+            r#"kube_persistentvolumeclaim_access_mode{{job="kube-state-metrics", persistentvolumeclaim="{claim}"}}"#
+        ))
+        .await;
+    assert_eq!(
+        r.first().map(|s| label(s, "access_mode")),
+        Some("ReadWriteOnce"),
+        "{r:?}"
+    );
 
     // The recording rules (rules/apps.libsonnet), their expressions evaluated here.
     let pod_info = r#"topk by (cluster, namespace, pod) (
@@ -1341,12 +1428,23 @@ kubelet_volume_stats_used_bytes{job="kubelet", metrics_path="/metrics"} > 0"#;
                 && labels.iter().all(|(k, v)| a["labels"][*k] == *v)
         })
     };
+    // KubePersistentVolumeFillingUp (critical, `for: 1m`): pending from its first evaluation
+    // with the claim filled, firing a minute later (the test may be past that by now).
+    let filling_up = |alerts: &[Value]| {
+        alerts.iter().any(|a| {
+            a["labels"]["alertname"] == "KubePersistentVolumeFillingUp"
+                && (a["state"] == "pending" || a["state"] == "firing")
+                && a["labels"]["severity"] == "critical"
+                && a["labels"]["namespace"] == "default"
+                && a["labels"]["persistentvolumeclaim"] == claim
+        })
+    };
     // The alerts the rules' next evaluations raise.
     let end = tokio::time::Instant::now() + Duration::from_secs(30);
     let alerts = loop {
         let data = prom.api("/api/v1/alerts").await;
         let alerts = data["alerts"].as_array().cloned().unwrap_or_default();
-        if expected.iter().all(|e| has(&alerts, e)) {
+        if expected.iter().all(|e| has(&alerts, e)) && filling_up(&alerts) {
             break alerts;
         }
         assert!(
@@ -1363,13 +1461,20 @@ kubelet_volume_stats_used_bytes{job="kubelet", metrics_path="/metrics"} > 0"#;
         "KubeletPodStartUpLatencyHigh",
         "KubeletClientCertificateRenewalErrors",
         "KubeletServerCertificateRenewalErrors",
-        "KubePersistentVolumeFillingUp",
     ] {
         assert!(
             !alerts.iter().any(|a| a["labels"]["alertname"] == quiet),
             "{quiet} is quiet: {alerts:?}"
         );
     }
+    // The warning one needs available space falling over 6 h: the tmpfs's is constant.
+    assert!(
+        !alerts.iter().any(
+            |a| a["labels"]["alertname"] == "KubePersistentVolumeFillingUp"
+                && a["labels"]["severity"] == "warning"
+        ),
+        "{alerts:?}"
+    );
     eprintln!(
         "[{rt}] {n} rules healthy; {} alerts active: {:?}",
         alerts.len(),

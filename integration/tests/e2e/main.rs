@@ -56,6 +56,7 @@ mod kubelet_max_pods;
 mod kubelet_metrics;
 mod kubelet_node_api;
 mod kubelet_object_watch;
+mod kubelet_persistent_volumes;
 mod kubelet_pods;
 mod kubelet_probes;
 mod kubelet_prometheus;

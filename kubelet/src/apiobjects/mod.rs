@@ -4,8 +4,11 @@
 //! kubelet's [`ObjectManager`] (upstream `configmap.Manager` / `secret.Manager`; by default one
 //! shared watch per referenced object, [`watch_cache`]) and reads them from it into
 //! [`ApiObjects`], so a running pod's configMap and secret volumes follow changes at the next
-//! sync; volume setup and the environment read them from there. In standalone mode there is
-//! no client and every lookup fails with upstream's "no kubeClient defined".
+//! sync; volume setup and the environment read them from there. The PersistentVolumeClaims
+//! its volumes name, and the PersistentVolumes they are bound to, are read with a GET at each
+//! sync, as upstream's desired-state-of-world populator reads them (no watch), and resolved by
+//! the volume manager. In standalone mode there is no client and every lookup fails with
+//! upstream's "no kubeClient defined".
 
 pub mod manager;
 pub mod watch_cache;
@@ -15,7 +18,7 @@ pub use manager::{ChangeDetectionStrategy, ObjectManager};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, PersistentVolume, PersistentVolumeClaim, Pod, Secret};
 use kube::{Api, Client};
 use parking_lot::Mutex;
 
@@ -30,6 +33,10 @@ pub struct ApiObjects {
     secrets: HashMap<String, Result<Option<Secret>, String>>,
     /// Service account tokens by (audience, expirationSeconds).
     tokens: HashMap<(String, i64), Result<String, String>>,
+    /// The PersistentVolumeClaims the pod's volumes name, by name, like `config_maps`.
+    claims: HashMap<String, Result<Option<PersistentVolumeClaim>, String>>,
+    /// The PersistentVolumes those claims are bound to, by name.
+    volumes: HashMap<String, Result<Option<PersistentVolume>, String>>,
 }
 
 /// A service account token source's key: its audience (empty: the API server's) and lifetime
@@ -85,6 +92,63 @@ impl ApiObjects {
                 .map(|s| (name(&s.metadata), Ok(Some(s))))
                 .collect(),
             tokens: HashMap::new(),
+            claims: HashMap::new(),
+            volumes: HashMap::new(),
+        }
+    }
+
+    /// These objects with `claims` and `volumes` added (tests).
+    pub fn with_persistent_volumes(
+        mut self,
+        claims: Vec<PersistentVolumeClaim>,
+        volumes: Vec<PersistentVolume>,
+    ) -> Self {
+        for c in claims {
+            let name = c.metadata.name.clone().unwrap_or_default();
+            self.claims.insert(name, Ok(Some(c)));
+        }
+        for v in volumes {
+            let name = v.metadata.name.clone().unwrap_or_default();
+            self.volumes.insert(name, Ok(Some(v)));
+        }
+        self
+    }
+
+    /// The namespace of the pod these objects were read for.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The PersistentVolumeClaim `name` of the pod's namespace: `Ok(None)` when it does not
+    /// exist.
+    pub fn persistent_volume_claim(
+        &self,
+        name: &str,
+    ) -> Result<Option<&PersistentVolumeClaim>, String> {
+        if !self.available {
+            return Err(format!(
+                "couldn't get PersistentVolumeClaim {}/{name}, no kubeClient defined",
+                self.namespace
+            ));
+        }
+        match self.claims.get(name) {
+            Some(Ok(c)) => Ok(c.as_ref()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Ok(None),
+        }
+    }
+
+    /// The PersistentVolume `name`: `Ok(None)` when it does not exist.
+    pub fn persistent_volume(&self, name: &str) -> Result<Option<&PersistentVolume>, String> {
+        if !self.available {
+            return Err(format!(
+                "couldn't get PersistentVolume {name}, no kubeClient defined"
+            ));
+        }
+        match self.volumes.get(name) {
+            Some(Ok(v)) => Ok(v.as_ref()),
+            Some(Err(e)) => Err(e.clone()),
+            None => Ok(None),
         }
     }
 
@@ -335,6 +399,33 @@ pub async fn fetch(manager: &ObjectManager, pod: &Pod, tokens: &TokenCache) -> A
     for name in secrets {
         let v = manager.secret(&ns, &name).await;
         out.secrets.insert(name, v);
+    }
+    // Upstream `getPVCExtractPV` / `getPVSpec`: the claim, then the volume it is bound to.
+    let claim_names: BTreeSet<String> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| v.persistent_volume_claim.as_ref())
+        .map(|c| c.claim_name.clone())
+        .collect();
+    for name in claim_names {
+        let api: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+        let claim = api.get_opt(&name).await.map_err(|e| e.to_string());
+        let bound_to = claim
+            .as_ref()
+            .ok()
+            .and_then(Option::as_ref)
+            .and_then(|c| c.spec.as_ref())
+            .and_then(|s| s.volume_name.clone())
+            .filter(|v| !v.is_empty());
+        if let Some(pv) = bound_to
+            && !out.volumes.contains_key(&pv)
+        {
+            let api: Api<PersistentVolume> = Api::all(client.clone());
+            let got = api.get_opt(&pv).await.map_err(|e| e.to_string());
+            out.volumes.insert(pv, got);
+        }
+        out.claims.insert(name, claim);
     }
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let sa = pod

@@ -304,6 +304,25 @@ pub struct VolumeMetrics {
     /// Per pod UID: its volumes' plugins, and whether they are mounted (the desired and the
     /// actual state of the world).
     pods: Arc<Mutex<PodVolumes>>,
+    /// Per pod UID: its mounted PersistentVolumeClaim volumes.
+    claims: Arc<Mutex<HashMap<String, Vec<ClaimVolume>>>>,
+}
+
+/// A pod volume backed by a PersistentVolumeClaim, as mounted: what `/stats/summary` lists
+/// with a `pvcRef` and `kubelet_volume_stats_*` report by claim.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimVolume {
+    /// The pod's volume name.
+    pub volume: String,
+    /// The claim's namespace (the pod's).
+    pub namespace: String,
+    /// The claim's name.
+    pub claim: String,
+    /// The volume's path on the host (what the containers mount).
+    pub path: std::path::PathBuf,
+    /// Whether the volume's plugin has a metrics provider: upstream's `local` plugin has
+    /// `MetricsStatFS`, `hostPath` has `MetricsNil` (no figures, no series).
+    pub stat_fs: bool,
 }
 
 /// Per pod UID: its volumes' plugins and whether they are mounted.
@@ -319,9 +338,73 @@ impl VolumeMetrics {
 
     /// The pod `uid`'s volumes are gone.
     pub fn pod_removed(&self, uid: &str) {
+        self.claims.lock().remove(uid);
         let mut pods = self.pods.lock();
         if pods.remove(uid).is_some() {
             self.recount(&pods);
+        }
+    }
+
+    /// The pod `uid`'s PersistentVolumeClaim volumes are mounted (an empty list: none).
+    pub fn pod_claims(&self, uid: &str, claims: Vec<ClaimVolume>) {
+        let mut all = self.claims.lock();
+        if claims.is_empty() {
+            all.remove(uid);
+        } else {
+            all.insert(uid.to_string(), claims);
+        }
+    }
+
+    /// The mounted PersistentVolumeClaim volumes, by pod UID.
+    pub fn claims(&self) -> HashMap<String, Vec<ClaimVolume>> {
+        self.claims.lock().clone()
+    }
+
+    /// Upstream's `volumeStatsCollector` (`collectors/volume_stats.go`): per claim (the first
+    /// volume of each (namespace, claim), as upstream deduplicates them), the statfs figures of
+    /// its path, read now; volumes whose plugin has no metrics provider give no series.
+    pub fn refresh_claim_stats(&self) {
+        let families = [
+            &self.capacity_bytes,
+            &self.available_bytes,
+            &self.used_bytes,
+            &self.inodes,
+            &self.inodes_free,
+            &self.inodes_used,
+        ];
+        for f in families {
+            f.clear();
+        }
+        let claims = self.claims.lock().clone();
+        let mut uids: Vec<&String> = claims.keys().collect();
+        uids.sort();
+        let mut seen = std::collections::HashSet::new();
+        for v in uids.into_iter().flat_map(|u| &claims[u]) {
+            if !v.stat_fs {
+                continue;
+            }
+            let key = VolumeClaim {
+                namespace: v.namespace.clone(),
+                persistentvolumeclaim: v.claim.clone(),
+            };
+            if seen.contains(&key) {
+                continue;
+            }
+            let Some(s) = crate::fsstats::volume_fs_stats(&v.path) else {
+                continue;
+            };
+            let g = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+            for (f, n) in families.iter().zip([
+                s.capacity,
+                s.available,
+                s.used,
+                s.inodes,
+                s.inodes_free,
+                s.inodes_used,
+            ]) {
+                f.get_or_create(&key).set(g(n));
+            }
+            seen.insert(key);
         }
     }
 
@@ -677,6 +760,7 @@ impl Metrics {
 
     /// `/metrics` encoded for a scraper that sent `accept`: content type and body.
     pub fn encode(&self, accept: &str) -> (&'static str, String) {
+        self.volumes.refresh_claim_stats();
         exposition::encode(&self.registry, accept)
     }
 

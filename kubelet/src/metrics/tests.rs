@@ -123,21 +123,17 @@ fn populated() -> Metrics {
     m.cgroups.observe("destroy", Duration::from_millis(1));
     m.client_certificate.renew_errors.inc();
     m.server_certificate.renew_errors.inc();
-    let claim = VolumeClaim {
-        namespace: "default".into(),
-        persistentvolumeclaim: "data".into(),
-    };
     let v = &m.volumes;
-    for f in [
-        &v.capacity_bytes,
-        &v.available_bytes,
-        &v.used_bytes,
-        &v.inodes,
-        &v.inodes_free,
-        &v.inodes_used,
-    ] {
-        f.get_or_create(&claim).set(1);
-    }
+    v.pod_claims(
+        "u",
+        vec![ClaimVolume {
+            volume: "data".into(),
+            namespace: "default".into(),
+            claim: "data".into(),
+            path: "/".into(),
+            stat_fs: true,
+        }],
+    );
     v.pod_volumes("u", vec!["kubernetes.io/empty-dir"], true);
     rest_client::global().observe("GET", "example:6443", Some(200), Duration::from_millis(1));
     m
@@ -247,4 +243,42 @@ fn promtool_finds_nothing_wrong() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+}
+
+#[test]
+fn volume_stats_are_read_per_claim_at_scrape() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let v = VolumeMetrics::default();
+    let claim = |volume: &str, claim: &str, stat_fs: bool| ClaimVolume {
+        volume: volume.into(),
+        namespace: "ns".into(),
+        claim: claim.into(),
+        path: dir.path().to_path_buf(),
+        stat_fs,
+    };
+    // Two pods share claim "a"; "h" is a hostPath PV (MetricsNil upstream: no series).
+    v.pod_claims("u1", vec![claim("data", "a", true), claim("h", "h", false)]);
+    v.pod_claims("u2", vec![claim("other", "a", true)]);
+    v.refresh_claim_stats();
+    let want = crate::fsstats::volume_fs_stats(dir.path()).expect("statfs");
+    let key = |c: &str| VolumeClaim {
+        namespace: "ns".into(),
+        persistentvolumeclaim: c.into(),
+    };
+    let got = |f: &Family<VolumeClaim, Gauge>, c: &str| {
+        let k = key(c);
+        f.get(&k).map(|g| g.get())
+    };
+    let as_i = |n: u64| i64::try_from(n).expect("fits");
+    assert_eq!(got(&v.capacity_bytes, "a"), Some(as_i(want.capacity)));
+    assert_eq!(got(&v.inodes, "a"), Some(as_i(want.inodes)));
+    assert!(got(&v.used_bytes, "a").is_some() && got(&v.inodes_used, "a").is_some());
+    assert!(got(&v.available_bytes, "a").is_some() && got(&v.inodes_free, "a").is_some());
+    assert_eq!(got(&v.capacity_bytes, "h"), None, "no metrics for hostPath");
+    // The pods gone, the series go.
+    v.pod_removed("u1");
+    v.pod_removed("u2");
+    v.refresh_claim_stats();
+    assert_eq!(got(&v.capacity_bytes, "a"), None);
+    assert!(v.claims().is_empty());
 }

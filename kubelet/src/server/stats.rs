@@ -48,7 +48,12 @@ pub(crate) async fn stats_summary(
         )
         .await;
     match summary {
-        Ok(s) => json(&serde_json::to_value(&s).unwrap_or_default()),
+        Ok(mut s) => {
+            if scope == Scope::Full {
+                crate::stats::add_claim_volumes(&mut s.pods, &shared.metrics.volumes.claims());
+            }
+            json(&serde_json::to_value(&s).unwrap_or_default())
+        }
         Err(e) => text(
             StatusCode::INTERNAL_SERVER_ERROR,
             format!("Internal Error: failed to get stats summary: {e}\n"),

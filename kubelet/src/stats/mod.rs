@@ -643,8 +643,15 @@ fn add_pod_storage(
         let (bytes, inodes) = dir_usage(&logs_dir.join(&c.name));
         c.logs = Some(fs_usage(now, root_fs, Some(bytes), Some(inodes)));
     }
-    let (vol_bytes, vol_inodes) =
-        dir_usage(&root_dir.join("pods").join(&p.pod_ref.uid).join("volumes"));
+    // Local volumes only (upstream `isPodManagedVolume`): a local PV's bind mount is not the
+    // pod's ephemeral storage.
+    let volumes = root_dir.join("pods").join(&p.pod_ref.uid).join("volumes");
+    let (all_bytes, all_inodes) = dir_usage(&volumes);
+    let (pv_bytes, pv_inodes) = dir_usage(&volumes.join(crate::volumemanager::LOCAL_VOLUME_PLUGIN));
+    let (vol_bytes, vol_inodes) = (
+        all_bytes.saturating_sub(pv_bytes),
+        all_inodes.saturating_sub(pv_inodes),
+    );
     let used = |f: fn(&FsStats) -> Option<u64>| -> u64 {
         p.containers
             .iter()
@@ -656,6 +663,42 @@ fn add_pod_storage(
     let bytes = used(|f| f.used_bytes) + vol_bytes;
     let inodes = used(|f| f.inodes_used) + vol_inodes;
     p.ephemeral_storage = Some(fs_usage(now, root_fs, Some(bytes), Some(inodes)));
+}
+
+/// Upstream `volumeStatCalculator` for the pods' PersistentVolumeClaim volumes: each pod's
+/// `volume[]` lists its claim volumes whose plugin has a metrics provider (the local plugin's
+/// `MetricsStatFS`: statfs of the path; hostPath's `MetricsNil` gives none), with their
+/// `pvcRef`. `claims` is by pod UID ([`crate::metrics::VolumeMetrics::claims`]).
+pub fn add_claim_volumes(
+    pods: &mut [PodStats],
+    claims: &HashMap<String, Vec<crate::metrics::ClaimVolume>>,
+) {
+    for p in pods {
+        let Some(list) = claims.get(&p.pod_ref.uid) else {
+            continue;
+        };
+        for v in list.iter().filter(|v| v.stat_fs) {
+            let Some(s) = crate::fsstats::volume_fs_stats(&v.path) else {
+                continue;
+            };
+            p.volume.push(VolumeStats {
+                fs: FsStats {
+                    time: Time::now(),
+                    available_bytes: Some(s.available),
+                    capacity_bytes: Some(s.capacity),
+                    used_bytes: Some(s.used),
+                    inodes_free: Some(s.inodes_free),
+                    inodes: Some(s.inodes),
+                    inodes_used: Some(s.inodes_used),
+                },
+                name: v.volume.clone(),
+                pvc_ref: Some(PvcReference {
+                    name: v.claim.clone(),
+                    namespace: v.namespace.clone(),
+                }),
+            });
+        }
+    }
 }
 
 #[cfg(test)]

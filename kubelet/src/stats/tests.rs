@@ -503,3 +503,42 @@ fn before_housekeepings_second_round_the_nodes_rate_is_since_its_first_sample() 
     let interval = (cpu.time.unix_nanos().unwrap() - then) as u128;
     assert_eq!(u128::from(rate), u128::from(used) * S as u128 / interval);
 }
+
+/// The pods' claim volumes with a metrics provider get `volume[]` entries with their statfs
+/// figures and `pvcRef`; a hostPath PV's (MetricsNil) none.
+#[test]
+fn claim_volumes_are_listed_with_their_pvc_ref() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut pods = vec![PodStats {
+        pod_ref: PodReference {
+            name: "p".into(),
+            namespace: "ns".into(),
+            uid: "u1".into(),
+        },
+        ..Default::default()
+    }];
+    let claim = |volume: &str, stat_fs: bool| crate::metrics::ClaimVolume {
+        volume: volume.into(),
+        namespace: "ns".into(),
+        claim: format!("{volume}-claim"),
+        path: dir.path().to_path_buf(),
+        stat_fs,
+    };
+    let claims = HashMap::from([(
+        "u1".to_string(),
+        vec![claim("data", true), claim("host", false)],
+    )]);
+    add_claim_volumes(&mut pods, &claims);
+    let want = crate::fsstats::volume_fs_stats(dir.path()).expect("statfs");
+    assert_eq!(pods[0].volume.len(), 1, "{:?}", pods[0].volume);
+    let v = &pods[0].volume[0];
+    assert_eq!(v.name, "data");
+    assert_eq!(v.fs.capacity_bytes, Some(want.capacity));
+    assert_eq!(v.fs.inodes, Some(want.inodes));
+    let json = serde_json::to_value(v).expect("json");
+    assert_eq!(
+        json["pvcRef"],
+        serde_json::json!({"name": "data-claim", "namespace": "ns"})
+    );
+    assert!(json["availableBytes"].is_u64() && json["inodesUsed"].is_u64());
+}

@@ -223,12 +223,22 @@ pub struct FsStats {
     pub inodes_used: Option<u64>,
 }
 
-/// Upstream `VolumeStats`: the volume's filesystem figures inline, and its name.
+/// Upstream `VolumeStats`: the volume's filesystem figures inline, its name and claim.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct VolumeStats {
     #[serde(flatten)]
     pub fs: FsStats,
     pub name: String,
+    /// The claim of a PersistentVolumeClaim-backed volume.
+    #[serde(rename = "pvcRef", default, skip_serializing_if = "Option::is_none")]
+    pub pvc_ref: Option<PvcReference>,
+}
+
+/// Upstream `PVCReference`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct PvcReference {
+    pub name: String,
+    pub namespace: String,
 }
 
 /// Upstream `ProcessStats`.

@@ -8,7 +8,9 @@
 //! - setting them up before containers start ("mounting"): hostPath type checks with upstream's
 //!   messages, downward API files (metadata fields, labels, annotations, resource fields);
 //!   configMap/secret (also as projected sources) need the API server and fail with a clear
-//!   message, other types are unsupported;
+//!   message; `persistentVolumeClaim` (API server too) is resolved to its bound
+//!   PersistentVolume and mounted by the PV's source, `hostPath` or `local` (see `pvc`); other
+//!   types are unsupported;
 //! - container mounts: `volumeMounts` with `subPath` or `subPathExpr` (expanded with the
 //!   container's environment; validated, created when missing inside the volume only, and
 //!   given to the runtime as a bind mount of the checked directory: see `subpath`), the
@@ -33,6 +35,7 @@ mod hostpath;
 mod mount;
 mod ownership;
 mod projected;
+mod pvc;
 mod secret;
 mod subpath;
 mod util;
@@ -51,6 +54,7 @@ pub use emptydir::EMPTY_DIR_PLUGIN;
 pub use hostpath::check_host_path_type;
 pub use mount::{is_mount_point, unmount_pod_dir};
 pub use projected::PROJECTED_PLUGIN;
+pub use pvc::{ClaimSource, LOCAL_VOLUME_PLUGIN, ResolvedClaim, resolve as resolve_claim};
 pub use secret::SECRET_PLUGIN;
 use util::valid_relative_path;
 
@@ -67,6 +71,15 @@ pub enum VolumeError {
         "volume {0:?}: unsupported volume type (emptyDir, hostPath, downwardAPI and projected downwardAPI only)"
     )]
     Unsupported(String),
+    /// A PersistentVolumeClaim volume could not be resolved to a volume this node mounts
+    /// (upstream's populator error, reported by `WaitForAttachAndMount`).
+    #[error("unmounted volumes=[{name}], failed to process volumes=[{name}]: {reason}")]
+    Claim {
+        /// Volume name.
+        name: String,
+        /// Cause, as upstream words it.
+        reason: String,
+    },
     /// The host directory could not be prepared.
     #[error("volume {name:?}: cannot prepare {path}: {reason}")]
     Setup {
@@ -113,11 +126,22 @@ fn plugin_dir(pod_dir: &Path, plugin: &str, name: &str) -> PathBuf {
     pod_dir.join("volumes").join(plugin).join(name)
 }
 
-/// Host paths of the pod's supported volumes (pure; see [`mount_pod_volumes`]).
-pub fn volume_host_paths(pod: &Pod, pod_dir: &Path) -> HashMap<String, PathBuf> {
+/// Host paths of the pod's supported volumes (see [`mount_pod_volumes`]); a
+/// persistentVolumeClaim volume's depends on its PersistentVolume, in `objects`, and is left
+/// out while the claim does not resolve.
+pub fn volume_host_paths(
+    pod: &Pod,
+    pod_dir: &Path,
+    objects: &crate::apiobjects::ApiObjects,
+) -> HashMap<String, PathBuf> {
     let mut out = HashMap::new();
     for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
-        let path = if let Some(hp) = &v.host_path {
+        let path = if let Some(c) = &v.persistent_volume_claim {
+            match pvc::resolve(c, objects) {
+                Ok(r) => r.host_path(pod_dir),
+                Err(_) => continue,
+            }
+        } else if let Some(hp) = &v.host_path {
             PathBuf::from(&hp.path)
         } else if v.empty_dir.is_some() {
             plugin_dir(pod_dir, EMPTY_DIR_PLUGIN, &v.name)
@@ -138,13 +162,15 @@ pub fn volume_host_paths(pod: &Pod, pod_dir: &Path) -> HashMap<String, PathBuf> 
 }
 
 /// The upstream plugin name of each of the pod's supported volumes (`kubernetes.io/empty-dir`,
-/// …), as `volume_manager_total_volumes` labels them.
-pub fn plugin_names(pod: &Pod) -> Vec<&'static str> {
+/// …), as `volume_manager_total_volumes` labels them (a claim's: its PV's, once resolved).
+pub fn plugin_names(pod: &Pod, objects: &crate::apiobjects::ApiObjects) -> Vec<&'static str> {
     pod.spec
         .iter()
         .flat_map(|s| s.volumes.iter().flatten())
         .filter_map(|v| {
-            Some(if v.host_path.is_some() {
+            Some(if let Some(c) = &v.persistent_volume_claim {
+                pvc::resolve(c, objects).ok()?.plugin_name()
+            } else if v.host_path.is_some() {
                 "kubernetes.io/host-path"
             } else if v.empty_dir.is_some() {
                 "kubernetes.io/empty-dir"
@@ -165,9 +191,14 @@ pub fn plugin_names(pod: &Pod) -> Vec<&'static str> {
 
 /// Whether `v`'s plugin mounts it read-only whatever the volumeMount says (upstream
 /// `Mounter.GetAttributes().ReadOnly`): true for the API data volumes — secret, configMap,
-/// downwardAPI and projected (the service account token too) — false for emptyDir and hostPath.
+/// downwardAPI and projected (the service account token too) — false for emptyDir and hostPath;
+/// a persistentVolumeClaim volume's is the claim source's `readOnly` (the local and hostPath
+/// plugins' `spec.ReadOnly`).
 pub fn must_mount_read_only(v: &Volume) -> bool {
-    v.secret.is_some()
+    v.persistent_volume_claim
+        .as_ref()
+        .is_some_and(|c| c.read_only == Some(true))
+        || v.secret.is_some()
         || v.config_map.is_some()
         || v.downward_api.is_some()
         || v.projected.is_some()
@@ -183,10 +214,41 @@ pub fn read_only_volumes(pod: &Pod) -> HashSet<String> {
         .collect()
 }
 
-/// Remove a pod directory after unmounting its volumes.
+/// Remove a pod directory after unmounting its volumes. Refused while anything is still
+/// mounted under it (upstream `cleanupOrphanedPodDirs` skips such pods): removing the
+/// directory would delete what a local volume's bind mount shows, the PV's data.
 pub fn remove_pod_dir(pod_dir: &Path) -> std::io::Result<()> {
     unmount_pod_dir(pod_dir);
+    if let Some(m) = mount::mounts_under(pod_dir).first() {
+        return Err(std::io::Error::other(format!(
+            "{} is still mounted",
+            m.display()
+        )));
+    }
     std::fs::remove_dir_all(pod_dir)
+}
+
+/// The pod's persistentVolumeClaim volumes as mounted (their claims, host paths and whether
+/// their plugin has metrics), for `/stats/summary` and `kubelet_volume_stats_*`.
+pub fn claim_volumes(
+    pod: &Pod,
+    pod_dir: &Path,
+    objects: &crate::apiobjects::ApiObjects,
+) -> Vec<crate::metrics::ClaimVolume> {
+    pod.spec
+        .iter()
+        .flat_map(|s| s.volumes.iter().flatten())
+        .filter_map(|v| {
+            let r = pvc::resolve(v.persistent_volume_claim.as_ref()?, objects).ok()?;
+            Some(crate::metrics::ClaimVolume {
+                volume: v.name.clone(),
+                path: r.host_path(pod_dir),
+                stat_fs: r.has_metrics(),
+                namespace: r.namespace,
+                claim: r.claim,
+            })
+        })
+        .collect()
 }
 
 /// Set up one volume at `path` (upstream `SetUp` of its plugin).
@@ -198,6 +260,10 @@ fn set_up_volume(
     objects: &crate::apiobjects::ApiObjects,
 ) -> Result<(), String> {
     let fs_group = ownership::pod_fs_group(pod);
+    if let Some(c) = &v.persistent_volume_claim {
+        let r = pvc::resolve(c, objects)?;
+        return pvc::set_up(&r, path, fs_group);
+    }
     if let Some(hp) = &v.host_path {
         return hostpath::set_up(hp, path);
     }
@@ -226,13 +292,21 @@ pub fn mount_pod_volumes(
     pod_dir: &Path,
     objects: &crate::apiobjects::ApiObjects,
 ) -> Result<HashMap<String, PathBuf>, VolumeError> {
-    let paths = volume_host_paths(pod, pod_dir);
+    let paths = volume_host_paths(pod, pod_dir, objects);
     let node = NodeAllocatable::node();
     for v in pod.spec.iter().flat_map(|s| s.volumes.iter().flatten()) {
         let set_up = |reason: String| VolumeError::SetUp {
             name: v.name.clone(),
             reason,
         };
+        if let Some(c) = &v.persistent_volume_claim
+            && let Err(reason) = pvc::resolve(c, objects)
+        {
+            return Err(VolumeError::Claim {
+                name: v.name.clone(),
+                reason,
+            });
+        }
         let Some(path) = paths.get(&v.name) else {
             return Err(VolumeError::Unsupported(v.name.clone()));
         };
@@ -468,7 +542,11 @@ mod tests {
 
     #[test]
     fn paths_and_mounts() {
-        let paths = volume_host_paths(&pod(), Path::new("/var/lib/kubelet/pods/u"));
+        let paths = volume_host_paths(
+            &pod(),
+            Path::new("/var/lib/kubelet/pods/u"),
+            &crate::apiobjects::ApiObjects::standalone("default"),
+        );
         assert_eq!(
             paths["scratch"],
             PathBuf::from("/var/lib/kubelet/pods/u/volumes/kubernetes.io~empty-dir/scratch")
@@ -548,7 +626,11 @@ mod tests {
                 },
             ]);
         }
-        let paths = volume_host_paths(&p, Path::new("/var/lib/kubelet/pods/u"));
+        let paths = volume_host_paths(
+            &p,
+            Path::new("/var/lib/kubelet/pods/u"),
+            &crate::apiobjects::ApiObjects::standalone("default"),
+        );
         let read_only = read_only_volumes(&p);
         let mount = |name: &str, ro: Option<bool>| VolumeMount {
             name: name.into(),
@@ -1117,5 +1199,147 @@ mod tests {
         let mounts =
             kubelet_managed_mounts(&pod, &c, &pod_dir, &["10.0.0.5".into()], &[]).expect("managed");
         assert_eq!(mounts.len(), 1);
+    }
+
+    /// A pod with claim volumes: the local PV is bind-mounted under the pod directory (a write
+    /// there lands in the PV's path, a read-only claim's mount refuses writes), the hostPath PV
+    /// is its path; an unbound claim fails with upstream's message; removing the pod directory
+    /// unmounts and keeps the PV's data.
+    #[test]
+    fn claim_volumes_mount_by_their_volume_source() {
+        // SAFETY: geteuid(2) has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: bind mounts need root");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (local, host) = (dir.path().join("local"), dir.path().join("host"));
+        std::fs::create_dir_all(&local).expect("local");
+        std::fs::create_dir_all(&host).expect("host");
+        let pod_dir = dir.path().join("pod");
+        let claim = |name: &str,
+                     pv: &str,
+                     phase: &str|
+         -> k8s_openapi::api::core::v1::PersistentVolumeClaim {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "namespace": "ns", "uid": format!("{name}-uid")},
+                "spec": {"volumeName": pv}, "status": {"phase": phase}
+            }))
+            .expect("pvc")
+        };
+        let pv = |name: &str,
+                  claim: &str,
+                  source: serde_json::Value|
+         -> k8s_openapi::api::core::v1::PersistentVolume {
+            let mut spec = serde_json::json!({"claimRef": {"namespace": "ns", "name": claim}});
+            if let (Some(s), Some(src)) = (spec.as_object_mut(), source.as_object()) {
+                s.extend(src.clone());
+            }
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "spec": spec}))
+                .expect("pv")
+        };
+        let objs = crate::apiobjects::ApiObjects::from_objects("ns", vec![], vec![])
+            .with_persistent_volumes(
+                vec![
+                    claim("data", "pv-local", "Bound"),
+                    claim("ro", "pv-local-ro", "Bound"),
+                    claim("hp", "pv-host", "Bound"),
+                    claim("waiting", "", "Pending"),
+                ],
+                vec![
+                    pv(
+                        "pv-local",
+                        "data",
+                        serde_json::json!({"local": {"path": local}}),
+                    ),
+                    pv(
+                        "pv-local-ro",
+                        "ro",
+                        serde_json::json!({"local": {"path": local}}),
+                    ),
+                    pv(
+                        "pv-host",
+                        "hp",
+                        serde_json::json!({"hostPath": {"path": host, "type": "Directory"}}),
+                    ),
+                ],
+            );
+        let volume = |name: &str, claim: &str, read_only: bool| Volume {
+            name: name.into(),
+            persistent_volume_claim: Some(
+                k8s_openapi::api::core::v1::PersistentVolumeClaimVolumeSource {
+                    claim_name: claim.into(),
+                    read_only: Some(read_only),
+                },
+            ),
+            ..Default::default()
+        };
+        let mut p = pod();
+        p.metadata.namespace = Some("ns".into());
+        p.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            volumes: Some(vec![
+                volume("data", "data", false),
+                volume("ro", "ro", true),
+                volume("hp", "hp", false),
+            ]),
+            ..Default::default()
+        });
+        let paths = mount_pod_volumes(&p, &pod_dir, &objs).expect("mount");
+        assert_eq!(
+            paths["data"],
+            pod_dir.join("volumes/kubernetes.io~local-volume/pv-local")
+        );
+        assert_eq!(paths["hp"], host);
+        assert!(is_mount_point(&paths["data"]) && is_mount_point(&paths["ro"]));
+        std::fs::write(paths["data"].join("f"), "x").expect("write through the bind mount");
+        assert_eq!(
+            std::fs::read_to_string(local.join("f")).expect("on the PV"),
+            "x"
+        );
+        let err = std::fs::write(paths["ro"].join("g"), "x").expect_err("read-only");
+        assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+        assert_eq!(
+            read_only_volumes(&p),
+            HashSet::from(["ro".to_string()]),
+            "the read-only claim mounts read-only"
+        );
+        assert_eq!(
+            plugin_names(&p, &objs),
+            [
+                "kubernetes.io/local-volume",
+                "kubernetes.io/local-volume",
+                "kubernetes.io/host-path"
+            ]
+        );
+        let claims = claim_volumes(&p, &pod_dir, &objs);
+        assert_eq!(
+            claims
+                .iter()
+                .map(|c| (c.volume.as_str(), c.claim.as_str(), c.stat_fs))
+                .collect::<Vec<_>>(),
+            [
+                ("data", "data", true),
+                ("ro", "ro", true),
+                ("hp", "hp", false)
+            ]
+        );
+        // Idempotent: mounted once.
+        mount_pod_volumes(&p, &pod_dir, &objs).expect("again");
+        assert_eq!(mount::mounts_under(&pod_dir).len(), 2);
+        remove_pod_dir(&pod_dir).expect("remove");
+        assert!(!pod_dir.exists());
+        assert!(local.join("f").exists(), "the PV's data stays");
+        // An unbound claim: no mount, upstream's message.
+        let mut waiting = p.clone();
+        waiting.spec = Some(k8s_openapi::api::core::v1::PodSpec {
+            volumes: Some(vec![volume("w", "waiting", false)]),
+            ..Default::default()
+        });
+        let err = mount_pod_volumes(&waiting, &pod_dir, &objs).expect_err("unbound");
+        assert_eq!(
+            err.to_string(),
+            "unmounted volumes=[w], failed to process volumes=[w]: error processing PVC ns/waiting: PVC is not bound"
+        );
+        assert!(claim_volumes(&waiting, &pod_dir, &objs).is_empty());
     }
 }

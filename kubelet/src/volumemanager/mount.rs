@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 /// Mount points (from `/proc/self/mountinfo`) at or under `dir`.
-fn mounts_under(dir: &Path) -> Vec<PathBuf> {
+pub(super) fn mounts_under(dir: &Path) -> Vec<PathBuf> {
     let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     text.lines()
         .filter_map(|l| l.split(' ').nth(4))

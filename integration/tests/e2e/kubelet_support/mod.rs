@@ -7,6 +7,7 @@
 
 pub mod cgroup;
 pub mod judge;
+pub mod pv;
 pub use judge::{admin_client as judge_admin, client_from, judge_or_skip, kubectl};
 
 use std::collections::HashMap;

@@ -95,7 +95,7 @@ impl KubeGenericRuntimeManager {
             ns.target_id = t.to_string();
         }
         let pod_dir = self.pod_dir(pod.metadata.uid.as_deref().unwrap_or_default());
-        let volumes = crate::volumemanager::volume_host_paths(pod, &pod_dir);
+        let volumes = crate::volumemanager::volume_host_paths(pod, &pod_dir, objects);
         let read_only = crate::volumemanager::read_only_volumes(pod);
         let config_error = |e: crate::volumemanager::VolumeError| {
             self.create_container_config_error(pod, c, e.to_string())

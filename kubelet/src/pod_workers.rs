@@ -25,6 +25,10 @@ use crate::status::{StatusManager, WaitingReasons, generate_api_pod_status};
 
 /// Upstream `backOffPeriod`: how soon a pod is synced again after a failed sync.
 pub const BACKOFF_PERIOD: Duration = Duration::from_secs(10);
+/// Upstream nestedpendingoperations' `initialDurationBeforeRetry`: the first wait before a
+/// pod whose volumes could not be set up is synced again (then doubling, up to
+/// [`BACKOFF_PERIOD`]).
+pub const MOUNT_RETRY_FIRST: Duration = Duration::from_millis(500);
 /// The first wait before a failed termination is tried again (then doubling, up to
 /// [`BACKOFF_PERIOD`]).
 pub const KILL_RETRY_FIRST: Duration = Duration::from_secs(1);
@@ -240,6 +244,8 @@ async fn manage_pod_loop(
     cancel: CancellationToken,
 ) {
     let mut backoff = Backoff::default();
+    // The wait before the next try of volumes that could not be set up.
+    let mut mount_retry = MOUNT_RETRY_FIRST;
     // When the last sync had settled: the next one may start from a status read since.
     let mut settled = None;
     let mut synced = false;
@@ -285,6 +291,9 @@ async fn manage_pod_loop(
         let start = Instant::now();
         let outcome = Box::pin(sync_pod(&ctx, &work.pod, &mut backoff, settled)).await;
         settled = Some(outcome.settled);
+        if !outcome.volumes_pending {
+            mount_retry = MOUNT_RETRY_FIRST;
+        }
         let ok = outcome.ok;
         // Upstream's operation types: `create` for the worker's first sync, `sync` after.
         let operation = if synced { "sync" } else { "create" };
@@ -302,7 +311,11 @@ async fn manage_pod_loop(
                 _ = Box::pin(sync_terminating_pod(&ctx, &work)) => {}
             }
         }
-        let requeue_after = if outcome.unreported {
+        let requeue_after = if outcome.volumes_pending {
+            let wait = mount_retry;
+            mount_retry = (mount_retry * 2).min(BACKOFF_PERIOD);
+            wait.min(ctx.sync_frequency)
+        } else if outcome.unreported {
             crate::pleg::RELIST_PERIOD.min(ctx.sync_frequency)
         } else if ok {
             ctx.sync_frequency
@@ -345,6 +358,10 @@ pub struct SyncOutcome {
     /// The pod's phase is terminal (Succeeded or Failed, upstream `isTerminal`): nothing was
     /// started and the pod is never synced as running again.
     pub terminal: bool,
+    /// Its volumes could not be set up yet (a token or ConfigMap the API server refused or
+    /// had not served yet): tried again soon, as upstream's volume manager retries a failed
+    /// mount after 500 ms (doubling) while the pod worker waits for it.
+    pub volumes_pending: bool,
 }
 
 impl SyncOutcome {
@@ -354,6 +371,7 @@ impl SyncOutcome {
             settled: Instant::now(),
             unreported: false,
             terminal: false,
+            volumes_pending: false,
         }
     }
 }
@@ -465,7 +483,10 @@ pub async fn sync_pod(
             &status,
             &crate::volumemanager::mount_failure_reasons(pod, &e),
         );
-        return SyncOutcome::now(false);
+        return SyncOutcome {
+            volumes_pending: true,
+            ..SyncOutcome::now(false)
+        };
     }
     let result = ctx.runtime.sync_pod(pod, &status, &objects, backoff).await;
     for e in &result.errors {
@@ -496,6 +517,7 @@ pub async fn sync_pod(
         settled: settled.unwrap_or_else(Instant::now),
         unreported,
         terminal: false,
+        volumes_pending: false,
     }
 }
 
@@ -1230,6 +1252,45 @@ mod tests {
                 .flatten()
                 .any(|c| c.type_ == "DisruptionTarget" && c.status == "True")
         );
+    }
+
+    /// Volumes that cannot be set up yet (on a real cluster: the first token request refused
+    /// while the API server's NodeRestriction cache lags the binding) are tried again after
+    /// 500 ms, doubling, as upstream's volume manager retries a mount; not after the 10 s of a
+    /// failed sync, which made the 100-node startup tail.
+    #[tokio::test(start_paused = true)]
+    async fn volumes_not_ready_are_tried_again_soon() {
+        use k8s_openapi::api::core::v1::{HostPathVolumeSource, Volume};
+        let mut b = bed().await;
+        let mut p = pod("w6v", &["app"]);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.volumes = Some(vec![Volume {
+                name: "data".into(),
+                host_path: Some(HostPathVolumeSource {
+                    path: "/nonexistent/w6v".into(),
+                    type_: Some("Directory".into()),
+                }),
+                ..Default::default()
+            }]);
+        }
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            b.workers.update_pod(work(p.clone(), false));
+            waits.push(b.next_done().await.requeue_after);
+        }
+        let ms = |n| Duration::from_millis(n);
+        assert_eq!(
+            waits,
+            vec![
+                ms(500),
+                ms(1000),
+                ms(2000),
+                ms(4000),
+                ms(8000),
+                BACKOFF_PERIOD
+            ]
+        );
+        assert_eq!(b.fake.call_count("run_podsandbox"), 0, "nothing started");
     }
 
     #[tokio::test(start_paused = true)]

@@ -39,6 +39,19 @@ pub struct ApiObjects {
     volumes: HashMap<String, Result<Option<PersistentVolume>, String>>,
 }
 
+/// An object read for the pod, by name: `Ok(None)` when it does not exist, the read's error
+/// when it failed.
+fn lookup<'a, T>(
+    objects: &'a HashMap<String, Result<Option<T>, String>>,
+    name: &str,
+) -> Result<Option<&'a T>, String> {
+    match objects.get(name) {
+        Some(Ok(o)) => Ok(o.as_ref()),
+        Some(Err(e)) => Err(e.clone()),
+        None => Ok(None),
+    }
+}
+
 /// A service account token source's key: its audience (empty: the API server's) and lifetime
 /// (upstream default 3600 s).
 pub fn token_key(src: &k8s_openapi::api::core::v1::ServiceAccountTokenProjection) -> (String, i64) {
@@ -131,11 +144,7 @@ impl ApiObjects {
                 self.namespace
             ));
         }
-        match self.claims.get(name) {
-            Some(Ok(c)) => Ok(c.as_ref()),
-            Some(Err(e)) => Err(e.clone()),
-            None => Ok(None),
-        }
+        lookup(&self.claims, name)
     }
 
     /// The PersistentVolume `name`: `Ok(None)` when it does not exist.
@@ -145,11 +154,7 @@ impl ApiObjects {
                 "couldn't get PersistentVolume {name}, no kubeClient defined"
             ));
         }
-        match self.volumes.get(name) {
-            Some(Ok(v)) => Ok(v.as_ref()),
-            Some(Err(e)) => Err(e.clone()),
-            None => Ok(None),
-        }
+        lookup(&self.volumes, name)
     }
 
     /// The configMap `name`: `Ok(None)` when it does not exist.
@@ -160,11 +165,7 @@ impl ApiObjects {
                 self.namespace
             ));
         }
-        match self.config_maps.get(name) {
-            Some(Ok(c)) => Ok(c.as_ref()),
-            Some(Err(e)) => Err(e.clone()),
-            None => Ok(None),
-        }
+        lookup(&self.config_maps, name)
     }
 
     /// The secret `name`: `Ok(None)` when it does not exist.
@@ -175,11 +176,7 @@ impl ApiObjects {
                 self.namespace
             ));
         }
-        match self.secrets.get(name) {
-            Some(Ok(s)) => Ok(s.as_ref()),
-            Some(Err(e)) => Err(e.clone()),
-            None => Ok(None),
-        }
+        lookup(&self.secrets, name)
     }
 
     /// The service account token for a projected `serviceAccountToken` source.

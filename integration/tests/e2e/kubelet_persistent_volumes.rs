@@ -15,13 +15,12 @@ use crate::kubelet_support;
 
 use std::sync::Arc;
 
-use integration::apiserver::ApiServer;
 use integration::fixtures::unique_name;
 use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use k8s_openapi::api::core::v1::{Event, Pod};
+use kube::Api;
 use kube::api::PostParams;
-use kube::{Api, Client, Config};
 use kubelet_support::pv::{
     Tmpfs, VOLUME_STATS, create_claim, delete_claims, local_source, sample, statfs,
 };
@@ -83,21 +82,13 @@ async fn failed_mounts(events: &Api<Event>, uid: &str) -> Vec<String> {
 
 async fn persistent_volumes(kind: RuntimeKind) {
     let tb = require_testbed!(&format!("kubelet_persistent_volumes[{}]", kind.name()));
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let server = Arc::new(ApiServer::start().await.expect("fixture"));
-    let mut k = Kubelet::new(kind, "klpvc");
-    let kubeconfig = k.dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig()).expect("kubeconfig");
-    k.spawn(
+    let (_server, mut k, client) = api_mode_kubelet(
         &tb,
-        &[
-            "--kubeconfig".into(),
-            kubeconfig.display().to_string(),
-            "--sync-frequency".into(),
-            "2s".into(),
-        ],
-    );
-    let client = Client::try_from(Config::new(server.url().parse().expect("url"))).expect("client");
+        kind,
+        "klpvc",
+        &["--sync-frequency".into(), "2s".into()],
+    )
+    .await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let tmpfs = Tmpfs::mount(8 << 20);
     let host_dir = tempfile::tempdir().expect("host dir");

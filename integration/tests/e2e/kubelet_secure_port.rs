@@ -83,7 +83,7 @@ pub(crate) async fn relay(kubelet_port: u16, tls: tokio_rustls::TlsConnector) ->
     port
 }
 
-/// `GET path` through a relay: (status, body).
+/// `GET path` through a relay: (status, body), de-chunked.
 pub(crate) async fn get(relay: u16, path: &str) -> Option<(u16, String)> {
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", relay))
         .await
@@ -95,10 +95,7 @@ pub(crate) async fn get(relay: u16, path: &str) -> Option<(u16, String)> {
         .await
         .ok()?
         .ok()?;
-    let text = String::from_utf8_lossy(&buf).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, body.to_string()))
+    crate::kubelet_support::parse_http_response(&buf)
 }
 
 async fn kubelet_secure_port(kind: RuntimeKind) {

@@ -496,13 +496,18 @@ impl Collector for CadvisorCollector {
 
 /// The page of one scrape in the Prometheus text format.
 pub fn render(collector: CadvisorCollector) -> String {
+    let mut out = String::new();
+    render_to(collector, &mut out);
+    out
+}
+
+/// [`render`] into `out`; a writer that fails (its reader gone) ends it.
+pub fn render_to(collector: CadvisorCollector, out: &mut impl std::fmt::Write) {
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(collector));
-    let mut out = String::new();
-    if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut out, &registry) {
-        tracing::error!(error = %e, "encoding /metrics/cadvisor failed");
+    if let Err(e) = prometheus_client::encoding::prometheus_text::encode(out, &registry) {
+        tracing::debug!(error = %e, "encoding /metrics/cadvisor ended early");
     }
-    out
 }
 
 #[cfg(test)]

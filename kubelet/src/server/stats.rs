@@ -90,8 +90,12 @@ pub(crate) async fn resource_metrics(shared: &KubeletShared, root_dir: &Path) ->
 /// `machine_*` series of the node, the kubepods slices, the pods and their containers
 /// ([`crate::cadvisor`]).
 pub(crate) async fn cadvisor_metrics(shared: &KubeletShared) -> Response<Body> {
-    let body = crate::cadvisor::metrics_page(std::sync::Arc::clone(&shared.cadvisor)).await;
-    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
+    use futures::StreamExt;
+    let rx = crate::cadvisor::metrics_page(std::sync::Arc::clone(&shared.cadvisor));
+    let stream =
+        futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) })
+            .map(|b| Ok::<_, std::convert::Infallible>(hyper::body::Frame::data(b)));
+    let mut r = Response::new(BodyExt::boxed(http_body_util::StreamBody::new(stream)));
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static(

@@ -77,6 +77,7 @@ mod kubelet_tls_bootstrap;
 mod kubelet_volumes;
 mod kubelet_webhook_auth;
 mod packages;
+mod scrape_bench;
 mod soak;
 mod socket_activation;
 mod streaming;

@@ -209,6 +209,13 @@ async fn run() -> Result<()> {
         Path::new(integration::soak::leaks::CGROUP_MOUNT),
         &cgroup_root,
     );
+    // The Go kubelet bind-mounts its root directory on itself (`MakeRShared`): undone, or the
+    // directory cannot be removed.
+    let _ = Command::new("umount")
+        .args(["-R", "-l"])
+        .arg(dir.join("root"))
+        .stderr(Stdio::null())
+        .status();
     let report = outcome?;
     println!("{}", markdown(&report, judge.is_some()));
     if let Some(p) = &args.json {

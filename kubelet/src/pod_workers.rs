@@ -478,11 +478,12 @@ pub async fn sync_pod(
             e.to_string(),
         );
         tracing::warn!(error = %e, "unable to mount volumes");
-        ctx.set_status(
-            pod,
-            &status,
-            &crate::volumemanager::mount_failure_reasons(pod, &e),
-        );
+        // Upstream `SyncPod` wrote the status before `WaitForAttachAndMount` and leaves it as
+        // it is: containers not created yet keep their default waiting reason
+        // (`PodInitializing` in a pod with init containers, else `ContainerCreating`), and the
+        // error is only the `FailedMount` event. The InitContainer conformance specs check that
+        // app containers never wait with any other reason before the init containers ran.
+        ctx.set_status(pod, &status, &WaitingReasons::default());
         return SyncOutcome {
             volumes_pending: true,
             ..SyncOutcome::now(false)
@@ -1290,6 +1291,72 @@ mod tests {
                 BACKOFF_PERIOD
             ]
         );
+        assert_eq!(b.fake.call_count("run_podsandbox"), 0, "nothing started");
+    }
+
+    /// While volumes cannot be mounted, containers keep upstream's default waiting reason:
+    /// in a pod with init containers both the init and the app containers wait
+    /// `PodInitializing` (the conformance "should not start app containers if init containers
+    /// fail" specs fail on any other reason, and a pod's first sync can meet a configMap cache
+    /// not synced yet), without the mount error as message (that is the `FailedMount` event).
+    #[tokio::test(start_paused = true)]
+    async fn containers_waiting_for_volumes_keep_their_default_reason() {
+        use k8s_openapi::api::core::v1::{HostPathVolumeSource, Volume};
+        let mut b = bed().await;
+        let mut p = pod("w6i", &["app"]);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.init_containers = Some(vec![Container {
+                name: "init".into(),
+                image: Some("busybox:1".into()),
+                ..Default::default()
+            }]);
+            spec.volumes = Some(vec![Volume {
+                name: "data".into(),
+                host_path: Some(HostPathVolumeSource {
+                    path: "/nonexistent/w6i".into(),
+                    type_: Some("Directory".into()),
+                }),
+                ..Default::default()
+            }]);
+        }
+        b.workers.update_pod(work(p.clone(), false));
+        b.next_done().await;
+        let status = b.ctx.status.get_pod_status("w6i").expect("status");
+        for (kind, list) in [
+            ("init", status.init_container_statuses.as_ref()),
+            ("app", status.container_statuses.as_ref()),
+        ] {
+            let c = list.and_then(|l| l.first()).expect(kind);
+            let waiting = c
+                .state
+                .as_ref()
+                .and_then(|s| s.waiting.as_ref())
+                .expect("waiting");
+            assert_eq!(
+                waiting.reason.as_deref(),
+                Some("PodInitializing"),
+                "{kind}: {c:?}"
+            );
+            assert_eq!(waiting.message, None, "{kind}: {c:?}");
+        }
+
+        // Without init containers: ContainerCreating.
+        let mut p = pod("w6j", &["app"]);
+        if let Some(spec) = p.spec.as_mut() {
+            spec.volumes = Some(vec![Volume {
+                name: "data".into(),
+                host_path: Some(HostPathVolumeSource {
+                    path: "/nonexistent/w6j".into(),
+                    type_: Some("Directory".into()),
+                }),
+                ..Default::default()
+            }]);
+        }
+        b.workers.update_pod(work(p, false));
+        b.next_done().await;
+        let status = b.ctx.status.get_pod_status("w6j").expect("status");
+        let waiting = app_state(&status).waiting.expect("app waiting");
+        assert_eq!(waiting.reason.as_deref(), Some("ContainerCreating"));
         assert_eq!(b.fake.call_count("run_podsandbox"), 0, "nothing started");
     }
 

@@ -315,25 +315,6 @@ pub fn mount_pod_volumes(
     Ok(paths)
 }
 
-/// The waiting reasons shown while volumes cannot be mounted: every container waits in
-/// `ContainerCreating` with the mount error as message.
-pub fn mount_failure_reasons(pod: &Pod, err: &VolumeError) -> HashMap<String, (String, String)> {
-    pod.spec
-        .iter()
-        .flat_map(|s| {
-            s.containers
-                .iter()
-                .chain(s.init_containers.iter().flatten())
-        })
-        .map(|c| {
-            (
-                c.name.clone(),
-                ("ContainerCreating".to_string(), err.to_string()),
-            )
-        })
-        .collect()
-}
-
 /// CRI mounts for `c`'s volumeMounts (upstream `makeMounts`, without propagation): a
 /// `subPathExpr` is expanded with the container's environment `env`
 /// (`subpath::expand_sub_path_expr`) and used as the `subPath`; a `subPath` must be relative
@@ -820,8 +801,6 @@ mod tests {
             err.to_string(),
             "MountVolume.SetUp failed for volume \"cfg\" : couldn't get configMap ns/settings, no kubeClient defined"
         );
-        let reasons = mount_failure_reasons(&p, &err);
-        assert_eq!(reasons["c"].0, "ContainerCreating");
 
         // With the API server: the keys as files; a change replaces them and drops old keys;
         // a missing configMap is an error unless optional.

@@ -14,9 +14,21 @@ use integration::require_testbed;
 use integration::runtimes::RuntimeKind;
 use kubelet_support::*;
 
-fn waiting_message(pod: &serde_json::Value) -> Option<String> {
-    pod["status"]["containerStatuses"][0]["state"]["waiting"]["message"]
-        .as_str()
+/// The waiting state of a pod's first container: (reason, message).
+fn waiting(pod: &serde_json::Value) -> Option<(String, Option<String>)> {
+    let w = &pod["status"]["containerStatuses"][0]["state"]["waiting"];
+    Some((
+        w["reason"].as_str()?.to_string(),
+        w["message"].as_str().map(str::to_string),
+    ))
+}
+
+/// The kubelet's log line about a volume of `uid` that cannot be set up, once it holds `what`.
+fn mount_error_logged(log: &std::path::Path, uid: &str, what: &str) -> Option<String> {
+    std::fs::read_to_string(log)
+        .ok()?
+        .lines()
+        .find(|l| l.contains("unable to mount volumes") && l.contains(uid) && l.contains(what))
         .map(str::to_string)
 }
 
@@ -209,25 +221,32 @@ spec:
             cache.display()
         );
 
-        let msg = wait_for("the hostPath type error in /pods", &log, || async {
-            waiting_message(&pod(port, &badhp_uid).await?)
+        // As upstream, a volume that cannot be set up is a `FailedMount` event (the kubelet's
+        // log without an API server) and the containers keep waiting `ContainerCreating`,
+        // without the error as message.
+        let type_error = format!(
+            "hostPath type check failed: {} is not a directory",
+            not_a_dir.display()
+        );
+        wait_for("the hostPath type error in the log", &log, || async {
+            mount_error_logged(&log, &badhp_uid, &type_error)
         })
         .await;
-        assert!(
-            msg.contains(&format!(
-                "hostPath type check failed: {} is not a directory",
-                not_a_dir.display()
-            )),
-            "{msg}"
-        );
-        let msg = wait_for("the configMap volume error in /pods", &log, || async {
-            waiting_message(&pod(port, &cfg_uid).await?)
+        wait_for("the configMap volume error in the log", &log, || async {
+            mount_error_logged(
+                &log,
+                &cfg_uid,
+                "couldn't get configMap default/settings, no kubeClient defined",
+            )
         })
         .await;
-        assert!(
-            msg.contains("couldn't get configMap default/settings, no kubeClient defined"),
-            "{msg}"
-        );
+        for uid in [&badhp_uid, &cfg_uid] {
+            let w = wait_for("the waiting container in /pods", &log, || async {
+                waiting(&pod(port, uid).await?)
+            })
+            .await;
+            assert_eq!(w, ("ContainerCreating".to_string(), None), "{uid}");
+        }
         let msg = wait_for("the termination message", &log, || async {
             terminated_message(&pod(port, &term_uid).await?)
         })

@@ -151,6 +151,72 @@ impl ContainerManager {
     }
 }
 
+impl ContainerManager {
+    /// Sends SIGKILL to every process in pod `uid`'s cgroups and the cgroups below them,
+    /// under whichever QoS class (cgroupfs driver): upstream's `podContainerManagerImpl.Destroy`
+    /// does so (`tryKillingCgroupProcesses`) before it removes the cgroups of a pod that should
+    /// not be running. Such a process is one its runtime lost track of, e.g. a `runc init` left
+    /// waiting for a start that never came when dockerd died between a container's create and
+    /// start. How many processes were signalled.
+    pub fn kill_pod_cgroup_processes(&self, uid: &str) -> usize {
+        if self.config.driver != "cgroupfs" || !self.config.per_qos || uid.is_empty() {
+            return 0;
+        }
+        let root = self.config.root.trim_end_matches('/');
+        let mut pids = std::collections::BTreeSet::new();
+        for qos in ["", "burstable/", "besteffort/"] {
+            pids.extend(cgroup_procs(
+                Path::new("/sys/fs/cgroup"),
+                &format!("{root}/{KUBEPODS}/{qos}pod{uid}"),
+            ));
+        }
+        let me = std::process::id() as i32;
+        let mut killed = 0;
+        for pid in pids.into_iter().filter(|p| *p > 1 && *p != me) {
+            // SAFETY: kill(2) has no memory-safety preconditions.
+            if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
+                tracing::info!(pod_uid = %uid, pid, "killed a process left in the cgroup of a pod no source knows");
+                killed += 1;
+            }
+        }
+        killed
+    }
+}
+
+/// The pids in `cgroup.procs` of `<mount>/<controller>/<rel>` (every hierarchy) or
+/// `<mount>/<rel>` (v2), and of the cgroups below it, down to [`MAX_CGROUP_DEPTH`].
+fn cgroup_procs(mount: &Path, rel: &str) -> std::collections::BTreeSet<i32> {
+    fn walk(dir: &Path, depth: usize, out: &mut std::collections::BTreeSet<i32>) {
+        if let Ok(procs) = std::fs::read_to_string(dir.join("cgroup.procs")) {
+            out.extend(procs.lines().filter_map(|l| l.trim().parse::<i32>().ok()));
+        }
+        if depth >= MAX_CGROUP_DEPTH {
+            return;
+        }
+        if let Ok(rd) = std::fs::read_dir(dir) {
+            for e in rd.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    walk(&e.path(), depth + 1, out);
+                }
+            }
+        }
+    }
+    let rel = rel.trim_start_matches('/');
+    let mut out = std::collections::BTreeSet::new();
+    let mut dirs = vec![mount.join(rel)];
+    if let Ok(rd) = std::fs::read_dir(mount) {
+        dirs.extend(
+            rd.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path().join(rel)),
+        );
+    }
+    for d in dirs.into_iter().filter(|d| d.is_dir()) {
+        walk(&d, 0, &mut out);
+    }
+    out
+}
+
 /// `rmdir` of `<mount>/<controller>/<rel>` for every cgroup v1 controller hierarchy, or of
 /// `<mount>/<rel>` on cgroup v2, with the cgroups below it first (a container's cgroup its
 /// runtime left when it was killed mid-removal; upstream libcontainer's `RemovePath` removes
@@ -298,6 +364,29 @@ mod tests {
         let mut critical = be.clone();
         critical.spec.as_mut().unwrap().priority_class_name = Some(SYSTEM_NODE_CRITICAL.into());
         assert_eq!(m.oom_score_adj(&critical, &c(&critical)), -997);
+    }
+
+    #[test]
+    fn the_processes_of_a_pod_cgroup_tree_are_found_in_every_hierarchy() {
+        let d = tempfile::tempdir().unwrap();
+        let pod = "kubepods/besteffort/podx";
+        for (dir, procs) in [
+            (format!("pids/{pod}"), ""),
+            // A container cgroup with a `runc init` its runtime forgot, seen in two hierarchies.
+            (format!("pids/{pod}/c1"), "9672\n"),
+            (format!("memory/{pod}/c1"), "9672\n"),
+            (format!("memory/{pod}/c2/sub"), "12\n13\n"),
+            // Another pod's: not this one's.
+            ("pids/kubepods/besteffort/podxy/c".to_string(), "77\n"),
+        ] {
+            std::fs::create_dir_all(d.path().join(&dir)).unwrap();
+            std::fs::write(d.path().join(&dir).join("cgroup.procs"), procs).unwrap();
+        }
+        let pids: Vec<i32> = cgroup_procs(d.path(), &format!("/{pod}"))
+            .into_iter()
+            .collect();
+        assert_eq!(pids, vec![12, 13, 9672]);
+        assert!(cgroup_procs(d.path(), "/kubepods/burstable/podx").is_empty());
     }
 
     #[test]

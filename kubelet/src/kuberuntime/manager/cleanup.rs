@@ -5,7 +5,9 @@
 //! termination was cut short, the kubelet killed after the runtime's removal and before these
 //! (upstream `cleanupOrphanedPodDirs` and `cleanupOrphanedPodCgroups`). A directory under
 //! `<root>/pods` marks a pod this kubelet ran, so housekeeping touches no other kubelet's pods:
-//! the pod directory goes last, once the cgroups are gone, and a cgroup still busy is retried.
+//! the pod directory goes last, once the cgroups are gone; a process still in the cgroups of
+//! such a pod (one its runtime lost track of) is killed, as upstream's `Destroy` does, and a
+//! cgroup still busy is retried.
 
 use std::path::PathBuf;
 
@@ -66,7 +68,13 @@ impl KubeGenericRuntimeManager {
     /// kubelet ran that nothing knows any more (no source, no worker, nothing on the runtime):
     /// its cgroups, log directories and, once the cgroups are gone, its pod directory.
     pub fn clean_up_orphaned_pod(&self, uid: &str) -> bool {
-        let cgroups_gone = self.cm.remove_pod_cgroups(uid) != Some(false);
+        let mut cgroups_gone = self.cm.remove_pod_cgroups(uid) != Some(false);
+        if !cgroups_gone && self.cm.kill_pod_cgroup_processes(uid) > 0 {
+            // Upstream `Destroy`: the processes killed, the cgroups go once they are reaped
+            // (here, or at the next housekeeping).
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            cgroups_gone = self.cm.remove_pod_cgroups(uid) != Some(false);
+        }
         let logs = self.pod_log_dirs_of(uid);
         let gone = self.remove_pod_dirs(uid, &logs, cgroups_gone) && cgroups_gone;
         if gone {

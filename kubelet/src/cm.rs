@@ -149,9 +149,7 @@ impl ContainerManager {
         }
         Some(gone)
     }
-}
 
-impl ContainerManager {
     /// Sends SIGKILL to every process in pod `uid`'s cgroups and the cgroups below them,
     /// under whichever QoS class (cgroupfs driver): upstream's `podContainerManagerImpl.Destroy`
     /// does so (`tryKillingCgroupProcesses`) before it removes the cgroups of a pod that should

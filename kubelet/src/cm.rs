@@ -136,18 +136,22 @@ impl ContainerManager {
     /// manager does not manage pod cgroups (so did not try: upstream's cgroup manager
     /// `Destroy`), else whether none of the pod's cgroup directories is left.
     pub fn remove_pod_cgroups(&self, uid: &str) -> Option<bool> {
+        let rels = self.pod_cgroup_rels(uid)?;
+        Some(rels.iter().fold(true, |gone, rel| {
+            remove_cgroup_dirs(Path::new("/sys/fs/cgroup"), rel) && gone
+        }))
+    }
+
+    /// The cgroup paths pod `uid` may have, one per QoS class (an orphan's class is unknown),
+    /// when this manager manages pod cgroups (cgroupfs driver, per-QoS cgroups).
+    fn pod_cgroup_rels(&self, uid: &str) -> Option<[String; 3]> {
         if self.config.driver != "cgroupfs" || !self.config.per_qos || uid.is_empty() {
             return None;
         }
         let root = self.config.root.trim_end_matches('/');
-        let mut gone = true;
-        for qos in ["", "burstable/", "besteffort/"] {
-            gone &= remove_cgroup_dirs(
-                Path::new("/sys/fs/cgroup"),
-                &format!("{root}/{KUBEPODS}/{qos}pod{uid}"),
-            );
-        }
-        Some(gone)
+        Some(
+            ["", "burstable/", "besteffort/"].map(|qos| format!("{root}/{KUBEPODS}/{qos}pod{uid}")),
+        )
     }
 
     /// Sends SIGKILL to every process in pod `uid`'s cgroups and the cgroups below them,
@@ -157,17 +161,13 @@ impl ContainerManager {
     /// waiting for a start that never came when dockerd died between a container's create and
     /// start. How many processes were signalled.
     pub fn kill_pod_cgroup_processes(&self, uid: &str) -> usize {
-        if self.config.driver != "cgroupfs" || !self.config.per_qos || uid.is_empty() {
+        let Some(rels) = self.pod_cgroup_rels(uid) else {
             return 0;
-        }
-        let root = self.config.root.trim_end_matches('/');
-        let mut pids = std::collections::BTreeSet::new();
-        for qos in ["", "burstable/", "besteffort/"] {
-            pids.extend(cgroup_procs(
-                Path::new("/sys/fs/cgroup"),
-                &format!("{root}/{KUBEPODS}/{qos}pod{uid}"),
-            ));
-        }
+        };
+        let pids: std::collections::BTreeSet<i32> = rels
+            .iter()
+            .flat_map(|rel| cgroup_procs(Path::new("/sys/fs/cgroup"), rel))
+            .collect();
         let me = std::process::id() as i32;
         let mut killed = 0;
         for pid in pids.into_iter().filter(|p| *p > 1 && *p != me) {
@@ -199,8 +199,17 @@ fn cgroup_procs(mount: &Path, rel: &str) -> std::collections::BTreeSet<i32> {
             }
         }
     }
-    let rel = rel.trim_start_matches('/');
     let mut out = std::collections::BTreeSet::new();
+    for d in hierarchy_dirs(mount, rel) {
+        walk(&d, 0, &mut out);
+    }
+    out
+}
+
+/// `<mount>/<rel>` (cgroup v2) and `<mount>/<controller>/<rel>` for every v1 hierarchy: those
+/// that exist.
+fn hierarchy_dirs(mount: &Path, rel: &str) -> Vec<std::path::PathBuf> {
+    let rel = rel.trim_start_matches('/');
     let mut dirs = vec![mount.join(rel)];
     if let Ok(rd) = std::fs::read_dir(mount) {
         dirs.extend(
@@ -209,10 +218,8 @@ fn cgroup_procs(mount: &Path, rel: &str) -> std::collections::BTreeSet<i32> {
                 .map(|e| e.path().join(rel)),
         );
     }
-    for d in dirs.into_iter().filter(|d| d.is_dir()) {
-        walk(&d, 0, &mut out);
-    }
-    out
+    dirs.retain(|d| d.is_dir());
+    dirs
 }
 
 /// `rmdir` of `<mount>/<controller>/<rel>` for every cgroup v1 controller hierarchy, or of
@@ -220,22 +227,9 @@ fn cgroup_procs(mount: &Path, rel: &str) -> std::collections::BTreeSet<i32> {
 /// runtime left when it was killed mid-removal; upstream libcontainer's `RemovePath` removes
 /// the subtree the same way). Whether none of them is left.
 pub fn remove_cgroup_dirs(mount: &Path, rel: &str) -> bool {
-    let rel = rel.trim_start_matches('/');
-    let mut dirs = vec![mount.join(rel)];
-    if let Ok(rd) = std::fs::read_dir(mount) {
-        for e in rd.flatten() {
-            if e.file_type().is_ok_and(|t| t.is_dir()) {
-                dirs.push(e.path().join(rel));
-            }
-        }
-    }
-    let mut gone = true;
-    for d in dirs {
-        if d.is_dir() {
-            gone &= remove_cgroup_tree(&d, 0);
-        }
-    }
-    gone
+    hierarchy_dirs(mount, rel)
+        .iter()
+        .fold(true, |gone, d| remove_cgroup_tree(d, 0) && gone)
 }
 
 /// How deep below a pod cgroup [`remove_cgroup_tree`] goes (pod, container, and a runtime's

@@ -7,6 +7,8 @@
 //!   two unique tags created in the local registry for this run (new config blobs over
 //!   busybox's layer), and GC is limited to them (`--image-gc-ref-prefix`) so that the shared
 //!   runtimes keep everything else.
+//! - Orphans: a process left in the pod cgroup of a pod no source, worker or runtime knows is
+//!   killed by housekeeping, and the cgroups and pod directory go.
 
 use crate::kubelet_support;
 
@@ -320,4 +322,66 @@ async fn kubelet_gc_containerd() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubelet_gc_dockershim() {
     kubelet_gc(RuntimeKind::Dockershim).await;
+}
+
+/// A pod this kubelet ran (its directory is under the kubelet's root) that no source, worker
+/// or runtime knows, with a process left in its pod cgroup (as a `runc init` Docker lost when
+/// dockerd died between a container's create and start): housekeeping kills the process, then
+/// removes the cgroups and the pod directory (upstream `cleanupOrphanedPodCgroups` ->
+/// `podContainerManager.Destroy`). The kubelet runs with a cgroup root of its own, so nothing
+/// of another kubelet's is in reach.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubelet_kills_what_is_left_in_an_orphaned_pods_cgroup() {
+    let tb = require_testbed!("kubelet_kills_what_is_left_in_an_orphaned_pods_cgroup");
+    let mut k = Kubelet::new(RuntimeKind::Containerd, "klorph");
+    let cgroup_root = format!("/{}", k.node);
+    let uid = format!("{}-orphan", k.node);
+    let pod_dir = k.root.join("pods").join(&uid);
+    std::fs::create_dir_all(pod_dir.join("volumes")).expect("pod dir");
+    // The lost process, in a container cgroup below the pod's (the pids hierarchy on cgroup
+    // v1, the unified one on v2).
+    let mount = std::path::Path::new("/sys/fs/cgroup");
+    let base = if mount.join("cgroup.controllers").exists() {
+        mount.to_path_buf()
+    } else {
+        mount.join("pids")
+    };
+    let rel = format!("{cgroup_root}/kubepods/besteffort/pod{uid}/lost");
+    let cg = base.join(rel.trim_start_matches('/'));
+    std::fs::create_dir_all(&cg).expect("pod cgroup");
+    let mut lost = std::process::Command::new("sleep")
+        .arg("1000")
+        .spawn()
+        .expect("spawn sleep");
+    std::fs::write(cg.join("cgroup.procs"), lost.id().to_string()).expect("move into cgroup");
+    k.spawn(&tb, &["--cgroup-root".to_string(), cgroup_root.clone()]);
+    let log = k.log.clone();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Ok(Some(st)) = lost.try_wait() {
+            break st;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = lost.kill();
+            panic!(
+                "the lost process still runs after 60 s; kubelet log:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGKILL), "{status:?}");
+    wait_for("the pod cgroup and directory removed", &log, || async {
+        (!cg.parent().is_some_and(|p| p.exists()) && !pod_dir.exists()).then_some(())
+    })
+    .await;
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.contains("killed a process left in the cgroup of a pod no source knows")
+            && text.contains(&uid),
+        "the kill is logged"
+    );
+    k.shutdown(&tb, &[]).await;
+    integration::soak::leaks::remove_cgroup_root(mount, &cgroup_root);
 }

@@ -137,9 +137,12 @@ impl ContainerManager {
     /// `Destroy`), else whether none of the pod's cgroup directories is left.
     pub fn remove_pod_cgroups(&self, uid: &str) -> Option<bool> {
         let rels = self.pod_cgroup_rels(uid)?;
-        Some(rels.iter().fold(true, |gone, rel| {
-            remove_cgroup_dirs(Path::new("/sys/fs/cgroup"), rel) && gone
-        }))
+        // Every path is tried, whatever the others gave.
+        let mut gone = true;
+        for rel in &rels {
+            gone &= remove_cgroup_dirs(Path::new("/sys/fs/cgroup"), rel);
+        }
+        Some(gone)
     }
 
     /// The cgroup paths pod `uid` may have, one per QoS class (an orphan's class is unknown),
@@ -227,9 +230,11 @@ fn hierarchy_dirs(mount: &Path, rel: &str) -> Vec<std::path::PathBuf> {
 /// runtime left when it was killed mid-removal; upstream libcontainer's `RemovePath` removes
 /// the subtree the same way). Whether none of them is left.
 pub fn remove_cgroup_dirs(mount: &Path, rel: &str) -> bool {
-    hierarchy_dirs(mount, rel)
-        .iter()
-        .fold(true, |gone, d| remove_cgroup_tree(d, 0) && gone)
+    let mut gone = true;
+    for d in hierarchy_dirs(mount, rel) {
+        gone &= remove_cgroup_tree(&d, 0);
+    }
+    gone
 }
 
 /// How deep below a pod cgroup [`remove_cgroup_tree`] goes (pod, container, and a runtime's

@@ -24,6 +24,10 @@ use crate::nodestatus::{
 };
 use crate::status::api::{ApiStatusSyncer, PodState};
 use crate::types::{API_SOURCE, CONFIG_SOURCE_ANNOTATION};
+use crate::util::wait::JitterUntil;
+
+/// Upstream's jitter factor for the node status and lease loops (`kubelet.go`, `nodelease`).
+const JITTER_FACTOR: f64 = 0.04;
 
 /// How often pod statuses are checked for writing.
 pub const STATUS_SYNC_PERIOD: Duration = Duration::from_secs(1);
@@ -212,17 +216,29 @@ async fn node_loop(
         cfg.node_lease_duration_seconds,
         node.as_ref(),
     );
-    let mut status_tick = tokio::time::interval(cfg.node_status_update_frequency);
-    let mut images = Vec::new();
-    let mut lease_tick = tokio::time::interval(lease.interval());
-    loop {
-        tokio::select! {
-            _ = cancel.cancelled() => return,
-            _ = lease_tick.tick() => {
+    // Upstream runs both loops with `wait.JitterUntil(…, 0.04, sliding)`: the lease every
+    // quarter of its duration (nodelease's `renewInterval`), the status every
+    // `nodeStatusUpdateFrequency`, each period counted from the end of the previous write.
+    {
+        let cancel = cancel.clone();
+        tokio::spawn(async move {
+            let mut ticker = JitterUntil::new(lease.interval(), JITTER_FACTOR);
+            loop {
+                tokio::select! {
+                    _ = cancel.cancelled() => return,
+                    _ = ticker.tick() => {}
+                }
                 if let Err(e) = lease.renew().await {
                     warn!(error = %e, "renewing the node lease failed");
                 }
             }
+        });
+    }
+    let mut status_tick = JitterUntil::new(cfg.node_status_update_frequency, JITTER_FACTOR);
+    let mut images = Vec::new();
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return,
             _ = status_tick.tick() => {
                 use crate::eviction::NodeCondition;
                 let health = Health {

@@ -41,8 +41,7 @@ pub type Jitter = Arc<dyn Fn(Duration) -> Duration + Send + Sync>;
 /// Upstream `jitteryDuration`: `wait.Jitter(total, 0.2) - 0.3·total`, i.e. uniformly in
 /// [0.7, 0.9) of the lifetime.
 pub fn jittery_duration(total: Duration) -> Duration {
-    let factor = 0.7 + 0.2 * rand::random::<f64>();
-    total.mul_f64(factor)
+    crate::util::wait::jitter(total, 0.2) - total.mul_f64(0.3)
 }
 
 /// One certificate request round trip: post the CSR, wait for the certificate (PEM) and name

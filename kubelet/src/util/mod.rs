@@ -1,3 +1,4 @@
 //! Utilities named after upstream `pkg/util`.
 
 pub mod hash;
+pub mod wait;

@@ -21,6 +21,7 @@ pub mod fixtures;
 pub mod hollow;
 pub mod interrupt;
 pub mod kubelet_proc;
+pub mod mountns;
 pub mod runtimes;
 pub mod soak;
 pub mod streaming;

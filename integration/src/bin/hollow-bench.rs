@@ -16,8 +16,10 @@
 //! are read from its audit log (`--audit-log`, the API server started with an audit policy at
 //! level Metadata), per node by user `system:node:<name>`. With `KUBELET_JUDGE` (a Go kubelet
 //! 1.26 binary) and `--go-nodes M`, the same run then measures M Go kubelets, each on its own
-//! `fake-runtime`, side by side. Prints a table and, with `--json`, JSON; asserts nothing
-//! about time.
+//! `fake-runtime`, side by side; it then runs in a mount namespace of its own with private pod
+//! log directories (`integration::mountns`), and the Go kubelets listen on loopback only. On
+//! a real control plane each side's Node objects are deleted once its nodes are stopped.
+//! Prints a table and, with `--json`, JSON; asserts nothing about time.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -381,6 +383,9 @@ async fn start_go(
                 .arg("--enforce-node-allocatable=")
                 .arg("--fail-swap-on=false")
                 .arg("--cgroup-driver=cgroupfs")
+                // Loopback only, and no iptables chains on the host.
+                .arg("--address=127.0.0.1")
+                .arg("--make-iptables-util-chains=false")
                 .arg("--v=1")
                 .stdout(out)
                 .stderr(err)
@@ -599,7 +604,24 @@ async fn run_side(api: &Api, mut side: Side, args: &Args) -> Result<SideResult> 
     for c in side.children.iter_mut().chain(side.runtimes.iter_mut()) {
         let _ = c.wait().await;
     }
+    if let Api::Judge { client, .. } = api {
+        delete_nodes(client, &side).await;
+    }
     Ok(result)
+}
+
+/// Removes the side's Node objects from the real control plane once its nodes are stopped (the
+/// Leases go with them: their owner is the Node), so that a later run, or other work sharing
+/// the control plane, does not meet hundreds of NotReady nodes.
+async fn delete_nodes(client: &kube::Client, side: &Side) {
+    use k8s_openapi::api::core::v1::Node;
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    for i in 0..side.nodes {
+        let name = format!("{}{i}", side.prefix);
+        if let Err(e) = nodes.delete(&name, &Default::default()).await {
+            eprintln!("hollow-bench: deleting node {name}: {e}");
+        }
+    }
 }
 
 /// What the pod watch saw of one pod, and when.
@@ -773,10 +795,20 @@ async fn connect(args: &Args) -> Result<Api> {
     }
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
+fn main() -> Result<()> {
     let args = Args::parse();
+    if args.go_nodes > 0 {
+        // The Go kubelets' container GC would remove other kubelets' pod log directories.
+        integration::mountns::enter_with_private_pod_logs("hollow-bench with --go-nodes")?;
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(args))
+}
+
+async fn run(args: Args) -> Result<()> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::Builder::new().prefix("hollow-bench-").tempdir()?;
     let api = connect(&args).await?;
     let mut results = Vec::new();

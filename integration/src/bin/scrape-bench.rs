@@ -35,9 +35,6 @@ use integration::testbed::Testbed;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::time::Instant;
 
-/// Set in the re-executed benchmark, inside its own mount namespace.
-const IN_NAMESPACE: &str = "SCRAPE_BENCH_IN_NAMESPACE";
-
 /// What kube-prometheus's kubelet ServiceMonitor scrapes, then what metrics-server reads.
 const ENDPOINTS: [&str; 5] = [
     "/metrics",
@@ -80,31 +77,7 @@ struct Args {
 }
 
 fn main() -> Result<()> {
-    if std::env::var_os(IN_NAMESPACE).is_none() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            bail!("scrape-bench needs root (a mount namespace, cgroups, a containerd)");
-        }
-        let exe = std::env::current_exe().context("own executable")?;
-        let st = Command::new("unshare")
-            .args(["--mount", "--propagation", "private", "--"])
-            .arg(exe)
-            .args(std::env::args_os().skip(1))
-            .env(IN_NAMESPACE, "1")
-            .status()
-            .context("unshare (util-linux)")?;
-        std::process::exit(st.code().unwrap_or(1));
-    }
-    for d in ["/var/log/pods", "/var/log/containers"] {
-        std::fs::create_dir_all(d).with_context(|| d.to_string())?;
-        let st = Command::new("mount")
-            .args(["-t", "tmpfs", "tmpfs", d])
-            .status()
-            .context("mount")?;
-        if !st.success() {
-            bail!("cannot mount a private tmpfs on {d}");
-        }
-    }
+    integration::mountns::enter_with_private_pod_logs("scrape-bench")?;
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?

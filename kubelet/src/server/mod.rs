@@ -117,7 +117,7 @@ fn boxed(r: Response<Full<Bytes>>) -> Response<Body> {
 }
 
 /// A JSON response.
-pub(crate) fn json(v: &serde_json::Value) -> Response<Body> {
+pub(crate) fn json<T: serde::Serialize + ?Sized>(v: &T) -> Response<Body> {
     boxed(response(
         StatusCode::OK,
         "application/json",

@@ -52,7 +52,9 @@ pub(crate) async fn stats_summary(
             if scope == Scope::Full {
                 crate::stats::add_claim_volumes(&mut s.pods, &shared.metrics.volumes.claims());
             }
-            json(&serde_json::to_value(&s).unwrap_or_default())
+            // Straight to bytes: a `serde_json::Value` tree of 110 pods first held about a
+            // megabyte of small allocations at the RSS peak of a scrape.
+            json(&s)
         }
         Err(e) => text(
             StatusCode::INTERNAL_SERVER_ERROR,

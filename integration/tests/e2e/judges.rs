@@ -6,7 +6,10 @@
 //!   start, exec, logs, stats, stopp, rmp).
 //! - `CRITEST`: critest v1.26.1 as published runs against containerd and dockershim; every
 //!   spec containerd passes must pass on dockershim, except those of the host's documented
-//!   limit (`privileged` on Docker); the differences are printed spec by spec.
+//!   limit (`privileged` on Docker); the differences are printed spec by spec. The sandboxes
+//!   critest leaves behind (a RunPodSandbox that fails after creating the sandbox container,
+//!   which upstream's dockershim leaves to the kubelet's garbage collector) are removed after
+//!   each run, and none may remain in the test bed's Docker.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -242,6 +245,74 @@ fn gcr_is_local() -> bool {
         .unwrap_or(false)
 }
 
+/// (passed, ran) over the specs of a [`junit_results`] map: its `[It]` entries. Ginkgo's JUnit
+/// also has suite nodes (`[BeforeSuite]`, `[ReportAfterSuite]` …), which are not specs.
+fn spec_counts(results: &BTreeMap<String, Option<bool>>) -> (usize, usize) {
+    let specs = || results.iter().filter(|(name, _)| name.starts_with("[It]"));
+    (
+        specs().filter(|(_, v)| **v == Some(true)).count(),
+        specs().filter(|(_, v)| v.is_some()).count(),
+    )
+}
+
+/// critest names every pod's namespace with this prefix (`framework.DefaultNamespacePrefix`).
+const CRITEST_NAMESPACE_PREFIX: &str = "cri-test-namespace";
+
+/// Ids of the sandboxes of critest's pods that the runtime at `endpoint` lists.
+async fn critest_sandboxes(endpoint: &str) -> Vec<String> {
+    use cri_proto::runtime::v1 as cri;
+    let (mut rt, _) = integration::runtimes::clients(endpoint)
+        .await
+        .expect("CRI clients");
+    let list = rt
+        .list_pod_sandbox(cri::ListPodSandboxRequest { filter: None })
+        .await
+        .expect("ListPodSandbox")
+        .into_inner();
+    list.items
+        .into_iter()
+        .filter(|s| {
+            s.metadata
+                .as_ref()
+                .is_some_and(|m| m.namespace.starts_with(CRITEST_NAMESPACE_PREFIX))
+        })
+        .map(|s| s.id)
+        .collect()
+}
+
+/// Removes the sandboxes critest left on the runtime at `endpoint`: a spec whose
+/// RunPodSandbox fails after the sandbox container was created gets no id to remove, and
+/// dockershim, like upstream's, leaves that container to the kubelet's garbage collector.
+/// Returns how many there were.
+async fn remove_critest_leftovers(endpoint: &str) -> usize {
+    let ids = critest_sandboxes(endpoint).await;
+    let (mut rt, _) = integration::runtimes::clients(endpoint)
+        .await
+        .expect("CRI clients");
+    integration::fixtures::cleanup_sandboxes(&mut rt, &ids).await;
+    ids.len()
+}
+
+/// Names of the test bed Docker's containers (all states) of critest's pods.
+fn critest_docker_containers(tb: &Testbed) -> Vec<String> {
+    let out = Command::new("/usr/bin/docker")
+        .arg("-H")
+        .arg(&tb.docker_endpoint)
+        .args(["ps", "-a", "--format", "{{.Names}}"])
+        .output()
+        .expect("run docker ps");
+    assert!(
+        out.status.success(),
+        "docker ps: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|n| n.contains(CRITEST_NAMESPACE_PREFIX))
+        .map(str::to_string)
+        .collect()
+}
+
 /// Specs that need a privileged container (or all capabilities, which Docker applies the same
 /// way), which Docker cannot run on these hosts (the test bed probes it): the security context
 /// ones, and mount propagation, whose setup runs a privileged pod.
@@ -275,11 +346,25 @@ async fn critest_passes_on_dockershim_what_it_passes_on_containerd() {
     tokio::task::spawn_blocking(move || run_critest(&b, &ep, &r))
         .await
         .unwrap();
+    let left = remove_critest_leftovers(&tb.containerd_endpoint).await;
+    eprintln!("critest left {left} sandboxes on containerd (removed)");
     let (b, ep) = (bin.clone(), shim.endpoint.clone());
     let r = shim_report.clone();
     tokio::task::spawn_blocking(move || run_critest(&b, &ep, &r))
         .await
         .unwrap();
+    let left = remove_critest_leftovers(&shim.endpoint).await;
+    eprintln!("critest left {left} sandboxes on dockershim (removed)");
+    let still = critest_sandboxes(&shim.endpoint).await;
+    assert!(
+        still.is_empty(),
+        "critest's sandboxes not removed: {still:?}"
+    );
+    let in_docker = critest_docker_containers(&tb);
+    assert!(
+        in_docker.is_empty(),
+        "critest's containers still in Docker after clean-up: {in_docker:#?}"
+    );
     let ctd = junit_results(&ctd_report);
     let ours = junit_results(&shim_report);
     assert!(
@@ -287,15 +372,10 @@ async fn critest_passes_on_dockershim_what_it_passes_on_containerd() {
         "no JUnit from critest on containerd in {}",
         ctd_report.display()
     );
-    let count =
-        |m: &BTreeMap<String, Option<bool>>| m.values().filter(|v| **v == Some(true)).count();
-    let ran = |m: &BTreeMap<String, Option<bool>>| m.values().filter(|v| v.is_some()).count();
+    let ((ctd_passed, ctd_ran), (our_passed, our_ran)) = (spec_counts(&ctd), spec_counts(&ours));
     eprintln!(
-        "critest v1.26.1: containerd passed {} of {}, dockershim passed {} of {}",
-        count(&ctd),
-        ran(&ctd),
-        count(&ours),
-        ran(&ours)
+        "critest v1.26.1: containerd passed {ctd_passed} of {ctd_ran} specs, dockershim passed \
+         {our_passed} of {our_ran}"
     );
     let gcr_local = gcr_is_local();
     let mut regressions = Vec::new();
@@ -326,4 +406,21 @@ async fn critest_passes_on_dockershim_what_it_passes_on_containerd() {
         regressions.len(),
         shim_report.join("critest.log").display()
     );
+}
+
+#[test]
+fn spec_counts_count_specs_not_suite_nodes() {
+    let dir = tempfile::Builder::new().prefix("junit-").tempdir().unwrap();
+    // The shape of ginkgo v2's JUnit (critest v1.26.1): suite nodes are testcases too.
+    let xml = r#"<testsuites><testsuite name="CRI validation">
+<testcase name="[BeforeSuite]" classname="CRI validation" status="passed" time="0.1"></testcase>
+<testcase name="[It] [k8s.io] Image Manager public image with tag should be pulled and removed [Conformance]" classname="CRI validation" status="passed" time="1"></testcase>
+<testcase name="[It] [k8s.io] Security Context bucket runtime should support Privileged is true" classname="CRI validation" status="failed" time="1"><failure message="unable to apply caps" type="failed">x</failure></testcase>
+<testcase name="[It] [k8s.io] Runtime benchmark should benchmark" classname="CRI validation" status="skipped" time="0"><skipped message="skipped"></skipped></testcase>
+<testcase name="[ReportAfterSuite] Autogenerated ReportAfterSuite for --junit-report" classname="CRI validation" status="passed" time="0"></testcase>
+</testsuite></testsuites>"#;
+    std::fs::write(dir.path().join("junit.xml"), xml).unwrap();
+    let results = junit_results(dir.path());
+    assert_eq!(results.len(), 5);
+    assert_eq!(spec_counts(&results), (1, 2));
 }

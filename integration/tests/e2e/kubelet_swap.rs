@@ -406,6 +406,91 @@ pub(crate) fn skip_for_foreign_pod_logs(test: &str, own: &[&str]) -> bool {
     true
 }
 
+/// Where the kubelets link each container's current log file (`<pod>_<ns>_<container>-<id>.log`
+/// pointing into [`POD_LOGS_ROOT`]).
+pub(crate) const CONTAINER_LOGS_ROOT: &str = "/var/log/containers";
+
+/// Removes, in `pods_root`, the log directories (`<ns>_<name>_<uid>`) of the pods whose UID is
+/// in `uids`, and the links in `containers_root` that point into them. A kubelet's container
+/// GC removes a deleted pod's logs only a minute later (the Go kubelet's at all only with GC
+/// on), so without this a test's pods stay in `/var/log/pods` as "other pods" for the next
+/// Go-kubelet test ([`skip_for_foreign_pod_logs`]). Returns the directories still there.
+pub(crate) fn remove_pod_logs_in(
+    pods_root: &Path,
+    containers_root: &Path,
+    uids: &[String],
+) -> Vec<PathBuf> {
+    let ours = |name: &str| {
+        uids.iter()
+            .any(|u| name.rsplit('_').next() == Some(u.as_str()))
+    };
+    let dirs: Vec<PathBuf> = std::fs::read_dir(pods_root)
+        .map(|rd| {
+            rd.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_str().is_some_and(ours))
+                .map(|e| e.path())
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Ok(rd) = std::fs::read_dir(containers_root) {
+        for link in rd.filter_map(Result::ok).map(|e| e.path()) {
+            if std::fs::read_link(&link).is_ok_and(|t| dirs.iter().any(|d| t.starts_with(d))) {
+                let _ = std::fs::remove_file(&link);
+            }
+        }
+    }
+    for d in &dirs {
+        let _ = std::fs::remove_dir_all(d);
+    }
+    dirs.into_iter().filter(|d| d.exists()).collect()
+}
+
+/// [`remove_pod_logs_in`] on the host's [`POD_LOGS_ROOT`] and [`CONTAINER_LOGS_ROOT`]; panics
+/// when a directory stays.
+pub(crate) fn remove_pod_logs(uids: &[String]) {
+    let left = remove_pod_logs_in(
+        Path::new(POD_LOGS_ROOT),
+        Path::new(CONTAINER_LOGS_ROOT),
+        uids,
+    );
+    assert!(left.is_empty(), "pod log directories not removed: {left:?}");
+}
+
+#[test]
+fn remove_pod_logs_in_removes_only_the_given_pods_logs() {
+    let dir = tempfile::Builder::new()
+        .prefix("podlogs-")
+        .tempdir()
+        .unwrap();
+    let (pods, ctrs) = (dir.path().join("pods"), dir.path().join("containers"));
+    std::fs::create_dir_all(&ctrs).unwrap();
+    for (pod, ctr) in [
+        ("swap_web-swap-x_swap-x-web", "server"),
+        ("default_canary-swap-x_swap-x-canary", "main"),
+        ("default_keep0-soak1_soak1-keep0", "main"),
+    ] {
+        let file = pods.join(pod).join(ctr).join("0.log");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, "log\n").unwrap();
+        std::os::unix::fs::symlink(&file, ctrs.join(format!("{pod}_{ctr}-0123.log"))).unwrap();
+    }
+    let uids = ["swap-x-web".to_string(), "swap-x-canary".to_string()];
+    assert!(remove_pod_logs_in(&pods, &ctrs, &uids).is_empty());
+    let names = |d: &Path| {
+        let mut v: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(&pods), vec!["default_keep0-soak1_soak1-keep0"]);
+    assert_eq!(
+        names(&ctrs),
+        vec!["default_keep0-soak1_soak1-keep0_main-0123.log"]
+    );
+}
+
 #[test]
 fn foreign_pod_log_dirs_are_those_of_other_pods() {
     let entries = [
@@ -720,6 +805,14 @@ pub(crate) fn remove_place(place: &Place) {
     let _ = std::fs::remove_dir_all(&place.dir);
 }
 
+/// `uids` and the UIDs of the case's canary and `-fresh` pods (whose logs stay after the
+/// pods are deleted), as [`skip_for_shared_pod_logs`] names them.
+fn case_log_uids(case: &Case, mut uids: Vec<String>) -> Vec<String> {
+    uids.push(format!("swap-{}-canary", case.name));
+    uids.push(format!("swap-{}-fresh", case.name));
+    uids
+}
+
 /// Stop the kubelet and remove every pod of the case's node from the runtime (collected while
 /// the kubelet, and with it an embedded dockershim, still runs).
 async fn teardown(
@@ -733,6 +826,7 @@ async fn teardown(
     stop(child).await;
     cleanup_all(kind, tb, &uids).await;
     remove_place(place);
+    remove_pod_logs(&case_log_uids(case, uids));
 }
 
 /// Stop the kubelet, then remove every pod of the case's node through the standalone runtime
@@ -751,6 +845,7 @@ pub(crate) async fn teardown_on(
         cleanup_runtime(endpoint, u).await;
     }
     remove_place(place);
+    remove_pod_logs(&case_log_uids(case, uids));
 }
 
 async fn swap_self(kind: RuntimeKind, case: &Case) {

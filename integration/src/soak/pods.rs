@@ -27,9 +27,12 @@ impl ChurnCounts {
 }
 
 /// A static pod manifest: `name` with uid `uid`; `generation` is in the container's command,
-/// so a new generation is a new container spec (an edit replaces the container).
+/// so a new generation is a new container spec (an edit replaces the container). The container
+/// sleeps for good: a keeper whose command ended (a `sleep 3600` did, every hour) would be
+/// restarted by the kubelet and counted as an unexpected restart.
 pub fn manifest(name: &str, uid: &str, image: &str, generation: u64) -> String {
-    let script = format!("trap 'exit 0' TERM; echo generation {generation}; sleep 3600 & wait");
+    let script =
+        format!("trap 'exit 0' TERM; echo generation {generation}; sleep 2147483647 & wait");
     let command = serde_json::to_string(&["sh", "-c", &script]).unwrap_or_default();
     format!(
         "apiVersion: v1

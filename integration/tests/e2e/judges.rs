@@ -294,22 +294,18 @@ async fn remove_critest_leftovers(endpoint: &str) -> usize {
 }
 
 /// Names of the test bed Docker's containers (all states) of critest's pods.
-fn critest_docker_containers(tb: &Testbed) -> Vec<String> {
-    let out = Command::new("/usr/bin/docker")
-        .arg("-H")
-        .arg(&tb.docker_endpoint)
-        .args(["ps", "-a", "--format", "{{.Names}}"])
-        .output()
-        .expect("run docker ps");
-    assert!(
-        out.status.success(),
-        "docker ps: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
+async fn critest_docker_containers(tb: &Testbed) -> Vec<String> {
+    let opts = bollard::query_parameters::ListContainersOptions {
+        all: true,
+        ..Default::default()
+    };
+    crate::dockershim_support::docker(tb)
+        .list_containers(Some(opts))
+        .await
+        .expect("list the test bed Docker's containers")
+        .into_iter()
+        .flat_map(|c| c.names.unwrap_or_default())
         .filter(|n| n.contains(CRITEST_NAMESPACE_PREFIX))
-        .map(str::to_string)
         .collect()
 }
 
@@ -360,7 +356,7 @@ async fn critest_passes_on_dockershim_what_it_passes_on_containerd() {
         still.is_empty(),
         "critest's sandboxes not removed: {still:?}"
     );
-    let in_docker = critest_docker_containers(&tb);
+    let in_docker = critest_docker_containers(&tb).await;
     assert!(
         in_docker.is_empty(),
         "critest's containers still in Docker after clean-up: {in_docker:#?}"

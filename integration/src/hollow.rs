@@ -101,6 +101,47 @@ pub fn percentile(v: &[f64], p: f64) -> f64 {
     s[rank.clamp(1, s.len()) - 1]
 }
 
+/// The lines of the log at `path` that start in the byte range `[from, to)`: the cursors
+/// are the file's length when taken (a metadata call, where counting lines meant reading a
+/// file of hundreds of megabytes at each cursor, which lengthened a measured window by the
+/// seconds that took). A line being written when a cursor was taken belongs to the window
+/// it started in.
+pub fn log_lines_between(
+    path: &std::path::Path,
+    from: u64,
+    to: u64,
+) -> std::io::Result<Vec<String>> {
+    use std::io::{BufRead, Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open(path)?;
+    let mut skip_first = false;
+    if from > 0 {
+        f.seek(SeekFrom::Start(from - 1))?;
+        let mut prev = [0u8; 1];
+        f.read_exact(&mut prev)?;
+        skip_first = prev[0] != b'\n';
+    }
+    let mut r = std::io::BufReader::new(f);
+    let mut at = from;
+    let mut out = Vec::new();
+    let mut line = Vec::new();
+    while at < to {
+        line.clear();
+        let n = r.read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        at += n as u64;
+        if std::mem::take(&mut skip_first) {
+            continue;
+        }
+        if line.last() == Some(&b'\n') {
+            line.pop();
+        }
+        out.push(String::from_utf8_lossy(&line).into_owned());
+    }
+    Ok(out)
+}
+
 /// One audit event's fields the bench reads (`audit.k8s.io/v1` Event, one JSON per line),
 /// counted once per request: a watch at `ResponseStarted` (its `ResponseComplete` comes only
 /// when it ends, maybe never while measured), anything else at `ResponseComplete`.
@@ -404,6 +445,25 @@ pub fn table(sides: &[SideResult]) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn log_lines_are_taken_by_where_they_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("audit.log");
+        std::fs::write(&p, "one\ntwo\nthree\nfour").unwrap();
+        let len = std::fs::metadata(&p).unwrap().len();
+        assert_eq!(log_lines_between(&p, 0, 4).unwrap(), ["one"]);
+        assert_eq!(
+            log_lines_between(&p, 4, len).unwrap(),
+            ["two", "three", "four"]
+        );
+        // A cursor inside "two" (written half when taken): "two" is the earlier window's,
+        // read whole there.
+        assert_eq!(log_lines_between(&p, 0, 6).unwrap(), ["one", "two"]);
+        assert_eq!(log_lines_between(&p, 6, 14).unwrap(), ["three"]);
+        assert!(log_lines_between(&p, len, len).unwrap().is_empty());
+    }
+
     use super::*;
 
     #[test]

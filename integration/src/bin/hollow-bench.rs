@@ -89,14 +89,15 @@ enum Api {
 }
 
 impl Api {
-    /// Node requests logged so far (a cursor for [`Api::requests_since`]).
+    /// Where the request log stands: the fixture's request count, or the audit log's length
+    /// in bytes (a cursor for [`Api::requests_between`]).
     fn request_cursor(&self) -> usize {
         match self {
             Api::Fixture(s) => s.requests().len(),
             Api::Judge { audit_log, .. } => audit_log
                 .as_ref()
-                .and_then(|p| std::fs::read_to_string(p).ok())
-                .map_or(0, |t| t.lines().count()),
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map_or(0, |m| usize::try_from(m.len()).unwrap_or(usize::MAX)),
         }
     }
 
@@ -120,11 +121,11 @@ impl Api {
                 .collect(),
             Api::Judge { audit_log, .. } => audit_log
                 .as_ref()
-                .and_then(|p| std::fs::read_to_string(p).ok())
-                .map(|t| {
-                    t.lines()
-                        .skip(from)
-                        .take(to.saturating_sub(from))
+                .and_then(|p| hollow::log_lines_between(p, from as u64, to as u64).ok())
+                .map(|lines| {
+                    lines
+                        .iter()
+                        .map(String::as_str)
                         .filter_map(hollow::parse_audit_line)
                         .filter(|r| r.node.as_deref().is_some_and(|n| n.starts_with(prefix)))
                         .collect()

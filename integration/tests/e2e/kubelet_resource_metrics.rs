@@ -372,7 +372,7 @@ async fn measure(
         .expect("read-only /metrics/resource");
     assert!(ro.contains("container_cpu_usage_seconds_total{"), "{ro}");
 
-    // The pod's network (its sandbox's, through CRI ListPodSandboxStats) lies between
+    // The pod's network (its sandbox's namespace, read from the sandbox's process) lies between
     // two readings of the pod's network namespace.
     let eth0 = || -> (u64, u64) {
         let dev = std::fs::read_to_string(format!("/proc/{pid}/net/dev")).expect("net/dev");

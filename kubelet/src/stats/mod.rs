@@ -59,9 +59,13 @@ pub struct RuntimeListing {
     pub sandboxes: Vec<cri::PodSandbox>,
     pub containers: Vec<cri::Container>,
     pub stats: Vec<cri::ContainerStats>,
-    /// The sandboxes' stats (their network), when the runtime implements ListPodSandboxStats.
-    pub sandbox_stats: Vec<cri::PodSandboxStats>,
+    /// The sandboxes' network, by sandbox id ([`Scope::Full`] only).
+    pub networks: HashMap<String, NetworkStats>,
 }
+
+/// A pod's running containers' CRI stats and listings, as the summary's filesystem part
+/// reads them.
+pub type RawContainers<'a> = Vec<(&'a cri::ContainerStats, &'a cri::Container)>;
 
 /// A pod's network from its sandbox's CRI stats (upstream `cri_stats_provider`'s
 /// `addNetworkStats`: the default interface flattened, every interface listed).
@@ -78,6 +82,48 @@ fn network_stats(n: &cri::NetworkUsage) -> NetworkStats {
         default: n.default_interface.as_ref().map(iface).unwrap_or_default(),
         interfaces: n.interfaces.iter().map(iface).collect(),
     }
+}
+
+/// The networks in sandboxes' CRI stats, by sandbox id.
+pub fn cri_networks(stats: &[cri::PodSandboxStats]) -> HashMap<String, NetworkStats> {
+    stats
+        .iter()
+        .filter_map(|st| {
+            let id = st.attributes.as_ref()?.id.clone();
+            let net = st.linux.as_ref()?.network.as_ref()?;
+            Some((id, network_stats(net)))
+        })
+        .collect()
+}
+
+/// A network namespace's figures at `time`: its interfaces, `eth0` (or else the first) the
+/// default one.
+fn namespace_network(time: Time, interfaces: Vec<InterfaceStats>) -> NetworkStats {
+    let default = interfaces
+        .iter()
+        .find(|i| i.name == "eth0")
+        .or(interfaces.first())
+        .cloned()
+        .unwrap_or_default();
+    NetworkStats {
+        time,
+        default,
+        interfaces,
+    }
+}
+
+/// A sandbox's network as upstream's summary takes it on Linux (cAdvisor's figures of the
+/// pause container: the `/proc/<pid>/net/dev` table of its process), found under the
+/// cgroup mount `root` as the pod cgroup `pod_dir`'s child whose name holds the sandbox's id
+/// (as [`crate::cadvisor`]'s inventory finds it); none when there is no such cgroup or
+/// process.
+fn cgroup_network(root: &Path, pod_dir: &Path, sandbox_id: &str) -> Option<NetworkStats> {
+    let child = crate::cadvisor::cgroup::children(root, pod_dir)
+        .into_iter()
+        .find(|c| c.contains(sandbox_id))?;
+    let pid = crate::cadvisor::cgroup::first_pid(root, &pod_dir.join(child))?;
+    let interfaces = node::interfaces_of(Some(pid));
+    (!interfaces.is_empty()).then(|| namespace_network(Time::now(), interfaces))
 }
 
 /// Where a rate is looked up in the housekeeping samples when there is no own one.
@@ -137,20 +183,26 @@ fn fs_usage(
 
 /// Upstream `removeTerminatedPods`: per pod (namespace and name), its ready sandboxes, or its
 /// newest when none is ready.
-pub fn live_sandboxes(mut sandboxes: Vec<cri::PodSandbox>) -> Vec<cri::PodSandbox> {
+pub fn live_sandboxes<'a>(
+    sandboxes: impl IntoIterator<Item = &'a cri::PodSandbox>,
+) -> Vec<&'a cri::PodSandbox> {
+    let mut sandboxes: Vec<&cri::PodSandbox> = sandboxes.into_iter().collect();
     sandboxes.sort_by_key(|s| s.created_at);
-    let mut by_pod: HashMap<(String, String), Vec<cri::PodSandbox>> = HashMap::new();
+    let mut by_pod: HashMap<(&str, &str), Vec<&cri::PodSandbox>> = HashMap::new();
     for s in sandboxes {
-        let m = s.metadata.clone().unwrap_or_default();
-        by_pod.entry((m.namespace, m.name)).or_default().push(s);
+        let (namespace, name) = s
+            .metadata
+            .as_ref()
+            .map_or(("", ""), |m| (m.namespace.as_str(), m.name.as_str()));
+        by_pod.entry((namespace, name)).or_default().push(s);
     }
     by_pod
         .into_values()
         .flat_map(|mut list| {
-            let ready: Vec<cri::PodSandbox> = list
+            let ready: Vec<&cri::PodSandbox> = list
                 .iter()
                 .filter(|s| s.state == cri::PodSandboxState::SandboxReady as i32)
-                .cloned()
+                .copied()
                 .collect();
             if ready.is_empty() {
                 list.split_off(list.len() - 1)
@@ -317,28 +369,29 @@ impl StatsProvider {
     /// has a running container with stats; pod CPU and memory from `pod_cgroup` (the pod
     /// cgroup's sample and when it was taken, by UID) or else its containers' added up.
     /// Filesystem figures are left to the caller.
-    pub fn pod_stats(
+    pub fn pod_stats<'a>(
         &self,
-        listing: &RuntimeListing,
+        listing: &'a RuntimeListing,
         pods: &HashSet<String>,
         pod_cgroup: &dyn Fn(&str) -> Option<(i64, CgroupSample)>,
         scope: Scope,
-    ) -> Vec<(PodStats, Vec<(cri::ContainerStats, cri::Container)>)> {
-        let sandboxes: HashMap<String, cri::PodSandbox> = live_sandboxes(listing.sandboxes.clone())
-            .into_iter()
-            .filter(|s| s.metadata.as_ref().is_some_and(|m| pods.contains(&m.uid)))
-            .map(|s| (s.id.clone(), s))
-            .collect();
+    ) -> Vec<(PodStats, RawContainers<'a>)> {
+        let sandboxes: HashMap<&str, &cri::PodSandbox> = live_sandboxes(
+            listing
+                .sandboxes
+                .iter()
+                .filter(|s| s.metadata.as_ref().is_some_and(|m| pods.contains(&m.uid))),
+        )
+        .into_iter()
+        .map(|s| (s.id.as_str(), s))
+        .collect();
         let containers: HashMap<&str, &cri::Container> = listing
             .containers
             .iter()
             .filter(|c| c.state == cri::ContainerState::ContainerRunning as i32)
             .map(|c| (c.id.as_str(), c))
             .collect();
-        let mut by_sandbox: HashMap<
-            String,
-            (PodStats, Vec<(cri::ContainerStats, cri::Container)>),
-        > = HashMap::new();
+        let mut by_sandbox: HashMap<&str, (PodStats, RawContainers<'a>)> = HashMap::new();
         for s in &listing.stats {
             let Some(id) = s.attributes.as_ref().map(|a| a.id.as_str()) else {
                 continue;
@@ -346,10 +399,10 @@ impl StatsProvider {
             let Some(container) = containers.get(id) else {
                 continue;
             };
-            let Some(sandbox) = sandboxes.get(&container.pod_sandbox_id) else {
+            let Some(sandbox) = sandboxes.get(container.pod_sandbox_id.as_str()) else {
                 continue;
             };
-            let entry = by_sandbox.entry(sandbox.id.clone()).or_insert_with(|| {
+            let entry = by_sandbox.entry(sandbox.id.as_str()).or_insert_with(|| {
                 let m = sandbox.metadata.clone().unwrap_or_default();
                 let pod = PodStats {
                     pod_ref: PodReference {
@@ -366,27 +419,19 @@ impl StatsProvider {
                 .0
                 .containers
                 .push(self.container_stats(s, container, scope));
-            entry.1.push((s.clone(), (*container).clone()));
+            entry.1.push((s, *container));
         }
         if scope == Scope::Full {
             let mut alive: HashSet<String> = containers.keys().map(|k| k.to_string()).collect();
             alive.extend(pods.iter().map(|uid| pod_key(uid)));
             self.cpu.retain(|id| id == cpu::NODE || alive.contains(id));
         }
-        if scope == Scope::Full {
-            for st in &listing.sandbox_stats {
-                let id = st.attributes.as_ref().map(|a| a.id.as_str());
-                let net = st.linux.as_ref().and_then(|l| l.network.as_ref());
-                if let (Some(id), Some(net)) = (id, net)
-                    && let Some((p, _)) = by_sandbox.get_mut(id)
-                {
-                    p.network = Some(network_stats(net));
-                }
-            }
-        }
         let mut out: Vec<_> = by_sandbox
-            .into_values()
-            .map(|(mut p, raw)| {
+            .into_iter()
+            .map(|(id, (mut p, raw))| {
+                if scope == Scope::Full {
+                    p.network = listing.networks.get(id).cloned();
+                }
                 let cgroup = pod_cgroup(&p.pod_ref.uid);
                 self.add_pod_cpu_and_memory(&mut p, cgroup, scope);
                 (p, raw)
@@ -482,37 +527,12 @@ impl StatsProvider {
         scope: Scope,
     ) -> Result<Summary, RuntimeError> {
         let rt = runtime.runtime_service();
-        let sandbox_stats = async {
-            if scope == Scope::CpuAndMemory {
-                return Ok(Some(Vec::new()));
-            }
-            // A runtime without it (Unimplemented): pods without network figures.
-            match rt.list_pod_sandbox_stats(None).await {
-                Err(e) if e.code() == Some(tonic::Code::Unimplemented) => Ok(Some(Vec::new())),
-                Err(e) => {
-                    tracing::debug!(error = %e, "listing every sandbox's stats failed; asking this node's sandboxes one by one");
-                    Ok(None)
-                }
-                Ok(v) => Ok(Some(v)),
-            }
-        };
-        let (sandboxes, containers, stats, sandbox_stats) = tokio::try_join!(
+        let (sandboxes, containers, stats) = tokio::try_join!(
             rt.list_pod_sandbox(None),
             rt.list_containers(None),
             rt.list_container_stats(None),
-            sandbox_stats,
         )?;
         let uids: HashSet<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
-        let sandbox_stats = match sandbox_stats {
-            Some(v) => v,
-            None => own_sandbox_stats(rt.as_ref(), &sandboxes, &uids).await,
-        };
-        let listing = RuntimeListing {
-            sandboxes,
-            containers,
-            stats,
-            sandbox_stats,
-        };
         let cgroups: HashMap<String, PathBuf> = pods
             .iter()
             .filter_map(|p| {
@@ -520,6 +540,18 @@ impl StatsProvider {
                 Some((p.metadata.uid.clone()?, cgroup::cgroup_dir(&parent)))
             })
             .collect();
+        let networks = if scope == Scope::Full {
+            let root = Path::new(node::CGROUP_ROOT);
+            sandbox_networks(rt.as_ref(), root, &sandboxes, &uids, &cgroups).await
+        } else {
+            HashMap::new()
+        };
+        let listing = RuntimeListing {
+            sandboxes,
+            containers,
+            stats,
+            networks,
+        };
         let read_cgroup = |uid: &str| {
             let s = cgroup::read(Path::new(node::CGROUP_ROOT), cgroups.get(uid)?)?;
             Some((now_ns(), s))
@@ -556,6 +588,63 @@ impl StatsProvider {
             .collect();
         Ok(Summary { node, pods })
     }
+}
+
+/// The network of this node's ready sandboxes (those of `uids`), by sandbox id: read from
+/// each one's process as upstream's summary reads it through cAdvisor ([`cgroup_network`]:
+/// the runtime is not asked, and containerd answers ListPodSandboxStats slowly, with every
+/// container's figures, for a hundred pods), or else, for those whose cgroup or process is
+/// not found (no pod cgroups), from the runtime's ListPodSandboxStats: every sandbox's at
+/// once, or one by one when that fails ([`own_sandbox_stats`]); a runtime without it
+/// (Unimplemented) gives none.
+async fn sandbox_networks(
+    rt: &dyn RuntimeService,
+    root: &Path,
+    sandboxes: &[cri::PodSandbox],
+    uids: &HashSet<String>,
+    pod_dirs: &HashMap<String, PathBuf>,
+) -> HashMap<String, NetworkStats> {
+    let mut networks = HashMap::new();
+    let mut missing = HashSet::new();
+    for s in sandboxes {
+        let Some(uid) = s
+            .metadata
+            .as_ref()
+            .map(|m| &m.uid)
+            .filter(|u| uids.contains(*u))
+        else {
+            continue;
+        };
+        if s.state != cri::PodSandboxState::SandboxReady as i32 {
+            continue;
+        }
+        match pod_dirs
+            .get(uid)
+            .and_then(|d| cgroup_network(root, d, &s.id))
+        {
+            Some(n) => {
+                networks.insert(s.id.clone(), n);
+            }
+            None => {
+                missing.insert(uid.clone());
+            }
+        }
+    }
+    if missing.is_empty() {
+        return networks;
+    }
+    let from_runtime = match rt.list_pod_sandbox_stats(None).await {
+        Err(e) if e.code() == Some(tonic::Code::Unimplemented) => Vec::new(),
+        Err(e) => {
+            tracing::debug!(error = %e, "listing every sandbox's stats failed; asking this node's sandboxes one by one");
+            own_sandbox_stats(rt, sandboxes, &missing).await
+        }
+        Ok(v) => v,
+    };
+    for (id, n) in cri_networks(&from_runtime) {
+        networks.entry(id).or_insert(n);
+    }
+    networks
 }
 
 /// The stats of this node's ready sandboxes (those of `uids`), asked one by one; a sandbox
@@ -622,7 +711,7 @@ fn sum_pod_cpu_and_memory(p: &mut PodStats) {
 /// local volumes on the kubelet's filesystem).
 fn add_pod_storage(
     p: &mut PodStats,
-    raw: &[(cri::ContainerStats, cri::Container)],
+    raw: &[(&cri::ContainerStats, &cri::Container)],
     root_dir: &Path,
     root_fs: Option<crate::fsstats::FsStats>,
     fs: &mut FsInfos,

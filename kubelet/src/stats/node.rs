@@ -65,26 +65,38 @@ pub fn boot_time() -> Option<i64> {
     i64::try_from(secs).ok()?.checked_mul(1_000_000_000)
 }
 
+/// The summary's figures of one interface as cAdvisor reads it.
+fn interface_stats(i: crate::cadvisor::network::Interface) -> InterfaceStats {
+    InterfaceStats {
+        name: i.name,
+        rx_bytes: Some(i.rx_bytes),
+        rx_errors: Some(i.rx_errors),
+        tx_bytes: Some(i.tx_bytes),
+        tx_errors: Some(i.tx_errors),
+    }
+}
+
 /// The interfaces of a `/proc/net/dev` table, without those cAdvisor ignores, by name (the
 /// table as [`crate::cadvisor::network`] reads it).
 pub fn net_dev_interfaces(table: &str) -> Vec<InterfaceStats> {
     crate::cadvisor::network::parse_net_dev(table)
         .into_iter()
-        .map(|i| InterfaceStats {
-            name: i.name,
-            rx_bytes: Some(i.rx_bytes),
-            rx_errors: Some(i.rx_errors),
-            tx_bytes: Some(i.tx_bytes),
-            tx_errors: Some(i.tx_errors),
-        })
+        .map(interface_stats)
         .collect()
 }
 
 /// The node's interfaces (the host network namespace's).
 pub fn interfaces() -> Vec<InterfaceStats> {
-    std::fs::read_to_string("/proc/net/dev")
-        .map(|t| net_dev_interfaces(&t))
-        .unwrap_or_default()
+    interfaces_of(None)
+}
+
+/// The interfaces of the network namespace of process `pid` (the host's for `None`); none
+/// when they cannot be read (the process is gone).
+pub fn interfaces_of(pid: Option<i64>) -> Vec<InterfaceStats> {
+    crate::cadvisor::network::interfaces(pid)
+        .into_iter()
+        .map(interface_stats)
+        .collect()
 }
 
 /// (page faults, major page faults) since boot (`/proc/vmstat`).

@@ -106,24 +106,26 @@ fn listing(t: i64, busy_usage: u64) -> RuntimeListing {
             stats("stale", "busy", t, S as u64, None, 1),
             stats("theirs", "x", t, S as u64, None, 1),
         ],
-        sandbox_stats: ["sb-new", "sb-other"]
-            .iter()
-            .map(|id| cri::PodSandboxStats {
-                attributes: Some(cri::PodSandboxAttributes {
-                    id: id.to_string(),
-                    ..Default::default()
-                }),
-                linux: Some(cri::LinuxPodSandboxStats {
-                    network: Some(cri::NetworkUsage {
-                        timestamp: t * S,
-                        default_interface: Some(iface("eth0", 1500, 700)),
-                        interfaces: vec![iface("eth0", 1500, 700), iface("net1", 10, 20)],
+        networks: cri_networks(
+            &["sb-new", "sb-other"]
+                .iter()
+                .map(|id| cri::PodSandboxStats {
+                    attributes: Some(cri::PodSandboxAttributes {
+                        id: id.to_string(),
+                        ..Default::default()
+                    }),
+                    linux: Some(cri::LinuxPodSandboxStats {
+                        network: Some(cri::NetworkUsage {
+                            timestamp: t * S,
+                            default_interface: Some(iface("eth0", 1500, 700)),
+                            interfaces: vec![iface("eth0", 1500, 700), iface("net1", 10, 20)],
+                        }),
+                        ..Default::default()
                     }),
                     ..Default::default()
-                }),
-                ..Default::default()
-            })
-            .collect(),
+                })
+                .collect::<Vec<_>>(),
+        ),
     }
 }
 
@@ -295,8 +297,9 @@ fn the_pod_cgroup_gives_the_pods_cpu_and_memory_when_readable() {
         })
     );
     // 1.5 core-seconds in 2 s; the containers' samples are apart from the pod's.
+    let l2 = listing(102, 0);
     let second = p.pod_stats(
-        &listing(102, 0),
+        &l2,
         &uids,
         &read(102, 10 * S as u64 + 3 * S as u64 / 2),
         Scope::Full,
@@ -320,13 +323,13 @@ fn samples_of_containers_gone_are_forgotten() {
 
 #[test]
 fn live_sandboxes_are_the_ready_ones_or_the_newest() {
-    let ids = |v: Vec<cri::PodSandbox>| {
-        let mut ids: Vec<String> = v.into_iter().map(|s| s.id).collect();
+    let ids = |v: Vec<&cri::PodSandbox>| {
+        let mut ids: Vec<String> = v.into_iter().map(|s| s.id.clone()).collect();
         ids.sort();
         ids
     };
     assert_eq!(
-        ids(live_sandboxes(vec![
+        ids(live_sandboxes(&vec![
             sandbox("a", "u", "p", false, 3),
             sandbox("b", "u", "p", true, 1),
             sandbox("c", "u", "p", false, 2),
@@ -334,7 +337,7 @@ fn live_sandboxes_are_the_ready_ones_or_the_newest() {
         ["b"]
     );
     assert_eq!(
-        ids(live_sandboxes(vec![
+        ids(live_sandboxes(&vec![
             sandbox("a", "u", "p", false, 3),
             sandbox("c", "u", "p", false, 2),
             sandbox("d", "v", "q", false, 1),
@@ -390,6 +393,85 @@ async fn when_the_list_fails_the_nodes_ready_sandboxes_are_asked_one_by_one() {
     assert!(own_sandbox_stats(&rt, &sandboxes, &uids).await.is_empty());
 }
 
+#[tokio::test]
+async fn a_sandboxs_network_is_read_from_its_process_and_the_runtime_asked_only_without_one() {
+    use crate::cri::fake::FakeRuntime;
+    let rt = FakeRuntime::new();
+    let with_cgroup = rt
+        .run_pod_sandbox(sandbox_config("a", "u-a"), "")
+        .await
+        .expect("run a");
+    let without = rt
+        .run_pod_sandbox(sandbox_config("b", "u-b"), "")
+        .await
+        .expect("run b");
+    let usage = network_usage(7);
+    rt.set_sandbox_network(&with_cgroup, usage.clone());
+    rt.set_sandbox_network(&without, usage);
+    let sandboxes = rt.list_pod_sandbox(None).await.expect("list");
+    let uids: HashSet<String> = ["u-a", "u-b"].map(String::from).into();
+    // A cgroup v2 mount where pod u-a's sandbox cgroup holds this test's process: its
+    // network namespace is the one read.
+    let root = tempfile::tempdir().unwrap();
+    std::fs::write(root.path().join("cgroup.controllers"), "cpu memory\n").unwrap();
+    let pod_dir = PathBuf::from("kubepods/podu-a");
+    let sb_dir = root
+        .path()
+        .join(&pod_dir)
+        .join(format!("cri-containerd-{with_cgroup}.scope"));
+    std::fs::create_dir_all(&sb_dir).unwrap();
+    std::fs::write(
+        sb_dir.join("cgroup.procs"),
+        format!("{}\n", std::process::id()),
+    )
+    .unwrap();
+    let dirs = HashMap::from([("u-a".to_string(), pod_dir)]);
+    let own = node::interfaces_of(Some(i64::from(std::process::id())));
+    let all_in_cgroups = HashSet::from(["u-a".to_string()]);
+    rt.clear_calls();
+    let got = sandbox_networks(&rt, root.path(), &sandboxes, &all_in_cgroups, &dirs).await;
+    if own.is_empty() {
+        eprintln!("this machine's namespace has no interface cAdvisor keeps: nothing to compare");
+    } else {
+        let net = got
+            .get(&with_cgroup)
+            .expect("read from the sandbox's process");
+        let names: Vec<&str> = net.interfaces.iter().map(|i| i.name.as_str()).collect();
+        let want: Vec<&str> = own.iter().map(|i| i.name.as_str()).collect();
+        assert_eq!(names, want);
+        assert_ne!(net.default.rx_bytes, Some(7), "not the runtime's figures");
+        assert!(
+            rt.calls().is_empty(),
+            "the runtime is not asked when every sandbox's process is found: {:?}",
+            rt.calls()
+        );
+    }
+    // Pod u-b has no cgroup: its sandbox's network comes from ListPodSandboxStats.
+    rt.clear_calls();
+    let got = sandbox_networks(&rt, root.path(), &sandboxes, &uids, &dirs).await;
+    assert_eq!(
+        got.get(&without).map(|n| n.default.rx_bytes),
+        Some(Some(7)),
+        "{got:?}"
+    );
+    assert_eq!(rt.calls(), vec!["list_podsandbox_stats"]);
+    // A runtime without ListPodSandboxStats: no network for it, no error.
+    rt.inject_error(
+        "list_podsandbox_stats",
+        tonic::Status::unimplemented("ListPodSandboxStats"),
+    );
+    let got = sandbox_networks(&rt, root.path(), &sandboxes, &uids, &dirs).await;
+    assert!(!got.contains_key(&without));
+}
+
+fn network_usage(rx: u64) -> cri::NetworkUsage {
+    cri::NetworkUsage {
+        timestamp: 5 * S,
+        default_interface: Some(iface("eth0", rx, rx)),
+        interfaces: vec![iface("eth0", rx, rx)],
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn the_first_read_has_housekeepings_rates_and_later_ones_their_own() {
     use crate::cadvisor::inventory::{Entry, Kind, Labels};
@@ -441,12 +523,8 @@ async fn the_first_read_has_housekeepings_rates_and_later_ones_their_own() {
             ))
         }
     };
-    let first = p.pod_stats(
-        &listing(100, 10 * S as u64),
-        &uids,
-        &cgroup(100, 0),
-        Scope::Full,
-    );
+    let l1 = listing(100, 10 * S as u64);
+    let first = p.pod_stats(&l1, &uids, &cgroup(100, 0), Scope::Full);
     assert_eq!(nano(&first[0].0, "busy"), Some(500_000_000));
     assert_eq!(
         first[0].0.cpu.as_ref().unwrap().usage_nano_cores,
@@ -459,12 +537,8 @@ async fn the_first_read_has_housekeepings_rates_and_later_ones_their_own() {
     let cached = pods(&p, &listing(101, 10 * S as u64), Scope::CpuAndMemory);
     assert_eq!(nano(&cached[0], "busy"), Some(500_000_000));
     // Later full reads rate against their own previous sample: 3 core-seconds in 4 s.
-    let second = p.pod_stats(
-        &listing(104, 13 * S as u64),
-        &uids,
-        &cgroup(104, 0),
-        Scope::Full,
-    );
+    let l2 = listing(104, 13 * S as u64);
+    let second = p.pod_stats(&l2, &uids, &cgroup(104, 0), Scope::Full);
     assert_eq!(nano(&second[0].0, "busy"), Some(750_000_000));
 }
 

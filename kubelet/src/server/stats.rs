@@ -11,12 +11,19 @@ use hyper::{Response, StatusCode};
 use super::{Body, json, text};
 use crate::host::KubeletShared;
 use crate::logs::query_pairs;
-use crate::stats::Scope;
+use crate::stats::{KnownPod, Scope};
 
 /// The pods this kubelet runs (the test bed shares one runtime between kubelets: the summary
-/// covers only this one's pods, as upstream's covers its runtime's).
-fn known_pods(shared: &KubeletShared) -> Vec<k8s_openapi::api::core::v1::Pod> {
-    shared.pods.read().values().cloned().collect()
+/// covers only this one's pods, as upstream's covers its runtime's), as the summary needs them
+/// (not copies of the whole pods).
+fn known_pods(shared: &KubeletShared) -> Vec<KnownPod> {
+    let cm = shared.runtime.container_manager();
+    shared
+        .pods
+        .read()
+        .values()
+        .filter_map(|p| KnownPod::of(p, cm))
+        .collect()
 }
 
 /// `/stats/summary` (upstream `handleSummary`): the node's and pods' usage

@@ -53,6 +53,26 @@ pub enum Scope {
     CpuAndMemory,
 }
 
+/// A pod this kubelet runs, as the summary needs it: its UID and its pod cgroup's directory
+/// below the hierarchies (none without pod cgroups).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownPod {
+    pub uid: String,
+    pub cgroup: Option<PathBuf>,
+}
+
+impl KnownPod {
+    /// `pod` as the summary needs it; none without a UID.
+    pub fn of(pod: &Pod, cm: &crate::cm::ContainerManager) -> Option<KnownPod> {
+        Some(KnownPod {
+            uid: pod.metadata.uid.clone()?,
+            cgroup: cm
+                .pod_cgroup_parent(pod)
+                .map(|parent| cgroup::cgroup_dir(&parent)),
+        })
+    }
+}
+
 /// One listing of what the runtime has (upstream `listPodStats`' inputs).
 #[derive(Debug, Clone, Default)]
 pub struct RuntimeListing {
@@ -516,14 +536,14 @@ impl StatsProvider {
     }
 
     /// The summary (upstream `summaryProviderImpl.Get`, or `GetCPUAndMemoryStats` for
-    /// [`Scope::CpuAndMemory`]) of `pods` (the test bed shares one runtime between kubelets:
+    /// [`Scope::CpuAndMemory`]) of `pods` ([`KnownPod::of`]; the test bed shares one runtime between kubelets:
     /// the summary covers only the pods this kubelet was given).
     pub async fn summary(
         &self,
         runtime: &KubeGenericRuntimeManager,
         node_name: &str,
         root_dir: &Path,
-        pods: &[Pod],
+        pods: &[KnownPod],
         scope: Scope,
     ) -> Result<Summary, RuntimeError> {
         let rt = runtime.runtime_service();
@@ -532,13 +552,10 @@ impl StatsProvider {
             rt.list_containers(None),
             rt.list_container_stats(None),
         )?;
-        let uids: HashSet<String> = pods.iter().filter_map(|p| p.metadata.uid.clone()).collect();
+        let uids: HashSet<String> = pods.iter().map(|p| p.uid.clone()).collect();
         let cgroups: HashMap<String, PathBuf> = pods
             .iter()
-            .filter_map(|p| {
-                let parent = runtime.container_manager().pod_cgroup_parent(p)?;
-                Some((p.metadata.uid.clone()?, cgroup::cgroup_dir(&parent)))
-            })
+            .filter_map(|p| Some((p.uid.clone(), p.cgroup.clone()?)))
             .collect();
         let networks = if scope == Scope::Full {
             let root = Path::new(node::CGROUP_ROOT);

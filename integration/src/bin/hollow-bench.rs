@@ -115,6 +115,7 @@ impl Api {
                             verb,
                             resource,
                             node: None,
+                            at_ms: None,
                         }
                     })
                 })

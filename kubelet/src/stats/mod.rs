@@ -508,18 +508,7 @@ impl StatsProvider {
             ..Default::default()
         };
         if scope == Scope::Full {
-            let interfaces = node::interfaces();
-            let default = interfaces
-                .iter()
-                .find(|i| i.name == "eth0")
-                .or(interfaces.first())
-                .cloned()
-                .unwrap_or_default();
-            stats.network = Some(NetworkStats {
-                time: now,
-                default,
-                interfaces,
-            });
+            stats.network = Some(namespace_network(now, node::interfaces()));
             stats.fs = fs_stats(root_dir).map(|f| FsStats {
                 used_bytes: Some(f.capacity.saturating_sub(f.available)),
                 inodes_used: Some(f.inodes.saturating_sub(f.inodes_free)),

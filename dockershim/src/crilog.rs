@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 pub use node_common::crilog::{
     CriLogLine, LogStream, LogTag, ParseError, TAG_FULL, TAG_PARTIAL, encode_line,
@@ -319,8 +320,7 @@ where
     let (reopen_tx, mut reopen_rx) = mpsc::channel::<ReopenRequest>(4);
     let done = CancellationToken::new();
     let ended = done.clone().drop_guard();
-    let task = tokio::spawn(async move {
-        let _ended = ended;
+    let copy = async move {
         let mut writer = writer.await?;
         let mut enc = CriLogEncoder::new(max_len);
         let mut chunks = std::pin::pin!(chunks);
@@ -352,7 +352,18 @@ where
         out.extend(enc.finish(LogStream::Stderr, &now));
         writer.write_all(&out).await?;
         result
-    });
+    };
+    let task = tokio::spawn(
+        async move {
+            let _ended = ended;
+            let result = copy.await;
+            if let Err(e) = &result {
+                tracing::warn!("container log copier stopped: {e}");
+            }
+            result
+        }
+        .instrument(tracing::Span::current()),
+    );
     LogCopierHandle {
         reopen_tx,
         task,

@@ -12,18 +12,79 @@ use futures::{Stream, StreamExt};
 use parking_lot::Mutex;
 
 use crate::crilog::{self, CriLogError, LogCopierHandle, LogStream, LogWriter};
-use crate::docker::{self, DockerApi};
+use crate::docker::{self, DockerApi, LogChunk};
 
 const MAX_LINE: usize = crilog::DEFAULT_MAX_LINE_SIZE;
 
 /// One chunk of a container's output, for a copier.
 type Chunk = Result<(LogStream, bytes::Bytes), docker::DockerError>;
 
-/// `id`'s output from `since` (unix seconds), as the copier's tagged chunks.
-fn output<D: DockerApi>(docker: &D, id: &str, since: i64) -> impl Stream<Item = Chunk> + use<D> {
-    docker
-        .logs(id, since)
-        .map(|r| r.map(|c| (c.stream, c.bytes)))
+/// How many bytes of each stream a copier has been given.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Given {
+    stdout: usize,
+    stderr: usize,
+}
+
+impl Given {
+    fn of(&mut self, stream: LogStream) -> &mut usize {
+        match stream {
+            LogStream::Stdout => &mut self.stdout,
+            LogStream::Stderr => &mut self.stderr,
+        }
+    }
+}
+
+/// `id`'s output from `since` (unix seconds), as the copier's tagged chunks: Docker's follow
+/// stream, then what it missed. Docker 20.10's follow stream of a container that has already
+/// exited can end without the container's last unterminated output (a `printf` without a
+/// newline): a container that exits before its follow stream is opened loses it about one time
+/// in four. So once the follow stream ends, one plain read of the same output follows, and
+/// whatever of each stream lies past what the follow stream gave is copied too. The follow
+/// stream gives a prefix of each stream, so the bytes past it are exactly the missed ones.
+fn output<D: DockerApi>(
+    docker: Arc<D>,
+    id: &str,
+    since: i64,
+) -> impl Stream<Item = Chunk> + use<D> {
+    let given = Arc::new(Mutex::new(Given::default()));
+    let tally = given.clone();
+    let follow = docker.logs(id, since, true).inspect(move |r| {
+        if let Ok(c) = r {
+            *tally.lock().of(c.stream) += c.bytes.len();
+        }
+    });
+    let id = id.to_string();
+    let missed = futures::stream::once(async move {
+        let given = *given.lock();
+        past(docker.logs(&id, since, false), given)
+    })
+    .flatten();
+    follow.chain(missed).map(|r| r.map(|c| (c.stream, c.bytes)))
+}
+
+/// What of `chunks` lies past the first `given` bytes of each stream.
+fn past(
+    chunks: docker::DockerStream<LogChunk>,
+    mut given: Given,
+) -> impl Stream<Item = Result<LogChunk, docker::DockerError>> {
+    chunks.filter_map(move |r| {
+        let out = match r {
+            Ok(c) => {
+                let skip = given.of(c.stream);
+                let n = (*skip).min(c.bytes.len());
+                *skip -= n;
+                (n < c.bytes.len()).then(|| {
+                    Ok(LogChunk {
+                        stream: c.stream,
+                        bytes: c.bytes.slice(n..),
+                    })
+                })
+            }
+            Err(e) => Some(Err(e)),
+        };
+        std::future::ready(out)
+    })
 }
 
 /// The running log copiers, by container id.
@@ -37,7 +98,8 @@ impl LogManager {
     /// which the copier opens (creates) by itself a moment later: for containers whose log file
     /// exists already (adopted after a restart). A copier already running for `id` is replaced.
     pub fn start<D: DockerApi>(&self, docker: Arc<D>, id: &str, path: PathBuf, since: i64) {
-        let handle = crilog::spawn_chunk_copier(path, output(&*docker, id, since), MAX_LINE);
+        let _span = tracing::info_span!("log_copier", container = %id).entered();
+        let handle = crilog::spawn_chunk_copier(path, output(docker, id, since), MAX_LINE);
         self.insert(id, handle);
     }
 
@@ -52,7 +114,8 @@ impl LogManager {
         writer: LogWriter,
         since: i64,
     ) {
-        let handle = crilog::spawn_chunk_copier_into(writer, output(&*docker, id, since), MAX_LINE);
+        let _span = tracing::info_span!("log_copier", container = %id).entered();
+        let handle = crilog::spawn_chunk_copier_into(writer, output(docker, id, since), MAX_LINE);
         self.insert(id, handle);
     }
 

@@ -339,9 +339,9 @@ impl DockerApi for BollardDocker {
         )))
     }
 
-    fn logs(&self, id: &str, since: i64) -> DockerStream<LogChunk> {
+    fn logs(&self, id: &str, since: i64, follow: bool) -> DockerStream<LogChunk> {
         let opts = LogsOptions {
-            follow: true,
+            follow,
             stdout: true,
             stderr: true,
             since: since.clamp(0, i64::from(i32::MAX)) as i32,

@@ -115,8 +115,9 @@ pub trait DockerApi: Send + Sync + 'static {
         timeout: Option<Duration>,
         max_output: usize,
     ) -> impl Future<Output = Result<ExecOutput, DockerError>> + Send;
-    /// Follows a container's output from `since` (unix seconds, 0 = from the start).
-    fn logs(&self, id: &str, since: i64) -> DockerStream<LogChunk>;
+    /// A container's output from `since` (unix seconds, 0 = from the start); with `follow`, the
+    /// stream goes on until the container stops.
+    fn logs(&self, id: &str, since: i64, follow: bool) -> DockerStream<LogChunk>;
     /// Container and image events, replaying those since `since` (unix seconds) first.
     fn events(&self, since: Option<i64>) -> DockerStream<EventMessage>;
     fn inspect_image(

@@ -350,6 +350,49 @@ async fn the_same_container_twice_is_already_exists_while_the_first_lives() {
     assert!(again.message().contains(&first), "{}", again.message());
 }
 
+/// Makes `id` exit and answers its ContainerStatus (which waits for its log copier).
+async fn exit_and_status(fx: &Fixture, id: &str) -> cri::ContainerStatus {
+    fx.docker.exit(id, 0, false);
+    fx.engine_changed();
+    fx.svc
+        .container_status(Request::new(cri::ContainerStatusRequest {
+            container_id: id.to_string(),
+            verbose: false,
+        }))
+        .await
+        .expect("status")
+        .into_inner()
+        .status
+        .expect("status")
+}
+
+/// The CRI log at `path` as (stream, tag, content).
+fn log_entries(path: &std::path::Path) -> Vec<(LogStream, bool, Vec<u8>)> {
+    std::fs::read(path)
+        .expect("log")
+        .split_inclusive(|b| *b == b'\n')
+        .map(|l| {
+            let l = crate::crilog::parse_cri_log(l).expect("a CRI log line");
+            (l.stream, l.partial, l.content)
+        })
+        .collect()
+}
+
+/// The CRI log at `path` as (stream, content).
+fn log_lines(path: &std::path::Path) -> Vec<(LogStream, Vec<u8>)> {
+    log_entries(path)
+        .into_iter()
+        .map(|(s, _, c)| (s, c))
+        .collect()
+}
+
+fn chunk(stream: LogStream, bytes: &'static [u8]) -> LogChunk {
+    LogChunk {
+        stream,
+        bytes: Bytes::from_static(bytes),
+    }
+}
+
 #[tokio::test]
 async fn start_container_creates_the_log_file_and_copies_the_output_into_it() {
     let fx = Fixture::new().await;
@@ -362,14 +405,8 @@ async fn start_container_creates_the_log_file_and_copies_the_output_into_it() {
     fx.docker.set_output(
         &id,
         vec![
-            LogChunk {
-                stream: LogStream::Stdout,
-                bytes: Bytes::from_static(b"hello\n"),
-            },
-            LogChunk {
-                stream: LogStream::Stderr,
-                bytes: Bytes::from_static(b"oops\n"),
-            },
+            chunk(LogStream::Stdout, b"hello\n"),
+            chunk(LogStream::Stderr, b"oops\n"),
         ],
     );
     let log = fx.dir.path().join("pods/logs/app/0.log");
@@ -378,29 +415,10 @@ async fn start_container_creates_the_log_file_and_copies_the_output_into_it() {
     assert!(log.is_file(), "the log file exists when the start answers");
     assert!(fx.docker.container(&id).expect("started").running());
 
-    fx.docker.exit(&id, 0, false);
-    fx.engine_changed();
-    let st = fx
-        .svc
-        .container_status(Request::new(cri::ContainerStatusRequest {
-            container_id: id.clone(),
-            verbose: false,
-        }))
-        .await
-        .expect("status")
-        .into_inner()
-        .status
-        .expect("status");
+    let st = exit_and_status(&fx, &id).await;
     assert_eq!(st.log_path, log.to_string_lossy());
     // ContainerStatus of an exited container waits for its log copier: the lines are there.
-    let lines: Vec<(LogStream, Vec<u8>)> = std::fs::read(&log)
-        .expect("log")
-        .split_inclusive(|b| *b == b'\n')
-        .map(|l| {
-            let l = crate::crilog::parse_cri_log(l).expect("a CRI log line");
-            (l.stream, l.content)
-        })
-        .collect();
+    let lines = log_lines(&log);
     assert_eq!(
         lines,
         vec![
@@ -420,6 +438,46 @@ async fn start_container_creates_the_log_file_and_copies_the_output_into_it() {
     );
 }
 
+#[tokio::test]
+async fn output_the_follow_stream_missed_is_copied_from_a_plain_read_after_it() {
+    // Docker 20.10's follow stream of a container that exited before it was opened can end
+    // without the container's last unterminated output (here: the follow read leaves out the
+    // last two chunks); a plain read afterwards has it.
+    let fx = Fixture::new().await;
+    let sandbox = fx.sandbox_config("missed");
+    let sandbox_id = fx.run_sandbox(sandbox.clone()).await;
+    let id = fx
+        .create_container(&sandbox_id, &sandbox, fx.container_config("app"))
+        .await
+        .expect("CreateContainer");
+    fx.docker.set_output(
+        &id,
+        vec![
+            chunk(LogStream::Stdout, b"first\nsec"),
+            chunk(LogStream::Stdout, b"ond-no-newline"),
+            chunk(LogStream::Stderr, b"err-no-newline"),
+        ],
+    );
+    fx.docker.set_follow_drops(&id, 2);
+    fx.start_container(&id).await.expect("StartContainer");
+    let st = exit_and_status(&fx, &id).await;
+    assert_eq!(
+        log_entries(std::path::Path::new(&st.log_path)),
+        vec![
+            (LogStream::Stdout, false, b"first".to_vec()),
+            (LogStream::Stdout, true, b"second-no-newline".to_vec()),
+            (LogStream::Stderr, true, b"err-no-newline".to_vec()),
+        ],
+        "each stream once, the missed bytes after what the follow stream gave"
+    );
+    assert_eq!(
+        fx.docker.calls_to("logs"),
+        vec![
+            format!("logs {id} 0 follow=true"),
+            format!("logs {id} 0 follow=false")
+        ]
+    );
+}
 #[tokio::test]
 async fn stop_and_remove_container_pass_the_grace_period_and_are_idempotent() {
     let fx = Fixture::new().await;

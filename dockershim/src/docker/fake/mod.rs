@@ -56,6 +56,9 @@ pub struct FakeContainer {
     pub ip: String,
     /// The output `logs` replays.
     pub output: Vec<LogChunk>,
+    /// How many of `output`'s last chunks a follow read leaves out, as Docker 20.10's follow
+    /// stream can lose an exited container's last unterminated output.
+    pub follow_drops: usize,
     /// Every UpdateContainer body, oldest first.
     pub updates: Vec<ContainerUpdateBody>,
     /// The cumulative CPU usage `stats` reports (core-nanoseconds).
@@ -257,6 +260,15 @@ impl FakeDocker {
         }
     }
 
+    /// Makes a follow read of `id`'s output leave out its last `n` chunks (a plain read
+    /// still has them).
+    pub fn set_follow_drops(&self, id: &str, n: usize) {
+        let mut s = self.state();
+        if let Ok(i) = Self::find(&s, id) {
+            s.containers[i].follow_drops = n;
+        }
+    }
+
     /// The result of the next exec (by default an exec prints its command line and exits 0).
     pub fn push_exec_result(&self, result: Result<ExecOutput, DockerError>) {
         self.state().exec_results.push_back(result);
@@ -402,6 +414,7 @@ impl DockerApi for FakeDocker {
             finished_at: None,
             ip: format!("172.17.0.{}", n % 250 + 2),
             output: Vec::new(),
+            follow_drops: 0,
             updates: Vec::new(),
             cpu_usage: 1_000_000,
         };
@@ -551,13 +564,21 @@ impl DockerApi for FakeDocker {
         }
     }
 
-    fn logs(&self, id: &str, since: i64) -> DockerStream<LogChunk> {
-        let output = match self.enter("logs", format!("logs {id} {since}")) {
+    fn logs(&self, id: &str, since: i64, follow: bool) -> DockerStream<LogChunk> {
+        let output = match self.enter("logs", format!("logs {id} {since} follow={follow}")) {
             Err(e) => vec![Err(e)],
             Ok(()) => {
                 let s = self.state();
                 match Self::find(&s, id) {
-                    Ok(i) => s.containers[i].output.iter().cloned().map(Ok).collect(),
+                    Ok(i) => {
+                        let c = &s.containers[i];
+                        let n = if follow {
+                            c.output.len().saturating_sub(c.follow_drops)
+                        } else {
+                            c.output.len()
+                        };
+                        c.output[..n].iter().cloned().map(Ok).collect()
+                    }
                     Err(e) => vec![Err(e)],
                 }
             }

@@ -141,6 +141,23 @@ pub(super) async fn cstatus(ctx: &mut Ctx, id: &str) -> Result<cri::ContainerSta
         .ok_or_else(|| CaseError::Fail("ContainerStatus without status".into()))
 }
 
+/// Waits (up to 30 s) until the container is EXITED; returns its status.
+pub(super) async fn wait_exited(
+    ctx: &mut Ctx,
+    id: &str,
+) -> Result<cri::ContainerStatus, CaseError> {
+    for _ in 0..300 {
+        let st = cstatus(ctx, id).await?;
+        if st.state == cri::ContainerState::ContainerExited as i32 {
+            return Ok(st);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    Err(CaseError::Fail(format!(
+        "container {id} did not exit in 30 s"
+    )))
+}
+
 pub(super) async fn exec(
     ctx: &mut Ctx,
     id: &str,

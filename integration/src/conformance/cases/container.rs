@@ -8,24 +8,10 @@ use std::time::Duration;
 
 use cri_proto::runtime::v1 as cri;
 
-use super::common::{container, cstatus, exec, exec_out, in_sandbox, labels};
+use super::common::{container, cstatus, exec, exec_out, in_sandbox, labels, wait_exited};
 use crate::conformance::{CaseError, CaseResult, Ctx};
 use crate::fixtures::busybox_container;
 use crate::{ensure, ensure_eq};
-
-/// Waits (up to 30 s) until the container is EXITED; returns its status.
-async fn wait_exited(ctx: &mut Ctx, id: &str) -> Result<cri::ContainerStatus, CaseError> {
-    for _ in 0..300 {
-        let st = cstatus(ctx, id).await?;
-        if st.state == cri::ContainerState::ContainerExited as i32 {
-            return Ok(st);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(CaseError::Fail(format!(
-        "container {id} did not exit in 30 s"
-    )))
-}
 
 pub(super) async fn container_lifecycle(ctx: Ctx) -> CaseResult {
     in_sandbox(

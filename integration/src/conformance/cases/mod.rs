@@ -175,6 +175,10 @@ pub fn all() -> Vec<Case> {
             logs::container_logs
         ),
         case!(
+            "[container] an exited container's log has all its output, a last line without newline too",
+            logs::container_short_output
+        ),
+        case!(
             "[container] command, args, env and working dir",
             container::container_command_env
         ),

@@ -94,11 +94,11 @@ async fn orphan_sandbox(fx: &Fixture, name: &str) -> String {
 }
 
 /// The Docker calls made since the `before`-th, without what dockershim's background tasks
-/// ask meanwhile (image sizes, the event stream).
+/// ask meanwhile (image sizes, the event stream, the log copiers' reads).
 fn calls_since(fx: &Fixture, before: usize) -> Vec<String> {
     fx.docker.calls()[before..]
         .iter()
-        .filter(|c| !c.starts_with("sizes") && !c.starts_with("events"))
+        .filter(|c| !["sizes", "events", "logs"].iter().any(|p| c.starts_with(p)))
         .cloned()
         .collect()
 }

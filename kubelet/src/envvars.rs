@@ -14,9 +14,6 @@
 //! server there is no store and no service variables.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
-
-use kube::runtime::{reflector, watcher};
 
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceFieldSelector, Service};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -56,72 +53,8 @@ pub const MASTER_SERVICE_NAMESPACE: &str = "default";
 pub const MASTER_SERVICES: &[&str] = &["kubernetes"];
 
 /// The services of all namespaces as the API server's watch last told them (upstream's service
-/// informer: `serviceLister` and `serviceHasSynced`): kube-runtime's reflector store, fed the
-/// watch's events (a relist replaces it whole once complete). Cheap to clone; clones share it.
-#[derive(Clone)]
-pub struct ServiceStore {
-    reader: reflector::Store<Service>,
-    writer: Arc<parking_lot::Mutex<reflector::store::Writer<Service>>>,
-}
-
-impl Default for ServiceStore {
-    fn default() -> Self {
-        let (reader, writer) = reflector::store();
-        Self {
-            reader,
-            writer: Arc::new(parking_lot::Mutex::new(writer)),
-        }
-    }
-}
-
-impl std::fmt::Debug for ServiceStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ServiceStore")
-            .field("services", &self.reader.len())
-            .field("synced", &self.has_synced())
-            .finish()
-    }
-}
-
-impl ServiceStore {
-    /// One event of the service watch.
-    pub fn apply_event(&self, event: &watcher::Event<Service>) {
-        self.writer.lock().apply_watcher_event(event);
-    }
-
-    /// A complete listing: the store becomes exactly `services` and counts as synced.
-    pub fn replace(&self, services: impl IntoIterator<Item = Service>) {
-        self.apply_event(&watcher::Event::Init);
-        for s in services {
-            self.apply_event(&watcher::Event::InitApply(s));
-        }
-        self.apply_event(&watcher::Event::InitDone);
-    }
-
-    /// A service was added or changed.
-    pub fn apply(&self, s: Service) {
-        self.apply_event(&watcher::Event::Apply(s));
-    }
-
-    /// A service was deleted.
-    pub fn delete(&self, s: &Service) {
-        self.apply_event(&watcher::Event::Delete(s.clone()));
-    }
-
-    /// Has a complete listing arrived (upstream `serviceHasSynced`)?
-    pub fn has_synced(&self) -> bool {
-        use futures::FutureExt as _;
-        self.reader
-            .wait_until_ready()
-            .now_or_never()
-            .is_some_and(|r| r.is_ok())
-    }
-
-    /// Every service known.
-    pub fn list(&self) -> Vec<Service> {
-        self.reader.state().iter().map(|s| (**s).clone()).collect()
-    }
-}
+/// informer: `serviceLister` and `serviceHasSynced`).
+pub type ServiceStore = crate::util::informer::Informer<Service>;
 
 /// Upstream `IsServiceIPSet`: a cluster IP that is neither empty nor `None`.
 pub fn is_service_ip_set(s: &Service) -> bool {

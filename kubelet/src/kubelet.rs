@@ -172,6 +172,7 @@ impl Kubelet {
         }
         let mut api_client = None;
         let mut services = None;
+        let mut runtime_classes = None;
         let mut recorder = crate::events::EventRecorder::default();
         if let Some(api) = &self.config.api {
             let client = match self.api_client.clone() {
@@ -201,6 +202,10 @@ impl Kubelet {
                     let watch = crate::config::apiserver::watch_services;
                     tokio::spawn(watch(client.clone(), store.clone(), cancel.child_token()));
                     services = Some(store);
+                    runtime_classes = Some(crate::runtimeclass::RuntimeClassManager::start(
+                        client.clone(),
+                        cancel.child_token(),
+                    ));
                     tokio::spawn(crate::nodelister::watch_node(
                         client.clone(),
                         self.config.node_name.clone(),
@@ -234,7 +239,8 @@ impl Kubelet {
             .clone()
             .with_probe_results(probe_results.clone())
             .with_events(recorder)
-            .with_services(services);
+            .with_services(services)
+            .with_runtime_classes(runtime_classes);
         let (probe_tx, mut probe_rx) = mpsc::unbounded_channel();
         let probes = ProbeManager::new(
             runtime.clone(),

@@ -71,6 +71,7 @@ pub mod probe;
 pub mod prober;
 pub mod qos;
 pub mod resource;
+pub mod runtimeclass;
 pub mod server;
 pub mod stats;
 pub mod status;

@@ -15,6 +15,7 @@ pub fn resource_info(resource: &str) -> Option<(&'static str, &'static str, bool
         "configmaps" => ("ConfigMap", "v1", true),
         "secrets" => ("Secret", "v1", true),
         "services" => ("Service", "v1", true),
+        "runtimeclasses" => ("RuntimeClass", "node.k8s.io/v1", false),
         "serviceaccounts" => ("ServiceAccount", "v1", true),
         "events" => ("Event", "v1", true),
         "persistentvolumeclaims" => ("PersistentVolumeClaim", "v1", true),

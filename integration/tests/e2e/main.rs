@@ -63,6 +63,7 @@ mod kubelet_prometheus;
 mod kubelet_qos;
 mod kubelet_resource_metrics;
 mod kubelet_restart_policy;
+mod kubelet_runtime_class;
 mod kubelet_runtime_restarts;
 mod kubelet_secure_port;
 mod kubelet_shutdown;

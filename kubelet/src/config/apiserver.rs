@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Api, Client};
@@ -28,21 +28,7 @@ use crate::envvars::ServiceStore;
 /// Keeps `store` equal to the services of all namespaces until `cancel` fires. A broken watch
 /// is resumed (relisting when it must, the relist replacing the store whole).
 pub async fn watch_services(client: Client, store: ServiceStore, cancel: CancellationToken) {
-    let api: Api<Service> = Api::all(client);
-    let mut stream = watcher::watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
-    loop {
-        let ev = tokio::select! {
-            _ = cancel.cancelled() => return,
-            ev = stream.next() => ev,
-        };
-        match ev {
-            None => return,
-            Some(Err(e)) => warn!(error = %e, "service watch failed; retrying"),
-            Some(Ok(e)) => store.apply_event(&e),
-        }
-    }
+    store.run(Api::all(client), cancel).await
 }
 
 /// The pods bound to one node, from the API server.

@@ -1,4 +1,5 @@
 //! Utilities named after upstream `pkg/util`.
 
 pub mod hash;
+pub mod informer;
 pub mod wait;

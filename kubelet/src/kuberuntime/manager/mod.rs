@@ -233,6 +233,8 @@ pub struct KubeGenericRuntimeManager {
     services: Option<crate::envvars::ServiceStore>,
     /// Started pods and containers (`kubelet_started_*`), image pulls of starting pods.
     metrics: Arc<Metrics>,
+    /// The RuntimeClasses pods' `runtimeClassName` resolve with (API-server mode).
+    runtime_classes: Option<crate::runtimeclass::RuntimeClassManager>,
 }
 
 impl KubeGenericRuntimeManager {
@@ -247,6 +249,45 @@ impl KubeGenericRuntimeManager {
     pub fn with_services(mut self, services: Option<crate::envvars::ServiceStore>) -> Self {
         self.services = services;
         self
+    }
+
+    /// Resolve pods' `runtimeClassName` with `classes` (API-server mode; upstream
+    /// `runtimeClassManager`). Without it every pod runs with the default handler.
+    pub fn with_runtime_classes(
+        mut self,
+        classes: Option<crate::runtimeclass::RuntimeClassManager>,
+    ) -> Self {
+        self.runtime_classes = classes;
+        self
+    }
+
+    /// Upstream `createPodSandbox` after the config is made: the pod's runtime handler, then
+    /// RunPodSandbox with it. The error is the message the sync result and the event carry.
+    async fn create_pod_sandbox(
+        &self,
+        pod: &Pod,
+        config: &cri_proto::runtime::v1::PodSandboxConfig,
+    ) -> Result<String, String> {
+        let handler = match &self.runtime_classes {
+            Some(classes) => {
+                let name = pod
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.runtime_class_name.as_deref());
+                classes
+                    .lookup_runtime_handler(name)
+                    .await
+                    .map_err(|e| e.to_string())?
+            }
+            None => String::new(),
+        };
+        if !handler.is_empty() {
+            tracing::info!(handler = %handler, "running pod with runtime handler");
+        }
+        self.runtime
+            .run_pod_sandbox(config.clone(), &handler)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// The node's IP.
@@ -429,6 +470,7 @@ impl KubeGenericRuntimeManager {
             node_ip: crate::nodestatus::NodeIp::new(None),
             pull_progress: None,
             services: None,
+            runtime_classes: None,
             metrics: Arc::default(),
         };
         let v = m.runtime.version().await?;
@@ -552,10 +594,7 @@ impl KubeGenericRuntimeManager {
             if let Err(e) = std::fs::create_dir_all(&logdir) {
                 tracing::warn!(dir = %logdir.display(), error = %e, "cannot create pod log directory");
             }
-            let created = self
-                .runtime
-                .run_pod_sandbox(sandbox_config.clone(), "")
-                .await;
+            let created = self.create_pod_sandbox(pod, &sandbox_config).await;
             // Upstream `SyncPod`: StartedPodsTotal, and StartedPodsErrorsTotal on failure.
             self.metrics.pod_started(created.is_ok());
             match created {
@@ -565,7 +604,14 @@ impl KubeGenericRuntimeManager {
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "failed to create pod sandbox");
-                    result.fail("", reasons::CREATE_POD_SANDBOX_ERROR, e.to_string());
+                    self.events.event(
+                        pod,
+                        None,
+                        crate::events::EventType::Warning,
+                        "FailedCreatePodSandBox",
+                        format!("Failed to create pod sandbox: {e}"),
+                    );
+                    result.fail("", reasons::CREATE_POD_SANDBOX_ERROR, e);
                     return result;
                 }
             }

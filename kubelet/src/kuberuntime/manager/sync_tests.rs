@@ -359,6 +359,85 @@ async fn a_failed_sandbox_is_create_pod_sandbox_error() {
     assert_eq!(b.running(), vec!["web".to_string()]);
 }
 
+/// Upstream `createPodSandbox`: a pod's `runtimeClassName` is looked up and its handler passed
+/// to RunPodSandbox; a RuntimeClass that does not exist fails the sync before RunPodSandbox
+/// (`CreatePodSandboxError`, a `FailedCreatePodSandBox` event with the lister's message), and
+/// the next sync after it appears runs the pod. A failed RunPodSandbox gets the event too.
+#[tokio::test(start_paused = true)]
+async fn runtime_class_name_picks_the_sandbox_handler_and_a_missing_class_fails_the_sync() {
+    use k8s_openapi::api::node::v1::RuntimeClass;
+    let mut b = bed().await;
+    let classes = crate::runtimeclass::RuntimeClassManager::default();
+    let (tx, mut events) = tokio::sync::mpsc::unbounded_channel();
+    b.manager = b
+        .manager
+        .clone()
+        .with_runtime_classes(Some(classes.clone()))
+        .with_events(crate::events::EventRecorder::new(tx));
+    let mut p = pod("u-rc", "Always", vec![], vec![container("web", "web:1")]);
+    if let Some(s) = p.spec.as_mut() {
+        s.runtime_class_name = Some("sandboxed".into());
+    }
+    classes.classes().replace(Vec::new());
+    let r = b.sync(&p).await;
+    assert_eq!(r.errors.len(), 1, "{:?}", r.errors);
+    assert_eq!(r.errors[0].reason, reasons::CREATE_POD_SANDBOX_ERROR);
+    assert_eq!(
+        r.errors[0].message,
+        r#"runtimeclass.node.k8s.io "sandboxed" not found"#
+    );
+    assert_eq!(b.count("run_podsandbox"), 0, "{:?}", b.fake.calls());
+    let failed: Vec<_> = std::iter::from_fn(|| events.try_recv().ok())
+        .filter(|e| e.reason == "FailedCreatePodSandBox")
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(
+        failed,
+        [r#"Failed to create pod sandbox: runtimeclass.node.k8s.io "sandboxed" not found"#]
+    );
+
+    classes.classes().apply(RuntimeClass {
+        metadata: kube::api::ObjectMeta {
+            name: Some("sandboxed".into()),
+            ..Default::default()
+        },
+        handler: "runsc".into(),
+        ..Default::default()
+    });
+    assert!(b.sync(&p).await.is_ok());
+    let handlers: Vec<_> = b
+        .fake
+        .sandboxes()
+        .iter()
+        .map(|s| s.runtime_handler.clone())
+        .collect();
+    assert_eq!(handlers, ["runsc"]);
+
+    // Without a runtimeClassName: the default handler.
+    let q = pod("u-rc2", "Always", vec![], vec![container("web", "web:1")]);
+    b.fake
+        .inject_error("run_podsandbox", tonic::Status::unknown("no such handler"));
+    assert!(
+        b.sync(&q).await.errors[0]
+            .message
+            .contains("no such handler")
+    );
+    assert!(
+        std::iter::from_fn(|| events.try_recv().ok()).any(|e| e.reason == "FailedCreatePodSandBox"
+            && e.message.starts_with("Failed to create pod sandbox: ")),
+        "a failed RunPodSandbox is an event too"
+    );
+    assert!(b.sync(&q).await.is_ok());
+    let mut handlers: Vec<_> = b
+        .fake
+        .sandboxes()
+        .iter()
+        .map(|s| s.runtime_handler.clone())
+        .collect();
+    handlers.sort();
+    assert_eq!(handlers, ["", "runsc"]);
+}
+
 #[tokio::test(start_paused = true)]
 async fn killing_a_pod_stops_its_containers_and_sandbox() {
     let mut b = bed().await;

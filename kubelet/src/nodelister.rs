@@ -7,46 +7,28 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Taint};
-use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
-/// The node's latest state from its watch (a kube-runtime reflector store of one object).
-#[derive(Clone)]
+use crate::util::informer::Informer;
+
+/// The node's latest state from its watch (an informer of one object).
+#[derive(Clone, Debug, Default)]
 pub struct NodeLister {
-    reader: reflector::Store<Node>,
-    writer: Arc<parking_lot::Mutex<reflector::store::Writer<Node>>>,
-}
-
-impl Default for NodeLister {
-    fn default() -> Self {
-        let (reader, writer) = reflector::store();
-        Self {
-            reader,
-            writer: Arc::new(parking_lot::Mutex::new(writer)),
-        }
-    }
-}
-
-impl std::fmt::Debug for NodeLister {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("NodeLister")
-            .field("seen", &!self.reader.is_empty())
-            .finish()
-    }
+    node: Informer<Node>,
 }
 
 impl NodeLister {
     /// One event of the node's watch.
     pub fn apply_event(&self, event: &watcher::Event<Node>) {
-        self.writer.lock().apply_watcher_event(event);
+        self.node.apply_event(event);
     }
 
     /// The node, once its watch has seen it.
     pub fn get(&self) -> Option<Arc<Node>> {
-        self.reader.state().into_iter().next()
+        self.node.first()
     }
 
     /// The node's labels as the API server has them, or `fallback` before the watch saw it.
@@ -77,20 +59,8 @@ pub async fn watch_node(
     lister: NodeLister,
     cancel: CancellationToken,
 ) {
-    let api: Api<Node> = Api::all(client);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    loop {
-        let ev = tokio::select! {
-            _ = cancel.cancelled() => return,
-            ev = stream.next() => ev,
-        };
-        match ev {
-            None => return,
-            Some(Err(e)) => tracing::warn!(node = %name, error = %e, "node watch failed; retrying"),
-            Some(Ok(e)) => lister.apply_event(&e),
-        }
-    }
+    lister.node.run(Api::all(client), config, cancel).await
 }
 
 #[cfg(test)]

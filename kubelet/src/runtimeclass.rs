@@ -35,7 +35,11 @@ impl RuntimeClassManager {
     /// A manager whose RuntimeClasses a watch on `client` keeps until `cancel` fires.
     pub fn start(client: Client, cancel: CancellationToken) -> Self {
         let m = Self::default();
-        tokio::spawn(m.classes.clone().run(Api::all(client), cancel));
+        let watch = m
+            .classes
+            .clone()
+            .run(Api::all(client), Default::default(), cancel);
+        tokio::spawn(watch);
         m
     }
 

@@ -386,6 +386,17 @@ fn log_lines(path: &std::path::Path) -> Vec<(LogStream, Vec<u8>)> {
         .collect()
 }
 
+/// A sandbox for pod `pod` and a created (not started) container `app` in it: (sandbox, container).
+async fn created_app(fx: &Fixture, pod: &str) -> (String, String) {
+    let sandbox = fx.sandbox_config(pod);
+    let sandbox_id = fx.run_sandbox(sandbox.clone()).await;
+    let id = fx
+        .create_container(&sandbox_id, &sandbox, fx.container_config("app"))
+        .await
+        .expect("CreateContainer");
+    (sandbox_id, id)
+}
+
 fn chunk(stream: LogStream, bytes: &'static [u8]) -> LogChunk {
     LogChunk {
         stream,
@@ -396,12 +407,7 @@ fn chunk(stream: LogStream, bytes: &'static [u8]) -> LogChunk {
 #[tokio::test]
 async fn start_container_creates_the_log_file_and_copies_the_output_into_it() {
     let fx = Fixture::new().await;
-    let sandbox = fx.sandbox_config("logs");
-    let sandbox_id = fx.run_sandbox(sandbox.clone()).await;
-    let id = fx
-        .create_container(&sandbox_id, &sandbox, fx.container_config("app"))
-        .await
-        .expect("CreateContainer");
+    let (sandbox_id, id) = created_app(&fx, "logs").await;
     fx.docker.set_output(
         &id,
         vec![
@@ -444,12 +450,7 @@ async fn output_the_follow_stream_missed_is_copied_from_a_plain_read_after_it() 
     // without the container's last unterminated output (here: the follow read leaves out the
     // last two chunks); a plain read afterwards has it.
     let fx = Fixture::new().await;
-    let sandbox = fx.sandbox_config("missed");
-    let sandbox_id = fx.run_sandbox(sandbox.clone()).await;
-    let id = fx
-        .create_container(&sandbox_id, &sandbox, fx.container_config("app"))
-        .await
-        .expect("CreateContainer");
+    let (_, id) = created_app(&fx, "missed").await;
     fx.docker.set_output(
         &id,
         vec![

@@ -28,7 +28,9 @@ use crate::envvars::ServiceStore;
 /// Keeps `store` equal to the services of all namespaces until `cancel` fires. A broken watch
 /// is resumed (relisting when it must, the relist replacing the store whole).
 pub async fn watch_services(client: Client, store: ServiceStore, cancel: CancellationToken) {
-    store.run(Api::all(client), cancel).await
+    store
+        .run(Api::all(client), watcher::Config::default(), cancel)
+        .await
 }
 
 /// The pods bound to one node, from the API server.

@@ -106,17 +106,20 @@ where
         self.reader.state().iter().map(|o| (**o).clone()).collect()
     }
 
+    /// One of the objects (for an informer of one object), if any.
+    pub fn first(&self) -> Option<Arc<K>> {
+        self.reader.state().into_iter().next()
+    }
+
     /// The cluster-scoped object `name`, if known.
     pub fn get(&self, name: &str) -> Option<Arc<K>> {
         self.reader.get(&ObjectRef::new(name))
     }
 
-    /// Keeps the store equal to what `api` lists until `cancel` fires. A broken watch is resumed
-    /// (relisting when it must, the relist replacing the store whole).
-    pub async fn run(self, api: Api<K>, cancel: CancellationToken) {
-        let mut stream = watcher::watcher(api, watcher::Config::default())
-            .default_backoff()
-            .boxed();
+    /// Keeps the store equal to what `api` lists (selected by `config`) until `cancel` fires. A
+    /// broken watch is resumed (relisting when it must, the relist replacing the store whole).
+    pub async fn run(self, api: Api<K>, config: watcher::Config, cancel: CancellationToken) {
+        let mut stream = watcher::watcher(api, config).default_backoff().boxed();
         loop {
             let ev = tokio::select! {
                 _ = cancel.cancelled() => return,

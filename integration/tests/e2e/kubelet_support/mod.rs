@@ -244,6 +244,7 @@ pub async fn cleanup_runtime(endpoint: &str, uid: &str) {
 
 /// Clean up the pods `uids` from the runtime of `kind` after the kubelet stopped.
 pub async fn cleanup_all(kind: RuntimeKind, tb: &Testbed, uids: &[String]) {
+    remove_pod_log_dirs(uids);
     match kind {
         RuntimeKind::Containerd => {
             for u in uids {
@@ -259,6 +260,24 @@ pub async fn cleanup_all(kind: RuntimeKind, tb: &Testbed, uids: &[String]) {
                 }
                 shim.stop().await;
             }
+        }
+    }
+}
+
+/// Removes the pod log directories (`/var/log/pods/<namespace>_<name>_<uid>`) of `uids`, which
+/// a kubelet stopped before its pods were gone leaves behind (a later kubelet on this host would
+/// otherwise find them).
+fn remove_pod_log_dirs(uids: &[String]) {
+    let Ok(rd) = std::fs::read_dir("/var/log/pods") else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if uids
+            .iter()
+            .any(|u| !u.is_empty() && name.ends_with(&format!("_{u}")))
+        {
+            let _ = std::fs::remove_dir_all(e.path());
         }
     }
 }

@@ -56,25 +56,11 @@ async fn runtime_class_e2e(kind: RuntimeKind) {
     let (missing_class, unconfigured_class) = (format!("{base}-later"), format!("{base}-bad"));
     let created: Arc<Mutex<Vec<String>>> = Arc::default();
     let outcome = tokio::spawn({
-        let (log, node, endpoint, image) = (
-            k.log.clone(),
-            k.node.clone(),
-            k.endpoint(&tb),
-            tb.busybox_image.clone(),
-        );
+        let (log, node, endpoint, image) = k.handles(&tb);
         let (pods, classes, created) = (pods.clone(), classes.clone(), created.clone());
         let [missing, unconfigured] = names.clone();
         let (missing_class, unconfigured_class) = (missing_class.clone(), unconfigured_class.clone());
         async move {
-            let create = |p: Pod| {
-                let (pods, created) = (pods.clone(), created.clone());
-                async move {
-                    let p = pods.create(&PostParams::default(), &p).await.expect("create pod");
-                    let uid = p.metadata.uid.clone().unwrap_or_default();
-                    created.lock().push(uid.clone());
-                    uid
-                }
-            };
             let sandbox_failure = |uid: String| {
                 let (events, log) = (events.clone(), log.clone());
                 async move {
@@ -91,7 +77,8 @@ async fn runtime_class_e2e(kind: RuntimeKind) {
             };
 
             // A RuntimeClass that does not exist.
-            let missing_uid = create(pod(&missing, &node, &image, &missing_class)).await;
+            let missing_uid =
+                create_recorded(&pods, &created, &pod(&missing, &node, &image, &missing_class)).await;
             assert_eq!(
                 sandbox_failure(missing_uid.clone()).await,
                 format!(
@@ -115,7 +102,8 @@ async fn runtime_class_e2e(kind: RuntimeKind) {
                 .create(&PostParams::default(), &runtime_class(&unconfigured_class, handler))
                 .await
                 .expect("create RuntimeClass");
-            let bad_uid = create(pod(&unconfigured, &node, &image, &unconfigured_class)).await;
+            let bad_pod = pod(&unconfigured, &node, &image, &unconfigured_class);
+            let bad_uid = create_recorded(&pods, &created, &bad_pod).await;
             let msg = sandbox_failure(bad_uid.clone()).await;
             assert!(
                 msg.starts_with("Failed to create pod sandbox: ") && msg.contains(handler),

@@ -466,6 +466,17 @@ impl Kubelet {
         runtime_endpoint(self.kind, tb, &self.root)
     }
 
+    /// What a test's checking task needs of this kubelet, owned: its log file, node name, CRI
+    /// endpoint, and the test bed's busybox image.
+    pub fn handles(&self, tb: &Testbed) -> (PathBuf, String, String, String) {
+        (
+            self.log.clone(),
+            self.node.clone(),
+            self.endpoint(tb),
+            tb.busybox_image.clone(),
+        )
+    }
+
     /// The static pod's name (`<name>-<node>`).
     pub fn pod_name(&self, name: &str) -> String {
         format!("{name}-{}", self.node)
@@ -555,6 +566,21 @@ impl Kubelet {
             }
         }
     }
+}
+
+/// Creates `pod` through the API and records its UID in `created` (for the clean-up); the UID.
+pub async fn create_recorded(
+    pods: &kube::Api<k8s_openapi::api::core::v1::Pod>,
+    created: &parking_lot::Mutex<Vec<String>>,
+    pod: &k8s_openapi::api::core::v1::Pod,
+) -> String {
+    let p = pods
+        .create(&kube::api::PostParams::default(), pod)
+        .await
+        .expect("create pod");
+    let uid = p.metadata.uid.clone().unwrap_or_default();
+    created.lock().push(uid.clone());
+    uid
 }
 
 /// A single-container pod manifest running `script` in busybox.

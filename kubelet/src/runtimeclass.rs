@@ -57,9 +57,8 @@ impl RuntimeClassManager {
         let Some(name) = name.filter(|n| !n.is_empty()) else {
             return Ok(String::new());
         };
-        if !self.classes.has_synced() {
-            self.classes.wait_synced(SYNC_WAIT).await;
-        }
+        // At once when listed; else waits (bounded) for the first listing.
+        self.classes.wait_synced(SYNC_WAIT).await;
         self.classes
             .get(name)
             .map(|rc| rc.handler.clone())
